@@ -1,0 +1,91 @@
+"""Vendor-agnostic sandbox layer. Pure asyncio; never imports temporalio.
+
+Runtimes live in their own modules and import their vendor lazily::
+
+    from runtimes.monty import MontyRuntime     # needs pydantic-monty
+    from runtimes.python import PythonRuntime   # real CPython in a subprocess
+
+``get_runtime(name)`` builds one by name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import CodeRuntime
+from .constraints import FULL_PYTHON, CodeConstraints, build_code_mode_prompt
+from .errors import (
+    CapabilityError,
+    CodeExecutionError,
+    CodeResourceError,
+    CodeRuntimeError,
+    CodeSyntaxError,
+    CodeTimeoutError,
+    CodeTypeError,
+    ExecutionProtocolError,
+    NonDeterminismError,
+    SandboxError,
+)
+from .execution import CallOutcome, CodeExecution
+from .signatures import (
+    ToolParameter,
+    ToolSignature,
+    normalize_functions,
+    render_stubs,
+    signature_from_callable,
+    signature_from_json_schema,
+)
+from .types import CheckpointTier, ExecutionLimits, ExecutionResult, FunctionCall, RuntimeCapabilities
+
+#: name -> "module:Class", imported on first use so optional vendors stay optional.
+RUNTIMES: dict[str, str] = {
+    "monty": "runtimes.monty:MontyRuntime",
+    "python": "runtimes.python:PythonRuntime",
+    "e2b": "runtimes.e2b:E2BRuntime",
+}
+
+
+def get_runtime(name: str, **options: Any) -> CodeRuntime:
+    """Build a runtime by name (``monty``, ``python``, ...)."""
+    import importlib
+
+    try:
+        target = RUNTIMES[name]
+    except KeyError:
+        raise ValueError(f"unknown runtime {name!r}; known: {', '.join(sorted(RUNTIMES))}") from None
+    module_name, cls_name = target.split(":")
+    cls = getattr(importlib.import_module(module_name), cls_name)
+    return cls(**options)
+
+
+__all__ = [
+    "FULL_PYTHON",
+    "RUNTIMES",
+    "CallOutcome",
+    "CapabilityError",
+    "CheckpointTier",
+    "CodeConstraints",
+    "CodeExecution",
+    "CodeExecutionError",
+    "CodeResourceError",
+    "CodeRuntime",
+    "CodeRuntimeError",
+    "CodeSyntaxError",
+    "CodeTimeoutError",
+    "CodeTypeError",
+    "ExecutionLimits",
+    "ExecutionProtocolError",
+    "ExecutionResult",
+    "FunctionCall",
+    "NonDeterminismError",
+    "RuntimeCapabilities",
+    "SandboxError",
+    "ToolParameter",
+    "ToolSignature",
+    "build_code_mode_prompt",
+    "get_runtime",
+    "normalize_functions",
+    "render_stubs",
+    "signature_from_callable",
+    "signature_from_json_schema",
+]

@@ -1,0 +1,61 @@
+"""``CodeRuntime``: the only abstract class, a factory of ``CodeExecution`` handles."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any
+
+from .constraints import FULL_PYTHON, CodeConstraints, build_code_mode_prompt
+from .execution import CodeExecution
+from .signatures import FunctionsSpec, ToolSignature, normalize_functions
+from .types import ExecutionLimits, RuntimeCapabilities
+
+
+class CodeRuntime(ABC):
+    """A sandbox kind. Subclasses implement ``execute``; the rest has working defaults
+    (no type checking, no checkpoints) so a consumer's code is the same for every tier."""
+
+    #: Short name used in requests, checkpoints and the CLI (``monty``, ``python``, ``e2b``).
+    name: str = "runtime"
+    constraints: CodeConstraints = FULL_PYTHON
+    capabilities: RuntimeCapabilities = RuntimeCapabilities(name="runtime")
+
+    @abstractmethod
+    async def execute(
+        self,
+        code: str,
+        *,
+        functions: FunctionsSpec,
+        inputs: Mapping[str, Any] | None = None,
+        limits: ExecutionLimits | None = None,
+    ) -> CodeExecution:
+        """Start ``code`` with ``functions`` callable from it. Raises ``CodeSyntaxError`` /
+        ``CodeTypeError`` / ``CapabilityError`` when the code cannot start; errors while
+        running surface from ``next()``."""
+
+    async def type_check(self, code: str, signatures: FunctionsSpec) -> None:
+        """Check ``code`` against the tool stubs; raises ``CodeTypeError``. No-op by default."""
+        return None
+
+    async def restore(self, checkpoint: bytes) -> CodeExecution | None:
+        """Continue from ``dump()`` bytes; ``None`` when this runtime (or this version of it)
+        cannot, and the caller re-executes or replays."""
+        return None
+
+    def prompt(self, functions: FunctionsSpec) -> str:
+        """The code-mode prompt for these functions under this runtime's constraints."""
+        return build_code_mode_prompt(normalize_functions(functions), self.constraints)
+
+    def signatures(self, functions: FunctionsSpec) -> dict[str, ToolSignature]:
+        return normalize_functions(functions)
+
+    async def aclose(self) -> None:
+        """Release pools and servers held by the runtime."""
+        return None
+
+    async def __aenter__(self) -> CodeRuntime:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

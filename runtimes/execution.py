@@ -1,0 +1,205 @@
+"""``CodeExecution``: the one concrete execution handle, behaviour injected as callables.
+
+The protocol (a generator reified as an object; seed 000, appendix B)::
+
+    event = await execution.next()
+    while isinstance(event, FunctionCall):
+        await execution.provide_result(await run_tool(event), call_id=event.call_id)
+        event = await execution.next()
+    return event.output               # ExecutionResult
+
+Concurrency. When the code starts several calls without needing their values yet
+(``await asyncio.gather(fetch(1), fetch(2))`` on ``async def`` tools), every one of them is
+visible to the host before any result is needed:
+
+* After ``next()`` returns a ``FunctionCall`` the host may answer it
+  (``provide_result`` / ``provide_error`` with its ``call_id``) or call ``next()`` again
+  without answering. Calling ``next()`` with unanswered calls means "I will answer later,
+  show me what else the code does meanwhile". A call with ``concurrent=False`` needs its
+  value at once: the code makes no further call until it is answered.
+* ``next_batch()`` runs the code until it cannot continue without answers and returns every
+  call it made on the way (``list[FunctionCall]``), or the ``ExecutionResult``. Five gathered
+  calls come back as one batch of five. This is what a stateless host (a Temporal activity)
+  uses: run the batch concurrently, answer them all, call ``next_batch()`` again.
+* ``next()`` called while the code is blocked on unanswered calls waits until some other
+  task answers one of them, so a host that runs each call as an asyncio task can simply
+  loop on ``next()``. A host with no such task must answer first (or use ``next_batch``).
+
+Checkpoints. ``dump()`` taken while calls are pending captures that paused state (or
+returns ``None`` when the runtime cannot checkpoint). ``CodeRuntime.restore(blob)`` returns
+an execution paused at the same calls: ``pending_calls`` lists them, the host answers them
+with ``provide_result`` / ``provide_error`` and then calls ``next()`` (or ``next_batch()``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .errors import ExecutionProtocolError
+from .types import ExecutionResult, FunctionCall
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """Internal step outcome: the code cannot continue until some pending call is answered."""
+
+    waiting_on: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """The answer to one call: a return value, or an exception to raise inside the code."""
+
+    kind: Literal["result", "error"]
+    value: Any = None
+    exc_type: str = "RuntimeError"
+    message: str = ""
+
+    @classmethod
+    def result(cls, value: Any) -> CallOutcome:
+        return cls("result", value=value)
+
+    @classmethod
+    def error(cls, exc_type: str, message: str) -> CallOutcome:
+        return cls("error", exc_type=exc_type, message=message)
+
+
+Step = FunctionCall | ExecutionResult | Blocked
+AdvanceFn = Callable[[], Awaitable[Step]]
+AnswerFn = Callable[[str, CallOutcome], Awaitable[None]]
+DumpFn = Callable[[], "bytes | None"]
+CloseFn = Callable[[], Awaitable[None]]
+
+
+async def _noop_close() -> None:
+    return None
+
+
+class CodeExecution:
+    """A handle on one running piece of code. Every runtime returns this same class.
+
+    :param advance: run the sandbox to its next step (a new call, the result, or ``Blocked``).
+    :param answer: hand one call's outcome to the sandbox (it may only buffer it).
+    :param dump: serialise the paused state, or ``None`` when impossible.
+    :param close: release the sandbox (idempotent).
+    :param pending: calls already shown to a host before a restore.
+    """
+
+    def __init__(
+        self,
+        *,
+        advance: AdvanceFn,
+        answer: AnswerFn,
+        dump: DumpFn | None = None,
+        close: CloseFn | None = None,
+        pending: Iterable[FunctionCall] = (),
+        runtime: str = "",
+    ) -> None:
+        self._advance = advance
+        self._answer = answer
+        self._dump = dump
+        self._close = close or _noop_close
+        self._pending: dict[str, FunctionCall] = {c.call_id: c for c in pending}
+        self._answered = asyncio.Event()
+        self._finished = False
+        self._closed = False
+        self.runtime = runtime
+
+    # -- state ------------------------------------------------------------------------
+
+    @property
+    def pending_calls(self) -> list[FunctionCall]:
+        """Calls shown to the host and not answered yet, in the order they were made."""
+        return list(self._pending.values())
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    # -- driving ----------------------------------------------------------------------
+
+    async def _step(self) -> Step:
+        if self._closed:
+            raise ExecutionProtocolError("the execution is closed")
+        if self._finished:
+            raise ExecutionProtocolError("the execution has already finished")
+        step = await self._advance()
+        if isinstance(step, FunctionCall):
+            self._pending[step.call_id] = step
+        elif isinstance(step, ExecutionResult):
+            self._finished = True
+            self._pending.clear()
+        return step
+
+    async def next(self) -> FunctionCall | ExecutionResult:
+        """The next event of the code. See the module docstring for concurrency."""
+        while True:
+            self._answered.clear()
+            step = await self._step()
+            if not isinstance(step, Blocked):
+                return step
+            if not self._pending:
+                raise ExecutionProtocolError("the sandbox is blocked but no call is pending")
+            await self._answered.wait()
+
+    async def next_batch(self) -> list[FunctionCall] | ExecutionResult:
+        """Run until the code needs answers; return the calls it made meanwhile (or the result)."""
+        calls: list[FunctionCall] = []
+        while True:
+            step = await self._step()
+            if isinstance(step, FunctionCall):
+                calls.append(step)
+            elif isinstance(step, ExecutionResult):
+                return step
+            else:
+                if calls:
+                    return calls
+                raise ExecutionProtocolError(
+                    f"the code is waiting for answers to calls {list(step.waiting_on) or list(self._pending)}; "
+                    "answer them before asking for the next batch"
+                )
+
+    def _resolve_call_id(self, call_id: str | None) -> str:
+        if call_id is None:
+            if len(self._pending) != 1:
+                raise ExecutionProtocolError(
+                    f"{len(self._pending)} calls are pending ({list(self._pending)}): pass call_id="
+                )
+            return next(iter(self._pending))
+        if call_id not in self._pending:
+            raise ExecutionProtocolError(f"no pending call with id {call_id!r} (pending: {list(self._pending)})")
+        return call_id
+
+    async def provide_result(self, value: Any, *, call_id: str | None = None) -> None:
+        """Answer a call with its return value (``call_id`` may be omitted when one is pending)."""
+        cid = self._resolve_call_id(call_id)
+        await self._answer(cid, CallOutcome.result(value))
+        del self._pending[cid]
+        self._answered.set()
+
+    async def provide_error(self, exc_type: str, message: str, *, call_id: str | None = None) -> None:
+        """Raise ``exc_type(message)`` inside the code at the call, so it can ``try/except`` it."""
+        cid = self._resolve_call_id(call_id)
+        await self._answer(cid, CallOutcome.error(exc_type, message))
+        del self._pending[cid]
+        self._answered.set()
+
+    def dump(self) -> bytes | None:
+        """Checkpoint of the paused state, or None when this runtime cannot checkpoint."""
+        if self._dump is None or self._finished or self._closed:
+            return None
+        return self._dump()
+
+    async def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            await self._close()
+
+    async def __aenter__(self) -> CodeExecution:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,464 @@
+"""``MontyRuntime``: the Rust interpreter that pauses at every tool call and snapshots its VM.
+
+Tier-1 checkpoints: ``dump()`` is the VM snapshot (about 4 KB for a small heap) inside a
+versioned envelope, so any process with the same Monty version can continue a run, and a
+checkpoint from another version is refused with ``None``.
+
+Monty runs in a pool of worker subprocesses (one pool per runtime instance); a crashed
+worker never takes the host down. Requires PyPI ``pydantic-monty`` 1.4.x.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+import typing
+from collections.abc import Mapping
+from typing import Any
+
+try:
+    import pydantic_monty as pm
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
+    raise ImportError(
+        "MontyRuntime needs the Monty interpreter: pip install 'pydantic-monty>=1.4,<1.5' "
+        "(the PyPI package 'monty-python' is an unrelated project)"
+    ) from exc
+
+from .base import CodeRuntime
+from .checkpoint import decode_checkpoint, encode_checkpoint
+from .constraints import CodeConstraints
+from .errors import (
+    CodeExecutionError,
+    CodeResourceError,
+    CodeRuntimeError,
+    CodeSyntaxError,
+    CodeTimeoutError,
+    CodeTypeError,
+    ExecutionProtocolError,
+    SandboxError,
+)
+from .execution import Blocked, CallOutcome, CodeExecution, Step
+from .signatures import FunctionsSpec, ToolSignature, normalize_functions, render_stubs
+from .types import CheckpointTier, ExecutionLimits, ExecutionResult, FunctionCall, RuntimeCapabilities
+
+log = logging.getLogger(__name__)
+
+MONTY_VERSION: str = pm.__version__
+
+#: Stdlib modules Monty 1.4 imports (measured by tests/runtimes/test_monty_constraints.py).
+MONTY_MODULES = (
+    "asyncio", "base64", "collections", "csv", "dataclasses", "datetime", "decimal",
+    "functools", "hashlib", "itertools", "json", "math", "re", "time", "typing",
+)  # fmt: skip
+
+MONTY_CONSTRAINTS = CodeConstraints(
+    importable_modules=MONTY_MODULES,
+    supports_third_party_packages=False,
+    supports_class_inheritance=False,
+    supports_generators=False,
+    supports_del=False,
+    supports_filesystem=False,
+    additional_instructions=(
+        "This is Monty, a fast sandboxed subset of Python: no file or network access, "
+        "a restricted standard library."
+    ),
+)
+
+_KNOWN_EXC_TYPES = frozenset(typing.get_args(pm.ExcType))
+_LINE_RE = re.compile(r"--> [^:\n]+:(\d+):(\d+)")
+
+
+def _monty_exception(outcome: CallOutcome) -> dict[str, Any]:
+    """A host answer as Monty's ``ExternalResult``. Exception types Monty does not know
+    are raised as RuntimeError with the original type name kept in the message."""
+    if outcome.kind == "result":
+        return {"return_value": outcome.value}
+    exc_type = outcome.exc_type
+    if exc_type in _KNOWN_EXC_TYPES:
+        return {"exc_type": exc_type, "message": outcome.message}
+    return {"exc_type": "RuntimeError", "message": f"{exc_type}: {outcome.message}"}
+
+
+def map_monty_error(err: BaseException) -> CodeExecutionError | SandboxError:
+    """Vendor error -> our hierarchy, with type, message and line ready for an LLM."""
+    if isinstance(err, pm.MontyTypingError):
+        text = err.display()
+        m = _LINE_RE.search(text)
+        line = int(m.group(1)) if m else None
+        first = text.strip().splitlines()[0] if text.strip() else str(err)
+        if "invalid-syntax" in first:
+            msg = first.split(":", 1)[-1].strip()
+            return CodeSyntaxError(msg, error_type="SyntaxError", line=line, traceback=text.strip())
+        return CodeTypeError(first, error_type="TypeError", line=line, traceback=text.strip())
+    if isinstance(err, pm.MontySyntaxError):
+        frames = err.traceback()
+        line = frames[-1].line if frames else None
+        return CodeSyntaxError(err.display("msg"), error_type="SyntaxError", line=line, traceback=err.display())
+    if isinstance(err, pm.MontyRuntimeError):
+        inner = err.exception()
+        etype = type(inner).__name__
+        frames = err.traceback()
+        line = frames[-1].line if frames else None
+        msg = err.display("msg")
+        tb = err.display()
+        if etype == "NotImplementedError" and "syntax parser does not yet support" in msg:
+            return CodeSyntaxError(msg, error_type="SyntaxError", line=line, traceback=tb)
+        if etype == "TimeoutError" and "time limit exceeded" in msg:
+            return CodeTimeoutError(msg, error_type="TimeoutError", line=line, traceback=tb)
+        if etype == "MemoryError":
+            return CodeResourceError(msg, error_type="MemoryError", line=line, traceback=tb)
+        if etype == "RuntimeError" and "suspension" in msg.lower():
+            return CodeResourceError(msg, error_type="RuntimeError", line=line, traceback=tb)
+        return CodeRuntimeError(msg, error_type=etype, line=line, traceback=tb)
+    if isinstance(err, pm.MontyCrashedError):
+        if err.timed_out:
+            return CodeTimeoutError("the sandbox exceeded its time limit and was stopped", error_type="TimeoutError")
+        return SandboxError(f"the Monty worker crashed: {err}")
+    if isinstance(err, pm.MontyError):
+        return SandboxError(f"Monty failed: {err}")
+    return SandboxError(f"Monty failed: {type(err).__name__}: {err}")
+
+
+class _StdoutSink:
+    """Collects print() output up to a byte budget, then notes the truncation."""
+
+    def __init__(self, limit: int, already: int = 0) -> None:
+        self.limit = limit
+        self.used = already
+        self.parts: list[str] = []
+        self.truncated = False
+
+    def __call__(self, stream: str, text: str) -> None:
+        if self.truncated:
+            return
+        data = text.encode()
+        room = self.limit - self.used
+        if len(data) <= room:
+            self.parts.append(text)
+            self.used += len(data)
+            return
+        self.parts.append(data[: max(room, 0)].decode(errors="ignore"))
+        self.parts.append(f"\n[output truncated: more than {self.limit} bytes printed]\n")
+        self.used = self.limit
+        self.truncated = True
+
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+class _MontyRun:
+    """The state behind one CodeExecution: the live snapshot, the calls shown, the answers."""
+
+    def __init__(
+        self,
+        runtime: MontyRuntime,
+        session: Any,
+        signatures: dict[str, ToolSignature],
+        limits: ExecutionLimits,
+        sink: _StdoutSink,
+        *,
+        code: str | None = None,
+        tool_calls: int = 0,
+    ) -> None:
+        self.code = code
+        self.runtime = runtime
+        self.session = session
+        self.signatures = signatures
+        self.limits = limits
+        self.sink = sink
+        self.snap: Any = None
+        self.shown: dict[str, FunctionCall] = {}
+        self.answers: dict[str, CallOutcome] = {}
+        self.tool_calls = tool_calls
+        self.started = time.perf_counter()
+        self.compute_s = 0.0
+        self.failed: BaseException | None = None
+        self.closed = False
+
+    async def _resume(self, coro: Any) -> None:
+        t0 = time.perf_counter()
+        try:
+            self.snap = await coro
+        except pm.MontyError as err:
+            mapped = map_monty_error(err)
+            self.failed = mapped
+            await self.close()
+            raise mapped from None
+        finally:
+            self.compute_s += time.perf_counter() - t0
+
+    async def advance(self) -> Step:
+        if self.failed is not None:
+            raise ExecutionProtocolError(f"the execution already failed: {self.failed}")
+        while True:
+            snap = self.snap
+            if isinstance(snap, pm.MontyComplete):
+                result = ExecutionResult(
+                    output=snap.output,
+                    stdout=self.sink.text(),
+                    stdout_truncated=self.sink.truncated,
+                    duration_ms=self.compute_s * 1000,
+                    tool_calls=self.tool_calls,
+                )
+                await self.close()
+                return result
+            if isinstance(snap, pm.AsyncNameLookupSnapshot):
+                await self._resume(snap.resume())  # undefined name -> NameError in the code
+                continue
+            if isinstance(snap, pm.AsyncFunctionSnapshot):
+                step = await self._on_call(snap)
+                if step is not None:
+                    return step
+                continue
+            if isinstance(snap, pm.AsyncFutureSnapshot):
+                pending = [str(i) for i in snap.pending_call_ids]
+                ready = {int(c): _monty_exception(self.answers.pop(c)) for c in pending if c in self.answers}
+                if ready:
+                    for c in ready:
+                        self.shown.pop(str(c), None)
+                    await self._resume(snap.resume(ready))
+                    continue
+                return Blocked(tuple(pending))
+            raise SandboxError(f"unexpected Monty state {type(snap).__name__}")
+
+    async def _on_call(self, snap: Any) -> Step | None:
+        if snap.is_os_function:
+            await self._resume(snap.resume_not_handled())  # no OS access: Monty raises inside the code
+            return None
+        cid = str(snap.call_id)
+        name = str(snap.function_name)
+        sig = self.signatures.get(name)
+        if cid in self.answers:
+            self.shown.pop(cid, None)
+            await self._resume(snap.resume(_monty_exception(self.answers.pop(cid))))
+            return None
+        if cid in self.shown:
+            if sig is not None and sig.is_async:
+                await self._resume(snap.resume({"future": ...}))
+                return None
+            return Blocked((cid,))
+        if sig is None:
+            await self._resume(snap.resume({"exc_type": "NameError", "message": f"name '{name}' is not defined"}))
+            return None
+        self.tool_calls += 1
+        if self.tool_calls > self.limits.max_tool_calls:
+            err = CodeResourceError(
+                f"too many tool calls: the limit is {self.limits.max_tool_calls}",
+                error_type="ResourceError",
+                line=_line_of(snap, self.code),
+            )
+            self.failed = err
+            await self.close()
+            raise err
+        call = FunctionCall(
+            call_id=cid,
+            function_name=name,
+            args=list(snap.args),
+            kwargs=dict(snap.kwargs),
+            concurrent=sig.is_async,
+            line=_line_of(snap, self.code),
+        )
+        self.shown[cid] = call
+        return call
+
+    async def answer(self, call_id: str, outcome: CallOutcome) -> None:
+        self.answers[call_id] = outcome
+
+    def dump(self) -> bytes | None:
+        if self.snap is None or isinstance(self.snap, pm.MontyComplete) or self.closed:
+            return None
+        meta = {
+            "functions": {n: s.model_dump(mode="json") for n, s in self.signatures.items()},
+            "pending": [c.model_dump(mode="json") for c in self.shown.values()],
+            "answers": {
+                cid: {"kind": o.kind, "value": o.value, "exc_type": o.exc_type, "message": o.message}
+                for cid, o in self.answers.items()
+            },
+            "limits": self.limits.model_dump(mode="json"),
+            "tool_calls": self.tool_calls,
+            "stdout_bytes": self.sink.used,
+            "code": self.code,
+        }
+        return encode_checkpoint("monty", MONTY_VERSION, meta, self.snap.dump())
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            await self.session.__aexit__(None, None, None)
+        except Exception:  # the worker may already be gone; the pool replaces it
+            log.debug("closing a Monty session failed", exc_info=True)
+
+    def execution(self) -> CodeExecution:
+        return CodeExecution(
+            advance=self.advance,
+            answer=self.answer,
+            dump=self.dump,
+            close=self.close,
+            pending=list(self.shown.values()),
+            runtime="monty",
+        )
+
+
+def _line_of(snap: Any, code: str | None) -> int | None:
+    """Line of a suspended call: Monty reports a byte offset into the source."""
+    if not code:
+        return None
+    try:
+        start = int(snap.position.start)
+    except Exception:
+        return None
+    return code.encode()[:start].count(b"\n") + 1
+
+
+def _monty_limits(limits: ExecutionLimits) -> dict[str, Any]:
+    return {
+        "max_feed_duration_secs": limits.timeout_seconds,
+        "max_memory": limits.max_memory_bytes,
+        # Every call, future resolution and name lookup is a suspension: leave head room,
+        # our own max_tool_calls is the limit users see.
+        "max_suspensions": max(1000, limits.max_tool_calls * 4),
+    }
+
+
+class MontyRuntime(CodeRuntime):
+    """Monty sandbox. Stateless between steps: any process with the same Monty version can
+    restore any checkpoint."""
+
+    name = "monty"
+    constraints = MONTY_CONSTRAINTS
+    capabilities = RuntimeCapabilities(
+        name="monty",
+        stdlib_imports=True,
+        importable_modules=list(MONTY_MODULES),
+        third_party_packages=False,
+        filesystem=False,
+        network=False,
+        checkpoint_tier=CheckpointTier.SNAPSHOT,
+        type_checking=True,
+        startup_latency_ms=5.0,
+    )
+
+    def __init__(
+        self,
+        *,
+        type_check: bool = True,
+        max_processes: int | None = None,
+        min_processes: int = 1,
+        os_policy: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.type_check_enabled = type_check
+        self._pool_args = {"min_processes": min_processes, "max_processes": max_processes}
+        self._os_policy = dict(os_policy) if os_policy else None
+        self._pool: Any = None
+        self._pool_lock = asyncio.Lock()
+
+    async def _get_pool(self) -> Any:
+        async with self._pool_lock:
+            if self._pool is None:
+                pool = pm.AsyncMonty(**self._pool_args)
+                await pool.__aenter__()
+                self._pool = pool
+            return self._pool
+
+    async def aclose(self) -> None:
+        async with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.__aexit__(None, None, None)
+
+    async def _checkout(self, *, limits: ExecutionLimits, stubs: str | None, type_check: bool) -> Any:
+        pool = await self._get_pool()
+        session = pool.checkout(
+            limits=_monty_limits(limits),
+            type_check=type_check,
+            type_check_stubs=stubs,
+            os_policy=self._os_policy,
+        )
+        await session.__aenter__()
+        return session
+
+    async def execute(
+        self,
+        code: str,
+        *,
+        functions: FunctionsSpec,
+        inputs: Mapping[str, Any] | None = None,
+        limits: ExecutionLimits | None = None,
+    ) -> CodeExecution:
+        limits = limits or ExecutionLimits()
+        signatures = normalize_functions(functions)
+        stubs = _type_check_stubs(signatures, inputs)
+        session = await self._checkout(limits=limits, stubs=stubs, type_check=self.type_check_enabled)
+        sink = _StdoutSink(limits.max_stdout_bytes)
+        run = _MontyRun(self, session, signatures, limits, sink, code=code)
+        await run._resume(session.feed_start(code, inputs=dict(inputs or {}), print_callback=sink))
+        return run.execution()
+
+    async def type_check(self, code: str, signatures: FunctionsSpec) -> None:
+        """Type-check without running: the code is fed with a tiny time budget and only a
+        typing (or syntax) error counts; whatever it started is discarded."""
+        sigs = normalize_functions(signatures)
+        limits = ExecutionLimits(timeout_seconds=0.05)
+        session = await self._checkout(limits=limits, stubs=_type_check_stubs(sigs, None), type_check=True)
+        try:
+            await session.feed_start(code, print_callback=lambda s, t: None)
+        except (pm.MontyTypingError, pm.MontySyntaxError) as err:
+            raise map_monty_error(err) from None
+        except pm.MontyError:
+            pass
+        finally:
+            try:
+                await session.__aexit__(None, None, None)
+            except Exception:
+                log.debug("closing a type-check session failed", exc_info=True)
+
+    async def restore(self, checkpoint: bytes) -> CodeExecution | None:
+        decoded = decode_checkpoint(checkpoint, "monty", MONTY_VERSION)
+        if decoded is None:
+            return None
+        meta, payload = decoded
+        try:
+            signatures = {n: ToolSignature.model_validate(s) for n, s in meta["functions"].items()}
+            limits = ExecutionLimits.model_validate(meta["limits"])
+            pending = [FunctionCall.model_validate(c) for c in meta["pending"]]
+            answers = {
+                cid: CallOutcome(a["kind"], value=a["value"], exc_type=a["exc_type"], message=a["message"])
+                for cid, a in meta.get("answers", {}).items()
+            }
+        except (KeyError, TypeError, ValueError):
+            log.warning("refusing a Monty checkpoint with an unreadable header")
+            return None
+        sink = _StdoutSink(limits.max_stdout_bytes, already=int(meta.get("stdout_bytes", 0)))
+        session = await self._checkout(limits=limits, stubs=None, type_check=False)
+        run = _MontyRun(
+            self, session, signatures, limits, sink, code=meta.get("code"), tool_calls=int(meta.get("tool_calls", 0))
+        )
+        try:
+            run.snap = await session.load_snapshot(payload, print_callback=sink)
+        except pm.MontyError as err:
+            log.warning("Monty refused a checkpoint: %s", err)
+            await run.close()
+            return None
+        run.shown = {c.call_id: c for c in pending}
+        run.answers = answers
+        return CodeExecution(
+            advance=run.advance,
+            answer=run.answer,
+            dump=run.dump,
+            close=run.close,
+            pending=[c for c in pending if c.call_id not in answers],
+            runtime="monty",
+        )
+
+
+def _type_check_stubs(signatures: Mapping[str, ToolSignature], inputs: Mapping[str, Any] | None) -> str:
+    """Tool stubs plus declarations of the injected inputs, so ty knows their names."""
+    text = render_stubs(signatures, with_docstrings=False)
+    for name in inputs or {}:
+        if name.isidentifier():
+            text += f"{name}: Any\n"
+    return text

@@ -1,0 +1,76 @@
+"""Plain data that crosses the runtime boundary: events, limits, capabilities.
+
+These are pydantic models because they cross process boundaries (activity results,
+checkpoints, the sandbox wire protocol).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class FunctionCall(BaseModel):
+    """The code called a host function and waits (or will wait) for its result."""
+
+    model_config = ConfigDict(frozen=True)
+
+    call_id: str
+    function_name: str
+    args: list[Any] = Field(default_factory=list)
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    #: True when the code made the call without needing its value yet (an async tool
+    #: called inside ``asyncio.gather``): the host may call ``next()`` to see more calls.
+    concurrent: bool = False
+    #: Line of the call in the user's code, when the runtime knows it.
+    line: int | None = None
+
+
+class ExecutionResult(BaseModel):
+    """The code finished. ``output`` is the value of its last expression (or None)."""
+
+    output: Any = None
+    stdout: str = ""
+    stdout_truncated: bool = False
+    duration_ms: float = 0.0
+    tool_calls: int = 0
+
+
+class ExecutionLimits(BaseModel):
+    """Resource limits. Every limit has a default: an unbounded sandbox is a footgun
+    (``"a" * 10**10`` would take 10 GB)."""
+
+    #: Compute time of the code in seconds, summed over all its steps (time spent
+    #: waiting for tools or approvals does not count).
+    timeout_seconds: float = 30.0
+    max_memory_bytes: int = 256 * 1024 * 1024
+    max_tool_calls: int = 500
+    max_stdout_bytes: int = 1024 * 1024
+
+
+class CheckpointTier(IntEnum):
+    """How a parked execution survives (see DESIGN.md)."""
+
+    SNAPSHOT = 1  # full VM snapshot bytes (Monty)
+    SESSION = 2  # a remote session id (E2B paused sandbox)
+    JOURNAL = 3  # nothing: rebuilt by replaying recorded tool results
+
+
+class RuntimeCapabilities(BaseModel):
+    """What a runtime can honour (seed 004, "Capability model")."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    stdlib_imports: bool = True
+    #: The stdlib modules importable, when only a subset is (None = all of them).
+    importable_modules: list[str] | None = None
+    third_party_packages: bool = False
+    filesystem: bool = False
+    network: bool = False
+    checkpoint_tier: CheckpointTier = CheckpointTier.JOURNAL
+    type_checking: bool = False
+    #: Typical cost to start one execution, in milliseconds (order of magnitude).
+    startup_latency_ms: float = 0.0
