@@ -86,6 +86,7 @@ class CodeExecution:
     :param dump: serialise the paused state, or ``None`` when impossible.
     :param close: release the sandbox (idempotent).
     :param pending: calls already shown to a host before a restore.
+    :param read_stdout: what the code printed so far (since this handle was created).
     """
 
     def __init__(
@@ -97,7 +98,9 @@ class CodeExecution:
         close: CloseFn | None = None,
         pending: Iterable[FunctionCall] = (),
         runtime: str = "",
+        read_stdout: Callable[[], str] | None = None,
     ) -> None:
+        self._read_stdout = read_stdout
         self._advance = advance
         self._answer = answer
         self._dump = dump
@@ -114,6 +117,11 @@ class CodeExecution:
     def pending_calls(self) -> list[FunctionCall]:
         """Calls shown to the host and not answered yet, in the order they were made."""
         return list(self._pending.values())
+
+    @property
+    def stdout(self) -> str:
+        """What the code printed since this handle was created (by execute or restore)."""
+        return self._read_stdout() if self._read_stdout is not None else ""
 
     @property
     def finished(self) -> bool:

@@ -300,6 +300,7 @@ class _MontyRun:
             close=self.close,
             pending=list(self.shown.values()),
             runtime="monty",
+            read_stdout=self.sink.text,
         )
 
 
@@ -452,6 +453,7 @@ class MontyRuntime(CodeRuntime):
             close=run.close,
             pending=[c for c in pending if c.call_id not in answers],
             runtime="monty",
+            read_stdout=sink.text,
         )
 
 

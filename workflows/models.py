@@ -67,6 +67,9 @@ class CodeExecutionRequest(BaseModel):
     approval_timeout: timedelta = timedelta(days=7)
     #: Park before the code runs, with the code shown for review (call id ``code``).
     require_code_approval: bool = False
+    #: Keep the CodeModeStatus/CodeModeRuntime search attributes current. Clients turn this
+    #: off on a server where they are not registered (upserting them would fail the run).
+    index_search_attributes: bool = True
 
 
 class ExecutionOutcome(BaseModel):

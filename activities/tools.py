@@ -1,0 +1,234 @@
+"""Host tools: the ``@tool`` decorator, the registry, argument validation, ``current_call()``.
+
+A tool is a plain typed Python function (sync or async) that runs as its own Temporal
+activity type (named after the tool, so the UI shows ``get_weather``), with its own retry
+policy. A tools module passed as ``--tools MODULE`` registers every public function
+defined in it, decorated or not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import importlib
+import inspect
+import types
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from pydantic import ConfigDict, ValidationError, create_model
+
+from runtimes.signatures import ToolSignature, signature_from_callable
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: Exception types a tool raises for bad input, not for a transient fault: never retried
+#: unless a tool says otherwise with ``non_retryable=``.
+DEFAULT_NON_RETRYABLE = ("TypeError", "ValueError", "KeyError", "PermissionError", "NotImplementedError")
+
+#: Activity names the sandbox steps use; a tool may not take them.
+RESERVED_NAMES = frozenset({"sandbox_start", "sandbox_resume", "sandbox_release"})
+
+
+@dataclass(frozen=True)
+class ToolOptions:
+    requires_approval: bool = False
+    max_attempts: int = 3
+    timeout: timedelta = timedelta(seconds=60)
+    #: Exception type names that are never retried.
+    non_retryable: tuple[str, ...] = DEFAULT_NON_RETRYABLE
+    name: str | None = None
+
+
+def tool(
+    fn: F | None = None,
+    *,
+    requires_approval: bool = False,
+    max_attempts: int = 3,
+    timeout: timedelta = timedelta(seconds=60),
+    non_retryable: Iterable[str | type[BaseException]] = DEFAULT_NON_RETRYABLE,
+    name: str | None = None,
+) -> Any:
+    """Mark a function as a tool with its policy. Usable bare (``@tool``) or with options.
+
+    ``non_retryable`` lists exception types (or names) that end the call at once; the
+    default treats bad-input errors (ValueError, TypeError, KeyError, ...) as final."""
+    if max_attempts < 1:
+        raise ValueError("max_attempts must be at least 1")
+    names = tuple(n if isinstance(n, str) else n.__name__ for n in non_retryable)
+    options = ToolOptions(requires_approval, max_attempts, timeout, names, name)
+
+    def mark(f: F) -> F:
+        f.__codemode_tool__ = options  # type: ignore[attr-defined]
+        return f
+
+    return mark(fn) if fn is not None else mark
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """What a running tool knows about its call: use ``call_id`` (stable across attempts and
+    worker crashes) with ``execution_id`` as an idempotency key for side effects."""
+
+    execution_id: str
+    call_id: str
+    tool: str
+    attempt: int
+
+    @property
+    def idempotency_key(self) -> str:
+        return f"{self.execution_id}/{self.call_id}"
+
+
+_current: contextvars.ContextVar[CallContext] = contextvars.ContextVar("codemode_current_call")
+
+
+def current_call() -> CallContext:
+    """The call being served, inside a tool. Raises ``LookupError`` outside one."""
+    try:
+        return _current.get()
+    except LookupError:
+        raise LookupError("current_call() is only available inside a tool call") from None
+
+
+@dataclass
+class ToolSpec:
+    name: str
+    fn: Callable[..., Any]
+    options: ToolOptions
+    signature: ToolSignature
+    _validator: Any = field(default=None, repr=False)
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.fn)
+
+    def validate(self, args: list[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """Bind and validate a call's arguments. Raises ``TypeError`` (wrong arity/names) or
+        ``ValueError`` (a value of the wrong type), worded for the code's author."""
+        bound = self.signature.bind(args, kwargs)
+        if self._validator is None:
+            return bound
+        fixed = {k: v for k, v in bound.items() if k in self._validator.model_fields}
+        try:
+            model = self._validator.model_validate(fixed)
+        except ValidationError as err:
+            problems = "; ".join(
+                f"argument {'.'.join(str(p) for p in e['loc'])!r}: {e['msg']}" for e in err.errors()
+            )
+            raise ValueError(f"{self.name}(): {problems}") from None
+        out = dict(bound)
+        out.update({k: getattr(model, k) for k in fixed})
+        return out
+
+    def prepare(self, args: list[Any], kwargs: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+        """Validated ``(positional, keyword)`` arguments for calling the function."""
+        validated = self.validate(args, kwargs)
+        positional: list[Any] = []
+        keywords: dict[str, Any] = {}
+        for p in self.signature.parameters:
+            if p.name not in validated:
+                continue
+            if p.kind == "var_positional":
+                positional.extend(validated[p.name])
+            elif p.kind == "var_keyword":
+                keywords.update(validated[p.name])
+            else:
+                keywords[p.name] = validated[p.name]
+        if positional:  # *args present: everything before it must go positionally
+            named = [p.name for p in self.signature.parameters if p.kind == "positional_or_keyword"]
+            positional = [keywords.pop(n) for n in named if n in keywords] + positional
+        return positional, keywords
+
+    async def invoke(self, args: list[Any], kwargs: Mapping[str, Any]) -> Any:
+        """Validate and call; a sync tool runs in a thread so the event loop stays free."""
+        positional, keywords = self.prepare(args, kwargs)
+        if self.is_async:
+            return await self.fn(*positional, **keywords)
+        return await asyncio.to_thread(self.fn, *positional, **keywords)
+
+
+def _validator_for(fn: Callable[..., Any], name: str) -> Any:
+    sig = inspect.signature(fn)
+    try:
+        hints = __import__("typing").get_type_hints(fn, include_extras=True)
+    except Exception:
+        hints = {}
+    fields: dict[str, Any] = {}
+    for p in sig.parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        hint = hints.get(p.name, Any)
+        fields[p.name] = (hint, ... if p.default is p.empty else p.default)
+    try:
+        return create_model(f"{name}_args", __config__=ConfigDict(arbitrary_types_allowed=True), **fields)
+    except Exception:
+        return None
+
+
+class ToolRegistry:
+    """Name -> ToolSpec. Built from functions or from a module."""
+
+    def __init__(self, tools: Iterable[Callable[..., Any]] = ()) -> None:
+        self._tools: dict[str, ToolSpec] = {}
+        for fn in tools:
+            self.register(fn)
+
+    def register(self, fn: Callable[..., Any], options: ToolOptions | None = None) -> ToolSpec:
+        options = options or getattr(fn, "__codemode_tool__", None) or ToolOptions()
+        name = options.name or fn.__name__
+        if name in RESERVED_NAMES:
+            raise ValueError(f"tool name {name!r} is reserved")
+        if not name.isidentifier():
+            raise ValueError(f"tool name {name!r} is not a valid Python identifier")
+        if name in self._tools and self._tools[name].fn is not fn:
+            raise ValueError(f"two tools are named {name!r}")
+        spec = ToolSpec(name, fn, options, signature_from_callable(fn, name=name), _validator_for(fn, name))
+        self._tools[name] = spec
+        return spec
+
+    @classmethod
+    def from_module(cls, module: str | types.ModuleType) -> ToolRegistry:
+        """Every public function defined in the module (not imported into it)."""
+        mod = importlib.import_module(module) if isinstance(module, str) else module
+        registry = cls()
+        for attr, obj in vars(mod).items():
+            if attr.startswith("_") or not inspect.isfunction(obj):
+                continue
+            if obj.__module__ != mod.__name__:
+                continue
+            registry.register(obj)
+        if not registry._tools:
+            raise ValueError(f"module {mod.__name__!r} defines no public functions to use as tools")
+        return registry
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __getitem__(self, name: str) -> ToolSpec:
+        return self._tools[name]
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def select(self, allow: Iterable[str] | None) -> dict[str, ToolSpec]:
+        """The tools an execution may call. Unknown names in the allow-list raise ``KeyError``."""
+        if allow is None:
+            return dict(self._tools)
+        allow = list(allow)
+        unknown = [n for n in allow if n not in self._tools]
+        if unknown:
+            raise KeyError(f"unknown tool(s) in the allow-list: {', '.join(unknown)}; registered: {', '.join(self._tools)}")
+        return {n: self._tools[n] for n in allow}
+
+    def signatures(self, allow: Iterable[str] | None = None) -> dict[str, ToolSignature]:
+        return {n: s.signature for n, s in self.select(allow).items()}

@@ -1,0 +1,75 @@
+"""Composition root for workers: the workflow, the sandbox steps and one activity per tool.
+
+A worker polls two task queues: the shared one (workflows, tools, any sandbox step) and its
+own (steps of sandboxes it keeps live, for runtimes that cannot checkpoint).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator, Mapping
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from activities.sandbox import SandboxActivities
+from activities.tool_activity import tool_activities
+from activities.tools import ToolRegistry
+from runtimes import CodeRuntime
+from workflows.code_execution import CodeExecutionWorkflow
+from workflows.models import TASK_QUEUE
+
+
+def session_queue_name(task_queue: str) -> str:
+    return f"{task_queue}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+class CodeModeWorker:
+    """The workers of one process. Use as an async context manager or call ``run()``."""
+
+    def __init__(
+        self,
+        client: Client,
+        registry: ToolRegistry,
+        *,
+        task_queue: str = TASK_QUEUE,
+        runtimes: Mapping[str, CodeRuntime] | None = None,
+        keep_alive_seconds: float = 60.0,
+        max_concurrent_activities: int = 200,
+    ) -> None:
+        self.client = client
+        self.registry = registry
+        self.task_queue = task_queue
+        self.session_queue = session_queue_name(task_queue)
+        self.sandbox = SandboxActivities(
+            registry, runtimes=runtimes, session_queue=self.session_queue, keep_alive_seconds=keep_alive_seconds
+        )
+        self.shared = Worker(
+            client,
+            task_queue=task_queue,
+            workflows=[CodeExecutionWorkflow],
+            activities=[*self.sandbox.activities(), *tool_activities(registry)],
+            max_concurrent_activities=max_concurrent_activities,
+            max_concurrent_local_activities=max_concurrent_activities,
+        )
+        self.sticky = Worker(client, task_queue=self.session_queue, activities=self.sandbox.activities())
+
+    async def run(self) -> None:
+        try:
+            await asyncio.gather(self.shared.run(), self.sticky.run())
+        finally:
+            await self.sandbox.aclose()
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[CodeModeWorker]:
+        task = asyncio.create_task(self.run())
+        try:
+            yield self
+        finally:
+            await asyncio.gather(self.shared.shutdown(), self.sticky.shutdown(), return_exceptions=True)
+            with contextlib.suppress(Exception):
+                await task
