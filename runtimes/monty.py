@@ -457,9 +457,22 @@ class MontyRuntime(CodeRuntime):
         )
 
 
+#: Exception classes Monty 1.4 raises and catches at run time but its bundled ty does not
+#: know as builtins (measured): declared for type checking only, so
+#: ``except PermissionError:`` type-checks (a denied approval raises exactly that).
+_TYPE_CHECK_PRELUDE = """
+class PermissionError(OSError): ...
+class FileNotFoundError(OSError): ...
+class FileExistsError(OSError): ...
+class UnicodeDecodeError(ValueError): ...
+class ImportError(Exception): ...
+class ModuleNotFoundError(ImportError): ...
+"""
+
+
 def _type_check_stubs(signatures: Mapping[str, ToolSignature], inputs: Mapping[str, Any] | None) -> str:
     """Tool stubs plus declarations of the injected inputs, so ty knows their names."""
-    text = render_stubs(signatures, with_docstrings=False)
+    text = render_stubs(signatures, with_docstrings=False) + _TYPE_CHECK_PRELUDE
     for name in inputs or {}:
         if name.isidentifier():
             text += f"{name}: Any\n"

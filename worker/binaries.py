@@ -38,3 +38,6 @@ def temporal_cli_path() -> str:
 
 def test_server_path() -> str:
     return _find("temporal-test-server", "CODEMODE_TEMPORAL_TEST_SERVER")
+
+
+test_server_path.__test__ = False  # type: ignore[attr-defined]  # not a pytest test

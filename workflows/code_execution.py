@@ -280,10 +280,10 @@ class CodeExecutionWorkflow:
             decision = self._decisions[review.call_id]
         except asyncio.TimeoutError:
             decision = ApprovalRecord(decision="timed_out", comment=f"no decision within {timeout}")
-        finally:
-            del self._pending[review.call_id]
-            if not self._pending:
-                self._set_state("running")
+        # Not in a finally: on eviction the coroutine is closed and must not touch workflow APIs.
+        del self._pending[review.call_id]
+        if not self._pending:
+            self._set_state("running")
         return decision
 
     def _set_state(self, state: ExecutionState) -> None:

@@ -1,0 +1,110 @@
+"""End-to-end executions on a real dev server: outputs, in-band errors, retries, validation."""
+
+from __future__ import annotations
+
+import pytest
+from temporalio.client import WorkflowExecutionStatus
+
+from runtimes import ExecutionLimits
+from worker.client import run_execution, start_execution
+from workflows.models import CodeExecutionRequest
+
+from .conftest import read_events
+
+
+async def run(client, task_queue, code, **kw):
+    handle = await start_execution(client, CodeExecutionRequest(code=code, **kw), task_queue=task_queue)
+    outcome = await handle.result()
+    desc = await handle.describe()
+    assert desc.status == WorkflowExecutionStatus.COMPLETED  # code errors never fail the workflow
+    return outcome
+
+
+async def test_sequential_and_gathered_calls(client, task_queue, worker, events_file) -> None:
+    code = (
+        "import asyncio\n"
+        "a = slow_step(1, 0.01)\n"
+        "b = await asyncio.gather(*[fetch(i) for i in range(5)])\n"
+        "print('sum', a + sum(b))\n"
+        "{'a': a, 'b': b}\n"
+    )
+    outcome = await run(client, task_queue, code)
+    assert outcome.success, outcome.error
+    assert outcome.output == {"a": 10, "b": [100, 101, 102, 103, 104]}
+    assert outcome.stdout == "sum 520\n"
+    assert [c.status for c in outcome.tool_calls] == ["ok"] * 6
+    assert len({c.call_id for c in outcome.tool_calls}) == 6
+    assert outcome.tool_calls[0].summary == "slow_step(i=1, seconds=0.01)"
+
+
+async def test_flaky_tool_retried_durably(client, task_queue, worker, events_file) -> None:
+    outcome = await run(client, task_queue, "r = flaky('k')\nr")
+    assert outcome.success and outcome.output == "ok:k"
+    (call,) = outcome.tool_calls
+    assert call.attempts == 3 and call.status == "ok"
+    starts = [e for e in read_events(events_file) if e["event"] == "start"]
+    assert [e["attempt"] for e in starts] == [1, 2, 3]
+    assert {e["call_id"] for e in starts} == {call.call_id}  # one logical call, one call id
+
+
+async def test_tool_error_raised_in_code(client, task_queue, worker) -> None:
+    code = "try:\n    lookup('Atlantis')\nexcept ValueError as e:\n    msg = 'caught: ' + str(e)\nmsg"
+    outcome = await run(client, task_queue, code)
+    assert outcome.success and outcome.output == "caught: unknown city: Atlantis"
+    assert outcome.tool_calls[0].status == "error"
+    assert outcome.tool_calls[0].attempts == 1  # ValueError is not retried by default
+    uncaught = await run(client, task_queue, "x = 1\nlookup('Atlantis')\n")
+    assert not uncaught.success
+    assert uncaught.error.type == "ValueError" and uncaught.error.line == 2
+
+
+async def test_bad_arguments_rejected_before_running(client, task_queue, worker, events_file) -> None:
+    static = await run(client, task_queue, "slow_step('not a number')")
+    assert not static.success and static.error.kind == "type"  # caught by the type checker
+    # A value the checker cannot see (an input typed Any) is validated before any attempt.
+    code = "try:\n    slow_step(i=bad)\nexcept ValueError as e:\n    err = str(e)\nerr"
+    outcome = await run(client, task_queue, code, inputs={"bad": "x"})
+    assert outcome.success, outcome.error
+    assert "slow_step(): argument 'i'" in outcome.output
+    assert outcome.tool_calls[0].status == "error" and outcome.tool_calls[0].attempts == 0
+    assert read_events(events_file) == []  # the tool never ran
+
+
+@pytest.mark.parametrize(
+    "code,etype,kind,line",
+    [
+        ("x = 1\ny = (\n", "SyntaxError", "syntax", 2),
+        ("x = slow_step(i=[1])\n", "TypeError", "type", 1),
+        ("x = 1\ny = x / 0\n", "ZeroDivisionError", "runtime", 2),
+        ("while True:\n    pass\n", "TimeoutError", "timeout", None),
+        ("s = 'a' * 10**10\n", "MemoryError", "resource", 1),
+    ],
+)
+async def test_code_errors_in_band(client, task_queue, worker, code, etype, kind, line) -> None:
+    outcome = await run(client, task_queue, code, limits=ExecutionLimits(timeout_seconds=2))
+    assert not outcome.success
+    assert (outcome.error.type, outcome.error.kind) == (etype, kind)
+    if line is not None:
+        assert outcome.error.line == line
+
+
+async def test_unknown_tool_in_allow_list_is_input_error(client, task_queue, worker) -> None:
+    outcome = await run(client, task_queue, "1", tools=["nope"])
+    assert not outcome.success and outcome.error.kind == "input" and "nope" in outcome.error.message
+
+
+async def test_allow_list_hides_other_tools(client, task_queue, worker) -> None:
+    outcome = await run(client, task_queue, "lookup('Paris')", tools=["fetch"])
+    assert not outcome.success
+    assert outcome.error.type in ("NameError", "TypeError")
+
+
+async def test_inputs_and_search_attributes(client, task_queue, worker) -> None:
+    handle = await start_execution(
+        client, CodeExecutionRequest(code="n * 2", inputs={"n": 21}), task_queue=task_queue
+    )
+    outcome = await handle.result()
+    assert outcome.output == 42
+    desc = await handle.describe()
+    sa = {k: v for k, v in desc.search_attributes.items()}
+    assert sa["CodeModeStatus"] == ["completed"] and sa["CodeModeRuntime"] == ["monty"]

@@ -1,0 +1,72 @@
+"""Tools used by the workflow tests. Every call appends start/end events to the JSONL file
+named by $CODEMODE_TEST_EVENTS, so a test can see every attempt across worker processes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from datetime import timedelta
+
+from activities import current_call, tool
+
+
+def _event(kind: str, **extra: object) -> None:
+    path = os.environ.get("CODEMODE_TEST_EVENTS")
+    if not path:
+        return
+    call = current_call()
+    rec = {
+        "event": kind,
+        "execution_id": call.execution_id,
+        "call_id": call.call_id,
+        "tool": call.tool,
+        "attempt": call.attempt,
+        "pid": os.getpid(),
+        **extra,
+    }
+    with open(path, "a") as f:
+        f.write(json.dumps(rec) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+@tool(timeout=timedelta(seconds=4), max_attempts=10)
+def slow_step(i: int, seconds: float = 0.6) -> int:
+    """Takes a while, so a worker can be killed in the middle of it."""
+    _event("start", arg=i)
+    time.sleep(seconds)
+    _event("end", arg=i)
+    return i * 10
+
+
+@tool(max_attempts=3)
+def flaky(key: str) -> str:
+    """Fails on its first two attempts, then succeeds."""
+    call = current_call()
+    _event("start", arg=key)
+    if call.attempt < 3:
+        raise ConnectionError(f"transient failure on attempt {call.attempt}")
+    _event("end", arg=key)
+    return f"ok:{key}"
+
+
+@tool(requires_approval=True)
+def transfer(to: str, amount: float) -> dict:
+    """Moves money: needs a person's approval."""
+    _event("start", arg=to)
+    return {"to": to, "amount": amount, "ref": current_call().idempotency_key}
+
+
+async def fetch(i: int) -> int:
+    """Async, for asyncio.gather."""
+    _event("start", arg=i)
+    await asyncio.sleep(0.05)
+    return i + 100
+
+
+def lookup(city: str) -> dict:
+    if city == "Atlantis":
+        raise ValueError(f"unknown city: {city}")
+    return {"city": city}
