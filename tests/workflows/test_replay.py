@@ -1,0 +1,85 @@
+"""Determinism: recorded histories replay cleanly with temporalio's Replayer.
+
+Two sets: histories recorded now (every code path of the workflow), and histories committed
+under histories/ by earlier versions, so a change that breaks running workflows fails here.
+Regenerate the committed ones deliberately with CODEMODE_RECORD_HISTORIES=1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from worker.client import start_execution
+from workflows.code_execution import CodeExecutionWorkflow
+from workflows.models import ApproveSignal, CodeExecutionRequest, DenySignal, ExecutionStatus
+
+HISTORIES = Path(__file__).parent / "histories"
+
+SCENARIOS = {
+    "sequential": CodeExecutionRequest(code="a = slow_step(1, 0.01)\nb = lookup('Paris')\n[a, b]"),
+    "gather": CodeExecutionRequest(code="import asyncio\nawait asyncio.gather(*[fetch(i) for i in range(5)])"),
+    "retry": CodeExecutionRequest(code="flaky('x')"),
+    "tool_error": CodeExecutionRequest(code="try:\n    lookup('Atlantis')\nexcept ValueError as e:\n    r = str(e)\nr"),
+    "code_error": CodeExecutionRequest(code="x = 1\nx / 0"),
+    "invalid_args": CodeExecutionRequest(code="try:\n    slow_step(i=bad)\nexcept ValueError:\n    pass\n1", inputs={"bad": "x"}),
+    "approved": CodeExecutionRequest(code="transfer('bob', 1)['to']"),
+    "denied": CodeExecutionRequest(code="try:\n    transfer('eve', 1)\nexcept PermissionError as e:\n    r = str(e)\nr"),
+    "code_review": CodeExecutionRequest(code="lookup('Rome')", require_code_approval=True),
+}
+
+
+async def _aiter(items):
+    for item in items:
+        yield item
+
+
+async def _drive_approvals(handle, decide) -> None:
+    while True:
+        desc = await handle.describe()
+        if desc.status is not None and desc.status.name != "RUNNING":
+            return
+        status = await handle.query("status", result_type=ExecutionStatus)
+        for pending in status.pending_approvals:
+            await decide(handle, pending.call_id)
+        await asyncio.sleep(0.05)
+
+
+async def _record(client, task_queue) -> dict[str, WorkflowHistory]:
+    histories = {}
+    for name, request in SCENARIOS.items():
+        handle = await start_execution(client, request, task_queue=task_queue)
+        if name == "denied":
+            decide = lambda h, cid: h.signal("deny", DenySignal(call_id=cid, by="bob", reason="no"))  # noqa: E731
+        else:
+            decide = lambda h, cid: h.signal("approve", ApproveSignal(call_id=cid, by="alice"))  # noqa: E731
+        await asyncio.wait_for(_drive_approvals(handle, decide), timeout=60)
+        await handle.result()
+        histories[name] = await handle.fetch_history()
+    return histories
+
+
+async def test_recorded_histories_replay(client, task_queue, worker, events_file) -> None:
+    histories = await _record(client, task_queue)
+    if os.environ.get("CODEMODE_RECORD_HISTORIES"):
+        HISTORIES.mkdir(exist_ok=True)
+        for name, history in histories.items():
+            (HISTORIES / f"{name}.json").write_text(history.to_json())
+    replayer = Replayer(workflows=[CodeExecutionWorkflow], data_converter=pydantic_data_converter)
+    results = await replayer.replay_workflows(_aiter(histories.values()), raise_on_replay_failure=False)
+    failures = {wid: str(err) for wid, err in results.replay_failures.items()}
+    assert not failures
+
+
+async def test_committed_histories_replay() -> None:
+    files = sorted(HISTORIES.glob("*.json"))
+    assert len(files) >= len(SCENARIOS)
+    histories = [WorkflowHistory.from_json(f.stem, f.read_text()) for f in files]
+    replayer = Replayer(workflows=[CodeExecutionWorkflow], data_converter=pydantic_data_converter)
+    results = await replayer.replay_workflows(_aiter(histories), raise_on_replay_failure=False)
+    assert not {wid: str(err) for wid, err in results.replay_failures.items()}
