@@ -10,8 +10,10 @@ and are rebuilt by journal replay anywhere else.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import uuid
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -58,12 +60,19 @@ class SandboxActivities:
         runtimes: Mapping[str, CodeRuntime] | None = None,
         session_queue: str | None = None,
         keep_alive_seconds: float = 60.0,
+        snapshot_cache_size: int = 4,
     ) -> None:
         self.registry = registry
         self._runtimes: dict[str, CodeRuntime] = dict(runtimes or {})
         self.session_queue = session_queue
         self.keep_alive_seconds = keep_alive_seconds
         self._sessions: dict[str, _LiveSession] = {}
+        #: Checkpointed executions kept live after their step, keyed by the checkpoint's hash:
+        #: the next step on this worker skips the restore when it is handed the very same
+        #: checkpoint. Purely a cache: the checkpoint stays the durable truth.
+        self.snapshot_cache_size = snapshot_cache_size
+        self._snapshots: OrderedDict[str, _LiveSession] = OrderedDict()
+        self._closing: set[asyncio.Task[None]] = set()
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -75,6 +84,11 @@ class SandboxActivities:
     async def aclose(self) -> None:
         for sid in list(self._sessions):
             await self._drop(sid)
+        while self._snapshots:
+            _, live = self._snapshots.popitem()
+            await live.execution.close()
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
         for rt in self._runtimes.values():
             await rt.aclose()
 
@@ -92,8 +106,28 @@ class SandboxActivities:
         self._sessions[sid] = live
         return sid
 
+    def _close_later(self, execution: CodeExecution) -> None:
+        """Release a sandbox off the step's critical path."""
+        task = asyncio.get_running_loop().create_task(execution.close())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    def _cache_snapshot(self, runtime: str, key: str, live: _LiveSession) -> None:
+        # A cached execution holds one of the runtime's sandbox processes: keep at least
+        # two of them free so cached runs can never starve new steps.
+        capacity = getattr(self._runtimes.get(runtime), "max_processes", None)
+        limit = self.snapshot_cache_size if capacity is None else min(self.snapshot_cache_size, capacity - 2)
+        if limit <= 0:
+            self._close_later(live.execution)
+            return
+        self._snapshots[key] = live
+        while len(self._snapshots) > limit:
+            _, old = self._snapshots.popitem(last=False)
+            self._close_later(old.execution)
+
     @property
     def live_sessions(self) -> int:
+        """Sandboxes held live for runtimes without checkpoints (a parked run holds none)."""
         return len(self._sessions)
 
     def activities(self) -> list[Any]:
@@ -116,7 +150,7 @@ class SandboxActivities:
             return StepResult(kind="error", error=error_info(err))
         except SandboxError as err:
             raise ApplicationError(f"the {inp.runtime} sandbox failed to start: {err}", type="SandboxError") from err
-        return await self._drive(execution, specs, stdout_offset=0, via="started")
+        return await self._drive(execution, specs, stdout_offset=0, via="started", execution_id=inp.execution_id)
 
     @activity.defn(name="sandbox_resume")
     async def resume(self, inp: ResumeInput) -> StepResult:
@@ -131,9 +165,13 @@ class SandboxActivities:
                 live.expiry.cancel()
             execution, specs, stdout_offset = live.execution, live.specs, live.stdout_offset
         elif inp.checkpoint is not None:
-            execution = await runtime.restore(inp.checkpoint)
-            via = "restored"
-            stdout_offset = 0  # a restored handle prints only what comes after the checkpoint
+            cached = self._snapshots.pop(_checkpoint_key(inp.execution_id, inp.checkpoint), None)
+            if cached is not None:
+                execution, specs, stdout_offset = cached.execution, cached.specs, cached.stdout_offset
+            else:
+                execution = await runtime.restore(inp.checkpoint)
+                via = "restored"
+                stdout_offset = 0  # a restored handle prints only what comes after the checkpoint
         if execution is None and inp.start is not None:
             return await self._replay(runtime, inp)
         if execution is None:
@@ -150,7 +188,9 @@ class SandboxActivities:
         except CodeExecutionError as err:
             await execution.close()
             return StepResult(kind="error", error=error_info(err), via=via)  # type: ignore[arg-type]
-        return await self._drive(execution, specs, stdout_offset=stdout_offset, via=via, release=inp.release)
+        return await self._drive(
+            execution, specs, stdout_offset=stdout_offset, via=via, release=inp.release, execution_id=inp.execution_id
+        )
 
     async def _replay(self, runtime: CodeRuntime, inp: ResumeInput) -> StepResult:
         from runtimes.replay import replay  # generic journal replay
@@ -170,7 +210,13 @@ class SandboxActivities:
             await execution.close()
             return StepResult(kind="error", error=error_info(err), via="replayed")
         return await self._drive(
-            execution, specs, stdout_offset=inp.stdout_offset, via="replayed", first=first, release=inp.release
+            execution,
+            specs,
+            stdout_offset=inp.stdout_offset,
+            via="replayed",
+            first=first,
+            release=inp.release,
+            execution_id=inp.execution_id,
         )
 
     # -- the step loop --------------------------------------------------------------------
@@ -184,6 +230,7 @@ class SandboxActivities:
         via: str,
         first: list[FunctionCall] | ExecutionResult | None = None,
         release: bool = False,
+        execution_id: str = "",
     ) -> StepResult:
         """Run to the next batch of valid calls (answering invalid ones in place) or the end."""
         rejected: list[JournalEntry] = []
@@ -192,7 +239,7 @@ class SandboxActivities:
                 event = first if first is not None else await execution.next_batch()
                 first = None
                 if isinstance(event, ExecutionResult):
-                    await execution.close()
+                    self._close_later(execution)
                     return StepResult(
                         kind="result",
                         result=event,
@@ -232,8 +279,10 @@ class SandboxActivities:
                 )
                 checkpoint = execution.dump()
                 if checkpoint is not None:
-                    await execution.close()
                     step.checkpoint = checkpoint
+                    self._cache_snapshot(
+                        execution.runtime, _checkpoint_key(execution_id, checkpoint), _LiveSession(execution, specs, len(stdout))
+                    )
                 elif release:
                     await execution.close()
                 else:
@@ -252,6 +301,10 @@ class SandboxActivities:
         except BaseException:
             await execution.close()
             raise
+
+
+def _checkpoint_key(execution_id: str, checkpoint: bytes) -> str:
+    return execution_id + ":" + hashlib.blake2b(checkpoint, digest_size=16).hexdigest()
 
 
 def _call_request(call: FunctionCall, spec: ToolSpec) -> CallRequest:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 import time
 import typing
@@ -352,7 +353,13 @@ class MontyRuntime(CodeRuntime):
         os_policy: Mapping[str, Any] | None = None,
     ) -> None:
         self.type_check_enabled = type_check
-        self._pool_args = {"min_processes": min_processes, "max_processes": max_processes}
+        #: Monty worker subprocesses at most; a checkout beyond waits (at most a minute).
+        self.max_processes = max_processes or max(8, 2 * (os.cpu_count() or 1))
+        self._pool_args = {
+            "min_processes": min_processes,
+            "max_processes": self.max_processes,
+            "checkout_timeout": 60.0,
+        }
         self._os_policy = dict(os_policy) if os_policy else None
         self._pool: Any = None
         self._pool_lock = asyncio.Lock()

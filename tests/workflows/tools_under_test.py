@@ -24,6 +24,7 @@ def _event(kind: str, **extra: object) -> None:
         "tool": call.tool,
         "attempt": call.attempt,
         "pid": os.getpid(),
+        "t": time.time(),
         **extra,
     }
     with open(path, "a") as f:

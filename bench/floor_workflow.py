@@ -1,0 +1,47 @@
+"""The floor for the Temporal benchmarks: a bare workflow running no-op activities."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import activity, workflow
+
+
+@activity.defn(name="bench_noop")
+async def noop(i: int) -> int:
+    return i
+
+
+@workflow.defn(name="BenchBareWorkflow")
+class BareWorkflow:
+    @workflow.run
+    async def run(self, calls: int, concurrent: bool = False) -> int:
+        opts = {"start_to_close_timeout": timedelta(seconds=30)}
+        if concurrent:
+            results = await asyncio.gather(*(workflow.execute_activity(noop, i, **opts) for i in range(calls)))
+            return sum(results)
+        total = 0
+        for i in range(calls):
+            total += await workflow.execute_activity(noop, i, **opts)
+        return total
+
+
+@workflow.defn(name="BenchBareLocalWorkflow")
+class BareLocalWorkflow:
+    """Like BareWorkflow, plus a no-op local activity after each activity (measures the SDK's
+    own local-activity cost, which the durable path pays once per step)."""
+
+    @workflow.run
+    async def run(self, calls: int, payload: int = 0) -> int:
+        total = 0
+        blob = "x" * payload
+        for i in range(calls):
+            total += await workflow.execute_activity(noop, i, start_to_close_timeout=timedelta(seconds=30))
+            await workflow.execute_local_activity(echo, blob, start_to_close_timeout=timedelta(seconds=30))
+        return total
+
+
+@activity.defn(name="bench_echo")
+async def echo(blob: str) -> str:
+    return blob
