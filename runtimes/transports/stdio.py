@@ -1,0 +1,62 @@
+"""``StdioTransport``: JSON lines over the sandbox process's stdin and stdout.
+
+The runner keeps private duplicates of fds 0 and 1 for this channel and points the code's
+stdout at stderr before running it (``runtimes/sandbox/runner.py``), so ``print`` and child
+processes cannot write into the protocol. The fastest transport for a local process; it
+needs nothing but the pipes, so it works with any isolation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from ..execution import CallOutcome
+from .base import CallbackChannel, CallbackTransport
+from .protocol import MessageTooLarge, SandboxMessage, answer_payload, parse_message
+
+
+class StdioChannel(CallbackChannel):
+    uses_stdio = True
+
+    def __init__(self) -> None:
+        self.params = {"kind": "stdio"}
+        self.binds = []
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+
+    def attach(self, process: asyncio.subprocess.Process) -> None:
+        self._reader = process.stdout
+        self._writer = process.stdin
+
+    async def receive(self) -> SandboxMessage | None:
+        assert self._reader is not None, "attach() the process first"
+        try:
+            line = await self._reader.readline()
+        except (asyncio.LimitOverrunError, ValueError):  # readline turns an overrun into ValueError
+            raise MessageTooLarge("a message from the sandbox exceeded the size limit") from None
+        if not line:
+            return None
+        return parse_message(line)
+
+    async def send_answer(self, call_id: str, outcome: CallOutcome) -> None:
+        assert self._writer is not None, "attach() the process first"
+        data = json.dumps(answer_payload(call_id, outcome), separators=(",", ":")).encode() + b"\n"
+        try:
+            self._writer.write(data)
+            await self._writer.drain()
+        except (BrokenPipeError, ConnectionResetError, RuntimeError):
+            pass  # the sandbox is gone; receive() returns None
+
+    async def aclose(self) -> None:
+        if self._writer is not None and not self._writer.is_closing():
+            self._writer.close()
+
+
+class StdioTransport(CallbackTransport):
+    """JSON lines on the process pipes (seed 000, appendix B, mechanism 3)."""
+
+    name = "stdio"
+
+    async def open(self, *, sandboxed: bool, network: bool) -> CallbackChannel:
+        return StdioChannel()
