@@ -1,0 +1,118 @@
+"""What the host sends the runner before the code starts: one JSON line on its stdin.
+
+The bootstrap travels on stdin, not in argv or the environment, because it carries the
+HTTP transport's token and the code's inputs, and other processes on the host can read a
+process's argv (and, as the same user, its environment).
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import math
+import py_compile
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from ..signatures import ToolSignature
+from ..transports.protocol import jsonable
+from ..types import ExecutionLimits
+
+#: The runner on the host; bubblewrap mounts it read-only, a remote sandbox uploads it.
+RUNNER_PATH = Path(__file__).with_name("runner.py")
+
+
+@functools.cache
+def compiled_runner() -> Path:
+    """The runner compiled once per worker process for this interpreter: CPython never
+    caches the bytecode of a script it runs, and compiling the runner costs about as much
+    as starting the interpreter. Only valid for an interpreter of this exact version."""
+    directory = tempfile.mkdtemp(prefix="codemode-runner-")
+    atexit.register(shutil.rmtree, directory, True)
+    target = Path(directory) / "runner.pyc"
+    py_compile.compile(str(RUNNER_PATH), cfile=str(target), dfile="codemode-runner.py", doraise=True)
+    return target
+
+
+class ToolSource(BaseModel):
+    """One tool as the runner builds it: the ``def`` from ``ToolSignature.stub()`` (made
+    sync: it only binds arguments) plus whether the real tool is ``async def``."""
+
+    name: str
+    is_async: bool = False
+    source: str
+
+
+class RunnerLimits(BaseModel):
+    """Limits the runner applies to itself (setrlimit) before any user code runs."""
+
+    timeout_seconds: float
+    cpu_seconds: int | None = None
+    memory_bytes: int | None = None
+    processes: int | None = None
+    file_bytes: int | None = None
+
+
+class Bootstrap(BaseModel):
+    code: str
+    functions: list[ToolSource] = Field(default_factory=list)
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    limits: RunnerLimits
+    #: ``CallbackChannel.params``.
+    transport: dict[str, Any]
+    #: Added to ``sys.path`` (the interpreter runs with ``-S``: site-packages without .pth files).
+    sys_path: list[str] = Field(default_factory=list)
+
+    def line(self) -> bytes:
+        return self.model_dump_json().encode() + b"\n"
+
+
+def _untyped_stub(name: str) -> str:
+    return f"def {name}(*args, **kwargs): ..."
+
+
+def tool_source(sig: ToolSignature) -> ToolSource:
+    """The tool's real signature as a sync ``def`` the runner can exec. A default value
+    whose repr is not Python (``<object at 0x...>``) falls back to ``(*args, **kwargs)``."""
+    source = sig.model_copy(update={"is_async": False}).stub(with_docstring=True)
+    try:
+        compile("from __future__ import annotations\n" + source, "<tools>", "exec")
+    except SyntaxError:
+        source = _untyped_stub(sig.name)
+    return ToolSource(name=sig.name, is_async=sig.is_async, source=source)
+
+
+def runner_limits(limits: ExecutionLimits, *, processes: int | None, file_bytes: int | None) -> RunnerLimits:
+    return RunnerLimits(
+        timeout_seconds=limits.timeout_seconds,
+        # RLIMIT_CPU backs up the compute clock for code that ignores the timeout signal
+        # (or burns CPU in several threads): one second of slack for start-up.
+        cpu_seconds=math.ceil(limits.timeout_seconds) + 1,
+        memory_bytes=limits.max_memory_bytes,
+        processes=processes,
+        file_bytes=file_bytes,
+    )
+
+
+def build_bootstrap(
+    code: str,
+    signatures: Mapping[str, ToolSignature],
+    *,
+    inputs: Mapping[str, Any] | None,
+    limits: RunnerLimits,
+    transport: dict[str, Any],
+    sys_path: list[str],
+) -> Bootstrap:
+    return Bootstrap(
+        code=code,
+        functions=[tool_source(s) for s in signatures.values()],
+        inputs=jsonable(dict(inputs or {})),
+        limits=limits,
+        transport=transport,
+        sys_path=sys_path,
+    )
