@@ -26,9 +26,22 @@ async def _monty() -> AsyncIterator[CodeRuntime]:
         await rt.aclose()
 
 
+@contextlib.asynccontextmanager
+async def _python(transport: str) -> AsyncIterator[CodeRuntime]:
+    from runtimes.python import PythonRuntime
+
+    rt = PythonRuntime(transport=transport, isolation="bwrap")
+    try:
+        yield rt
+    finally:
+        await rt.aclose()
+
+
 #: name -> zero-argument callable returning an async context manager of a CodeRuntime.
 RUNTIME_FACTORIES: dict[str, Callable[[], Any]] = {
     "monty": _monty,
+    "python-stdio": lambda: _python("stdio"),
+    "python-http": lambda: _python("http"),
 }
 
 

@@ -1,0 +1,493 @@
+"""``PythonRuntime``: the code runs in a fresh CPython process, jailed by bubblewrap.
+
+Real CPython cannot be paused from outside, so it pauses itself (seed 000, step 3): the
+runner (``runtimes/sandbox/runner.py``) gives the code one stub per tool with the tool's
+real signature, and each stub blocks on the callback channel (``runtimes/transports``)
+until the host answers. The host side is the same ``CodeExecution`` as every runtime.
+
+Checkpoints are tier 3 (``dump()`` is None): a parked or orphaned run is rebuilt by
+``runtimes.replay.replay`` on a fresh process from the journal of recorded results.
+
+Limits (``ExecutionLimits``):
+
+* ``timeout_seconds`` is compute time; time the code spends waiting for the host does not
+  count. The runner's own clock (an interval timer paused during waits) raises a timeout at
+  the limit with the line the code was on. Two backstops catch code that ignores it: the
+  host's watchdog, a clock paused while the code is blocked on a call, kills the sandbox
+  ``kill_grace`` seconds after the limit; ``RLIMIT_CPU`` kills CPU burners.
+* ``max_memory_bytes`` is ``RLIMIT_AS`` of each process: ``MemoryError`` in the code.
+* ``max_tool_calls`` is counted on the host.
+* ``max_stdout_bytes``: the host drains the output pipe and keeps that many bytes.
+
+Processes (``max_processes``, ``RLIMIT_NPROC``) and file sizes (``RLIMIT_FSIZE``) are
+runtime options; ``/tmp`` and ``/sandbox`` are size-capped tmpfs. Isolation: see
+``runtimes/sandbox/bwrap.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from .base import CodeRuntime
+from .constraints import CodeConstraints
+from .errors import (
+    CodeExecutionError,
+    CodeResourceError,
+    CodeRuntimeError,
+    CodeSyntaxError,
+    CodeTimeoutError,
+    ExecutionProtocolError,
+    SandboxError,
+)
+from .execution import Blocked, CallOutcome, CodeExecution, Step
+from .sandbox.bootstrap import RUNNER_PATH, build_bootstrap, compiled_runner, runner_limits
+from .sandbox.bwrap import Interpreter, bwrap_argv, find_bwrap, probe_interpreter, sandbox_env
+from .sandbox.process import SandboxProcess, exit_signal
+from .sandbox.seccomp import filter_program
+from .signatures import FunctionsSpec, ToolSignature, normalize_functions
+from .transports import CallbackChannel, CallbackTransport, MessageTooLarge, get_transport
+from .transports.protocol import (
+    MAX_MESSAGE_BYTES,
+    BlockedMessage,
+    CallMessage,
+    DoneMessage,
+    ErrorMessage,
+    ReadyMessage,
+    SandboxMessage,
+)
+from .types import CheckpointTier, ExecutionLimits, ExecutionResult, FunctionCall, RuntimeCapabilities
+
+log = logging.getLogger(__name__)
+
+Isolation = Literal["bwrap", "none"]
+
+PYTHON_CONSTRAINTS = CodeConstraints(
+    additional_instructions=(
+        "This is real CPython in an isolated process: the standard library and the installed packages "
+        "import normally; /tmp and the working directory are private and small; there is no network."
+    )
+)
+
+_ERRORS: dict[str, type[CodeExecutionError]] = {
+    "syntax": CodeSyntaxError,
+    "runtime": CodeRuntimeError,
+    "timeout": CodeTimeoutError,
+    "resource": CodeResourceError,
+}
+
+
+class _ComputeClock:
+    """Compute time used by the code: runs while the sandbox runs, paused while it waits for
+    the host (a sync call, or a ``blocked`` report)."""
+
+    def __init__(self, limit: float) -> None:
+        self.limit = limit
+        self.used = 0.0
+        self.since: float | None = None
+        self.resumed = asyncio.Event()
+
+    @property
+    def running(self) -> bool:
+        return self.since is not None
+
+    def resume(self) -> None:
+        if self.since is None:
+            self.since = time.monotonic()
+            self.resumed.set()
+
+    def pause(self) -> None:
+        if self.since is not None:
+            self.used += time.monotonic() - self.since
+            self.since = None
+            self.resumed.clear()
+
+    def elapsed(self) -> float:
+        return self.used + (time.monotonic() - self.since if self.since is not None else 0.0)
+
+
+class _PythonRun:
+    """The host state behind one CodeExecution: the process, its channel, the clock."""
+
+    def __init__(self, runtime: PythonRuntime, signatures: dict[str, ToolSignature], limits: ExecutionLimits) -> None:
+        self.runtime = runtime
+        self.signatures = signatures
+        self.limits = limits
+        self.clock = _ComputeClock(limits.timeout_seconds)
+        self.channel: CallbackChannel | None = None
+        self.process: SandboxProcess | None = None
+        self.outstanding: dict[str, FunctionCall] = {}
+        self.seen: set[str] = set()
+        self.tool_calls = 0
+        self.ready = False
+        self.done = False  # the runner sent its final message and is exiting
+        self.timed_out = False
+        self.failed: BaseException | None = None
+        self.closed = False
+        self._workdir: str | None = None
+        self._tasks: list[asyncio.Task[Any]] = []
+
+    # -- start --------------------------------------------------------------------------
+
+    async def start(self, code: str, inputs: Mapping[str, Any] | None) -> None:
+        rt = self.runtime
+        interpreter = await asyncio.to_thread(probe_interpreter, rt.python)
+        self.channel = channel = await rt.transport.open(sandboxed=rt.isolation == "bwrap", network=rt.network)
+        self.process = process = await self._launch(interpreter, channel)
+        channel.attach(process.proc)
+        self._tasks.append(asyncio.create_task(self._watch_exit()))
+        boot = build_bootstrap(
+            code,
+            self.signatures,
+            inputs=inputs,
+            limits=runner_limits(self.limits, processes=rt.max_processes, file_bytes=rt.max_file_bytes),
+            transport=channel.params,
+            sys_path=list(interpreter.site_packages) if rt.site_packages else [],
+        )
+        await process.send_line(boot.line())
+        if not channel.uses_stdio:
+            process.close_stdin()
+        try:
+            msg = await asyncio.wait_for(self._receive(), rt.startup_timeout)
+        except asyncio.TimeoutError:
+            raise SandboxError(f"the sandbox did not start within {rt.startup_timeout:g} s") from None
+        if isinstance(msg, ReadyMessage):
+            self.ready = True
+            self.clock.resume()
+            self._tasks.append(asyncio.create_task(self._watchdog()))
+            return
+        if isinstance(msg, ErrorMessage):
+            raise _code_error(msg)
+        if msg is None:
+            raise await self._death_error()
+        raise SandboxError(f"the sandbox sent {msg.type!r} before 'ready'")
+
+    async def _launch(self, interpreter: Interpreter, channel: CallbackChannel) -> SandboxProcess:
+        """Start the runner: inside bubblewrap (with the seccomp filter on an inherited
+        pipe), or as a bare process in a private temporary directory."""
+        rt = self.runtime
+        same_python = (interpreter.version, interpreter.cache_tag) == (
+            sys.version.split()[0],
+            sys.implementation.cache_tag,
+        )
+        runner = compiled_runner() if same_python else RUNNER_PATH
+        pass_fds: list[int] = []
+        if rt.isolation == "bwrap":
+            program = filter_program()
+            if program is not None:
+                read_end, write_end = os.pipe()
+                os.write(write_end, program)  # a few hundred bytes: fits in the pipe
+                os.close(write_end)
+                pass_fds.append(read_end)
+            argv = bwrap_argv(
+                bwrap=rt.bwrap,
+                interpreter=interpreter,
+                runner=runner,
+                ro_paths=rt.ro_paths,
+                binds=channel.binds,
+                network=rt.network,
+                tmp_bytes=rt.tmpfs_bytes,
+                home_bytes=rt.tmpfs_bytes,
+                seccomp_fd=pass_fds[0] if pass_fds else None,
+            )
+            env, cwd = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, "/"
+        else:
+            self._workdir = cwd = tempfile.mkdtemp(prefix="codemode-run-")
+            argv = [interpreter.executable, "-I", "-S", str(runner)]
+            env = sandbox_env(home=cwd, tmp=cwd)
+        try:
+            return await SandboxProcess.spawn(
+                argv,
+                env=env,
+                cwd=cwd,
+                protocol_on_stdout=channel.uses_stdio,
+                output_limit=self.limits.max_stdout_bytes,
+                pass_fds=pass_fds,
+                supervised=rt.isolation == "bwrap",
+            )
+        finally:
+            for fd in pass_fds:
+                os.close(fd)
+
+    async def _watch_exit(self) -> None:
+        assert self.process is not None and self.channel is not None
+        await self.process.proc.wait()
+        self.channel.sandbox_exited()
+
+    async def _watchdog(self) -> None:
+        """Backstop for code that ignores the runner's own timeout: kill the sandbox
+        ``kill_grace`` seconds after the compute-time limit."""
+        deadline = self.limits.timeout_seconds + self.runtime.kill_grace
+        while True:
+            if not self.clock.running:
+                await self.clock.resumed.wait()
+                continue
+            left = deadline - self.clock.elapsed()
+            if left <= 0:
+                self.timed_out = True
+                assert self.process is not None
+                self.process.kill()
+                return
+            await asyncio.sleep(left)
+
+    # -- events -------------------------------------------------------------------------
+
+    async def _receive(self) -> SandboxMessage | None:
+        assert self.channel is not None
+        try:
+            return await self.channel.receive()
+        except MessageTooLarge:
+            raise CodeResourceError(
+                f"the code sent a value over {MAX_MESSAGE_BYTES} bytes (a tool argument or the output)",
+                error_type="ResourceError",
+            ) from None
+
+    async def _fail(self, err: BaseException) -> BaseException:
+        self.failed = err
+        await self.close()
+        return err
+
+    async def advance(self) -> Step:
+        if self.failed is not None:
+            raise ExecutionProtocolError(f"the execution already failed: {self.failed}")
+        waiting = tuple(cid for cid, c in self.outstanding.items() if not c.concurrent)
+        if waiting:  # a sync call: the code cannot do anything until it is answered
+            return Blocked(waiting)
+        while True:
+            try:
+                msg = await self._receive()
+            except (CodeExecutionError, SandboxError) as err:
+                raise await self._fail(err) from None
+            if isinstance(msg, CallMessage):
+                step = await self._on_call(msg)
+                if step is not None:
+                    return step
+            elif isinstance(msg, BlockedMessage):
+                ids = tuple(msg.waiting)
+                # A report sent before the host answered one of these calls is stale:
+                # the code has moved on and will report again if it blocks.
+                if ids and all(i in self.outstanding for i in ids):
+                    self.clock.pause()
+                    return Blocked(ids)
+            elif isinstance(msg, DoneMessage):
+                return await self._on_done(msg)
+            elif isinstance(msg, ErrorMessage):
+                self.done = True
+                raise await self._fail(_code_error(msg))
+            elif msg is None:
+                raise await self._fail(await self._death_error())
+            else:
+                raise await self._fail(SandboxError(f"unexpected {msg.type!r} message from the sandbox"))
+
+    async def _on_call(self, msg: CallMessage) -> FunctionCall | None:
+        self.clock.resume()
+        if msg.call_id in self.seen:
+            raise await self._fail(SandboxError(f"the sandbox reused call id {msg.call_id!r}"))
+        self.seen.add(msg.call_id)
+        self.tool_calls += 1
+        if self.tool_calls > self.limits.max_tool_calls:
+            raise await self._fail(
+                CodeResourceError(
+                    f"too many tool calls: the limit is {self.limits.max_tool_calls}",
+                    error_type="ResourceError",
+                    line=msg.line,
+                )
+            )
+        call = msg.call()
+        self.outstanding[call.call_id] = call
+        if not call.concurrent:
+            self.clock.pause()
+        return call
+
+    async def _on_done(self, msg: DoneMessage) -> ExecutionResult:
+        assert self.process is not None
+        self.clock.pause()
+        self.done = True
+        await self.process.wait_output(2.0)  # everything printed before the runner exited
+        output = self.process.output
+        result = ExecutionResult(
+            output=msg.output,
+            stdout=output.text(),
+            stdout_truncated=output.truncated,
+            duration_ms=self.clock.used * 1000,
+            tool_calls=self.tool_calls,
+        )
+        await self.close()
+        return result
+
+    async def _death_error(self) -> CodeExecutionError | SandboxError:
+        """Why the process vanished without a final message."""
+        assert self.process is not None
+        code = await self.process.proc.wait()
+        await self.process.wait_output(1.0)
+        tail = self.process.output.tail()
+        if not self.ready:
+            return SandboxError(f"the sandbox exited (status {code}) before the code started: {tail or 'no output'}")
+        limit = self.limits.timeout_seconds
+        if self.timed_out:
+            return CodeTimeoutError(f"the code exceeded its time limit of {limit:g} s and was killed", error_type="TimeoutError")
+        sig = exit_signal(code, bwrap=self.runtime.isolation == "bwrap")
+        if sig == signal.SIGXCPU:
+            return CodeTimeoutError(f"the code exceeded its CPU time limit of {limit:g} s", error_type="TimeoutError")
+        if sig == signal.SIGKILL:
+            return CodeResourceError(
+                "the code's process was killed (SIGKILL): it exceeded its CPU time or the host ran out of memory",
+                error_type="ResourceError",
+                traceback=tail or None,
+            )
+        if sig is not None:
+            try:
+                name = signal.Signals(sig).name
+            except ValueError:
+                name = str(sig)
+            return CodeRuntimeError(f"the code's process died from signal {name}", error_type="Crash", traceback=tail or None)
+        return CodeRuntimeError(
+            f"the code ended the interpreter (exit status {code}) before finishing",
+            error_type="SystemExit",
+            traceback=tail or None,
+        )
+
+    async def answer(self, call_id: str, outcome: CallOutcome) -> None:
+        assert self.channel is not None
+        if self.closed:
+            raise ExecutionProtocolError("the execution is closed")
+        self.outstanding.pop(call_id, None)
+        self.clock.resume()
+        await self.channel.send_answer(call_id, outcome)
+
+    # -- teardown -----------------------------------------------------------------------
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.clock.pause()
+        current = asyncio.current_task()
+        for task in self._tasks:
+            if task is not current:
+                task.cancel()
+        try:
+            if self.process is not None:
+                await self.process.aclose(grace=0.5 if self.done else 0.0)
+        finally:
+            if self.channel is not None:
+                await self.channel.aclose()
+            for task in self._tasks:
+                if task is not current:
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await task
+            if self._workdir is not None:
+                shutil.rmtree(self._workdir, ignore_errors=True)
+            self.runtime._live.discard(self)
+
+    def execution(self) -> CodeExecution:
+        return CodeExecution(advance=self.advance, answer=self.answer, dump=None, close=self.close, runtime="python")
+
+
+def _code_error(msg: ErrorMessage) -> CodeExecutionError:
+    cls = _ERRORS.get(msg.kind, CodeRuntimeError)
+    return cls(msg.message, error_type=msg.error_type, line=msg.line, traceback=msg.traceback)
+
+
+class PythonRuntime(CodeRuntime):
+    """Real CPython, one fresh process per execution.
+
+    :param transport: ``"stdio"`` (default), ``"http"`` or a ``CallbackTransport``.
+    :param isolation: ``"bwrap"`` (default) or ``"none"``: no sandbox at all, the code runs
+        with the worker's privileges (an explicit, loudly warned, unsafe opt-in).
+    :param network: give the sandbox the host's network (off by default).
+    :param python: the interpreter to run (default: this one); its installation is mounted.
+    :param site_packages: make installed packages importable (site-packages on
+        ``sys.path``; ``.pth`` files are not run).
+    :param max_processes: ``RLIMIT_NPROC`` (processes and threads) inside the sandbox.
+    :param max_file_bytes: ``RLIMIT_FSIZE``, the largest file the code can write.
+    :param tmpfs_bytes: size of each private tmpfs (``/tmp``, ``/sandbox``).
+    :param ro_paths: extra host paths mounted read-only at the same place (data, packages).
+    :param kill_grace: seconds past the time limit before the host kills the sandbox.
+    """
+
+    name = "python"
+    constraints = PYTHON_CONSTRAINTS
+    capabilities = RuntimeCapabilities(
+        name="python",
+        stdlib_imports=True,
+        third_party_packages=True,
+        filesystem=True,
+        network=False,
+        checkpoint_tier=CheckpointTier.JOURNAL,
+        type_checking=False,
+        startup_latency_ms=40.0,
+    )
+
+    def __init__(
+        self,
+        *,
+        transport: str | CallbackTransport = "stdio",
+        isolation: Isolation = "bwrap",
+        network: bool = False,
+        python: str = sys.executable,
+        site_packages: bool = True,
+        max_processes: int = 32,
+        max_file_bytes: int = 64 * 1024 * 1024,
+        tmpfs_bytes: int = 64 * 1024 * 1024,
+        ro_paths: Sequence[str] = (),
+        startup_timeout: float = 30.0,
+        kill_grace: float = 1.0,
+    ) -> None:
+        if isolation not in ("bwrap", "none"):
+            raise ValueError(f"isolation must be 'bwrap' or 'none', not {isolation!r}")
+        self.transport = get_transport(transport)
+        self.isolation = isolation
+        self.network = network
+        self.python = python
+        self.site_packages = site_packages
+        self.max_processes = max_processes
+        self.max_file_bytes = max_file_bytes
+        self.tmpfs_bytes = tmpfs_bytes
+        self.ro_paths = tuple(ro_paths)
+        self.startup_timeout = startup_timeout
+        self.kill_grace = kill_grace
+        self.bwrap = find_bwrap() if isolation == "bwrap" else ""
+        if isolation == "none":
+            message = (
+                "PythonRuntime(isolation='none') runs untrusted code WITHOUT A SANDBOX, with the worker's "
+                "user, files and network. Use it only for code you trust, never in production."
+            )
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
+            log.warning(message)
+        self.capabilities = self.capabilities.model_copy(
+            update={"network": network or isolation == "none", "third_party_packages": site_packages}
+        )
+        self._live: set[_PythonRun] = set()
+
+    async def execute(
+        self,
+        code: str,
+        *,
+        functions: FunctionsSpec,
+        inputs: Mapping[str, Any] | None = None,
+        limits: ExecutionLimits | None = None,
+    ) -> CodeExecution:
+        run = _PythonRun(self, normalize_functions(functions), limits or ExecutionLimits())
+        self._live.add(run)
+        try:
+            await run.start(code, inputs)
+        except BaseException:
+            await run.close()
+            raise
+        return run.execution()
+
+    async def aclose(self) -> None:
+        """Kill every live execution of this runtime."""
+        for run in list(self._live):
+            await run.close()
