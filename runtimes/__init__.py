@@ -27,6 +27,7 @@ from .errors import (
     SandboxError,
 )
 from .execution import CallOutcome, CodeExecution
+from .replay import JournalEntry, replay
 from .signatures import (
     ToolParameter,
     ToolSignature,
@@ -77,6 +78,7 @@ __all__ = [
     "ExecutionProtocolError",
     "ExecutionResult",
     "FunctionCall",
+    "JournalEntry",
     "NonDeterminismError",
     "RuntimeCapabilities",
     "SandboxError",
@@ -85,6 +87,7 @@ __all__ = [
     "build_code_mode_prompt",
     "get_runtime",
     "normalize_functions",
+    "replay",
     "render_stubs",
     "signature_from_callable",
     "signature_from_json_schema",
