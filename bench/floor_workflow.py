@@ -16,11 +16,14 @@ async def noop(i: int) -> int:
 @workflow.defn(name="BenchBareWorkflow")
 class BareWorkflow:
     @workflow.run
-    async def run(self, calls: int, concurrent: bool = False) -> int:
+    async def run(self, calls: int, concurrent: bool = False, rounds: int = 1) -> int:
         opts = {"start_to_close_timeout": timedelta(seconds=30)}
         if concurrent:
-            results = await asyncio.gather(*(workflow.execute_activity(noop, i, **opts) for i in range(calls)))
-            return sum(results)
+            total = 0
+            for _ in range(rounds):
+                results = await asyncio.gather(*(workflow.execute_activity(noop, i, **opts) for i in range(calls)))
+                total += sum(results)
+            return total
         total = 0
         for i in range(calls):
             total += await workflow.execute_activity(noop, i, **opts)

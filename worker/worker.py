@@ -14,7 +14,7 @@ import uuid
 from collections.abc import AsyncIterator, Mapping
 
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
 from activities.sandbox import SandboxActivities
 from activities.tool_activity import tool_activities
@@ -22,6 +22,16 @@ from activities.tools import ToolRegistry
 from runtimes import CodeRuntime
 from workflows.code_execution import CodeExecutionWorkflow
 from workflows.models import TASK_QUEUE
+
+
+def _workflow_runner():  # type: ignore[no-untyped-def]
+    if os.environ.get("CODEMODE_UNSANDBOXED"):
+        from temporalio.worker import UnsandboxedWorkflowRunner
+
+        return UnsandboxedWorkflowRunner()
+    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+    return SandboxedWorkflowRunner()
 
 
 def session_queue_name(task_queue: str) -> str:
@@ -52,9 +62,14 @@ class CodeModeWorker:
             client,
             task_queue=task_queue,
             workflows=[CodeExecutionWorkflow],
+            workflow_runner=_workflow_runner(),
             activities=[*self.sandbox.activities(), *tool_activities(registry)],
             max_concurrent_activities=max_concurrent_activities,
             max_concurrent_local_activities=max_concurrent_activities,
+            # Calls gathered by the code are scheduled together: poll for (and, on a server
+            # with eager activity execution, receive with the workflow task) several at once.
+            activity_task_poller_behavior=PollerBehaviorSimpleMaximum(maximum=16),
+            max_eager_activity_reservations_per_workflow_task=16,
         )
         self.sticky = Worker(client, task_queue=self.session_queue, activities=self.sandbox.activities())
 
