@@ -300,3 +300,23 @@ async def test_no_isolation_is_an_explicit_loudly_warned_opt_in() -> None:
         await runtime.aclose()
     with pytest.raises(ValueError):
         PythonRuntime(isolation="docker")  # type: ignore[arg-type]
+
+
+async def test_tcp_callbacks_need_the_host_network() -> None:
+    from runtimes.transports.http import HttpCallbackTransport
+
+    tcp = HttpCallbackTransport(unix_socket=False)
+    runtime = PythonRuntime(transport=tcp)
+    try:
+        with pytest.raises(ValueError, match="cannot reach the host"):
+            await runtime.execute("1", functions=TOOLS)
+    finally:
+        await runtime.aclose()
+    runtime = PythonRuntime(transport=tcp, network=True)
+    try:
+        result, batches = await run(runtime, "import os\n[get_weather('Lima')['city'], os.path.exists('/etc/resolv.conf')]")
+        assert result.output[0] == "Lima" and len(batches) == 1
+        assert runtime.capabilities.network
+    finally:
+        await runtime.aclose()
+    assert _children() == []
