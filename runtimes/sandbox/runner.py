@@ -476,11 +476,16 @@ class Runner:
                 finally:
                     runner.clock.resume()
 
-        class Policy(asyncio.DefaultEventLoopPolicy):
-            def new_event_loop(self):
-                return asyncio.SelectorEventLoop(ReportingSelector())
+        import warnings
 
-        asyncio.set_event_loop_policy(Policy())
+        with warnings.catch_warnings():  # policies are deprecated from 3.14, still honoured
+            warnings.simplefilter("ignore", DeprecationWarning)
+
+            class Policy(asyncio.DefaultEventLoopPolicy):
+                def new_event_loop(self):
+                    return asyncio.SelectorEventLoop(ReportingSelector())
+
+            asyncio.set_event_loop_policy(Policy())
 
 
 def _set_if_pending(fut, value) -> None:
@@ -555,7 +560,10 @@ def _user_traceback(exc: BaseException) -> tuple:
         import linecache  # only now: it imports tokenize and re, costly at start-up
 
         linecache.cache[CODE_FILE] = (len(_SOURCE[0]), None, _SOURCE[0].splitlines(True), CODE_FILE)
-    te = traceback.TracebackException(type(exc), exc, exc.__traceback__, compact=True)
+    try:
+        te = traceback.TracebackException(type(exc), exc, exc.__traceback__, compact=True)
+    except TypeError:  # Python < 3.10
+        te = traceback.TracebackException(type(exc), exc, exc.__traceback__)
     trim(te)
     line = None
     for frame in te.stack:
