@@ -268,6 +268,8 @@ class _PythonRun:
                 msg = await self._receive()
             except (CodeExecutionError, SandboxError) as err:
                 raise await self._fail(err) from None
+            assert self.process is not None
+            self.process.drain_output()  # what the code printed before this message
             if isinstance(msg, CallMessage):
                 step = await self._on_call(msg)
                 if step is not None:
@@ -391,7 +393,17 @@ class _PythonRun:
             self.runtime._live.discard(self)
 
     def execution(self) -> CodeExecution:
-        return CodeExecution(advance=self.advance, answer=self.answer, dump=None, close=self.close, runtime="python")
+        return CodeExecution(
+            advance=self.advance,
+            answer=self.answer,
+            dump=None,
+            close=self.close,
+            runtime="python",
+            read_stdout=self.read_stdout,
+        )
+
+    def read_stdout(self) -> str:
+        return self.process.output.text() if self.process is not None else ""
 
 
 def _code_error(msg: ErrorMessage) -> CodeExecutionError:

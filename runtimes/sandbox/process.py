@@ -54,13 +54,19 @@ class SandboxProcess:
     """A started sandbox: ``proc`` with stdin (bootstrap, maybe the protocol), stdout (the
     stdio protocol or nothing) and stderr (the code's output)."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, output: OutputSink, *, supervised: bool = False) -> None:
+    def __init__(
+        self, proc: asyncio.subprocess.Process, output: OutputSink, output_fd: int, *, supervised: bool = False
+    ) -> None:
         self.proc = proc
         self.output = output
         #: ``proc`` is a supervisor (bwrap) whose only child is the sandbox.
         self.supervised = supervised
-        self._drain = asyncio.create_task(self._read_output())
         self.output_closed = asyncio.Event()
+        # The output pipe is read with plain non-blocking reads (not a StreamReader) so
+        # drain_output() can take everything already written at any moment.
+        self._output_fd = output_fd
+        os.set_blocking(output_fd, False)
+        asyncio.get_running_loop().add_reader(output_fd, self.drain_output)
 
     @classmethod
     async def spawn(
@@ -74,12 +80,13 @@ class SandboxProcess:
         pass_fds: Sequence[int] = (),
         supervised: bool = False,
     ) -> SandboxProcess:
+        read_end, write_end = os.pipe()
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE if protocol_on_stdout else asyncio.subprocess.DEVNULL,
-                stderr=asyncio.subprocess.PIPE,
+                stderr=write_end,
                 env=dict(env),
                 cwd=cwd,
                 start_new_session=True,
@@ -87,21 +94,44 @@ class SandboxProcess:
                 pass_fds=tuple(pass_fds),
             )
         except OSError as exc:
+            os.close(read_end)
             raise SandboxError(f"cannot start the sandbox ({argv[0]}): {exc}") from exc
-        return cls(proc, OutputSink(output_limit), supervised=supervised)
+        finally:
+            os.close(write_end)
+        return cls(proc, OutputSink(output_limit), read_end, supervised=supervised)
 
     @property
     def pid(self) -> int:
         return self.proc.pid
 
-    async def _read_output(self) -> None:
-        stream = self.proc.stderr
-        assert stream is not None
+    def drain_output(self) -> None:
+        """Take everything the sandbox has written to its output so far. The runner flushes
+        before each message, so after a message arrives this holds all it printed before."""
+        if self._output_fd < 0:
+            return
         try:
-            while chunk := await stream.read(_CHUNK):
+            # Bounded, so a sandbox printing without pause cannot hold the event loop;
+            # what was written before a message fits in the pipe (64 KiB) anyway.
+            for _ in range(16):
+                chunk = os.read(self._output_fd, _CHUNK)
+                if not chunk:
+                    break
                 self.output.feed(chunk)
-        finally:
-            self.output_closed.set()
+            else:
+                return
+        except BlockingIOError:
+            return
+        except OSError:
+            pass
+        self._close_output()  # EOF: every process of the sandbox is gone
+
+    def _close_output(self) -> None:
+        if self._output_fd >= 0:
+            with contextlib.suppress(Exception):
+                asyncio.get_running_loop().remove_reader(self._output_fd)
+            os.close(self._output_fd)
+            self._output_fd = -1
+        self.output_closed.set()
 
     async def send_line(self, data: bytes) -> None:
         stdin = self.proc.stdin
@@ -163,10 +193,7 @@ class SandboxProcess:
             self._kill_group()
             code = await self.proc.wait()
         await self.wait_output(1.0)
-        if not self._drain.done():
-            self._drain.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._drain
+        self._close_output()  # a child the sandbox leaked may hold the pipe: stop reading
         return code
 
 

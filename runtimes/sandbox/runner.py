@@ -469,6 +469,7 @@ class Runner:
                     return ready
                 if waiting != runner.reported:
                     runner.reported = waiting
+                    _flush_output()
                     runner.channel.send({"type": "blocked", "waiting": list(waiting)})
                 runner.clock.pause()
                 try:

@@ -320,3 +320,15 @@ async def test_tcp_callbacks_need_the_host_network() -> None:
     finally:
         await runtime.aclose()
     assert _children() == []
+
+
+async def test_stdout_so_far_is_visible_at_every_step(rt: PythonRuntime) -> None:
+    code = "import asyncio\nprint('one')\nget_weather('x')\nprint('two')\nawait asyncio.gather(fetch(1), fetch(2))\nprint('three')"
+    execution = await rt.execute(code, functions=TOOLS)
+    seen = []
+    async with execution:
+        while not isinstance(event := await execution.next_batch(), ExecutionResult):
+            seen.append(execution.stdout)
+            await answer_all(event, execution)
+    assert seen == ["one\n", "one\ntwo\n"]
+    assert event.stdout == execution.stdout == "one\ntwo\nthree\n"
