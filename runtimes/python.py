@@ -499,6 +499,18 @@ class PythonRuntime(CodeRuntime):
             raise
         return run.execution()
 
+    async def type_check(self, code: str, signatures: FunctionsSpec) -> None:
+        """No static type checking for CPython; a syntax check without starting a process
+        (with this interpreter's grammar, the sandbox's unless ``python=`` differs)."""
+        import ast
+
+        try:
+            compile(code, "<code>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+        except SyntaxError as exc:
+            raise CodeSyntaxError(str(exc.msg), error_type=type(exc).__name__, line=exc.lineno) from None
+        except ValueError as exc:  # a NUL byte
+            raise CodeSyntaxError(str(exc), error_type="SyntaxError") from None
+
     async def aclose(self) -> None:
         """Kill every live execution of this runtime."""
         for run in list(self._live):

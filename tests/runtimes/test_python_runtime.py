@@ -332,3 +332,11 @@ async def test_stdout_so_far_is_visible_at_every_step(rt: PythonRuntime) -> None
             await answer_all(event, execution)
     assert seen == ["one\n", "one\ntwo\n"]
     assert event.stdout == execution.stdout == "one\ntwo\nthree\n"
+
+
+async def test_type_check_is_a_syntax_check_without_a_process(stdio_rt: PythonRuntime) -> None:
+    await stdio_rt.type_check("x = await fetch(1)\nx", TOOLS)
+    with pytest.raises(CodeSyntaxError) as info:
+        await stdio_rt.type_check("def f():\n    pass\nreturn 1\n", TOOLS)
+    assert info.value.line == 3 and "outside function" in info.value.message
+    assert _children() == []
