@@ -693,7 +693,7 @@ def _compile(code: str):
 
 
 _SOURCE: list = []  # the user's code, for tracebacks (linecache is loaded lazily)
-_RESERVE = bytearray()  # released on MemoryError
+_RESERVE: list = []  # memory released on MemoryError to report it
 
 
 def main(argv) -> None:
@@ -707,6 +707,7 @@ def main(argv) -> None:
     transport = boot.get("transport", {})
     if transport.get("kind") == "http":
         reader.close()
+        os.close(write_fd)
         channel = HttpChannel(transport["url"], transport["token"], transport.get("unix_socket"))
     else:
         channel = StdioChannel(reader, write_fd)
@@ -735,7 +736,7 @@ def main(argv) -> None:
         is_coroutine = bool(code_obj.co_flags & 0x80)  # inspect.CO_COROUTINE
         if is_coroutine or "asyncio" in code or any(f.get("is_async") for f in functions):
             runner.install_event_loop_policy()
-        _RESERVE.extend(bytes(4 << 20))
+        _RESERVE.append(bytearray(4 << 20))
         channel.send({"type": "ready"})
         msg = _run(code_obj, namespace, clock, is_coroutine)
     except BaseException as exc:  # the runner itself failed: report what we can
