@@ -10,6 +10,7 @@ and are rebuilt by journal replay anywhere else.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import uuid
@@ -23,6 +24,8 @@ from temporalio.exceptions import ApplicationError
 
 from runtimes import CodeExecution, CodeExecutionError, CodeRuntime, ExecutionResult, FunctionCall, get_runtime
 from runtimes.errors import SandboxError
+from runtimes.replay import JournalEntry as ReplayEntry
+from runtimes.replay import replay
 from workflows.models import ErrorInfo
 
 from .models import CallAnswer, CallRequest, JournalEntry, ResumeInput, StartInput, StepResult
@@ -137,6 +140,15 @@ class SandboxActivities:
 
     @activity.defn(name="sandbox_start")
     async def start(self, inp: StartInput) -> StepResult:
+        async with _heartbeating():
+            return await self._start(inp)
+
+    @activity.defn(name="sandbox_resume")
+    async def resume(self, inp: ResumeInput) -> StepResult:
+        async with _heartbeating():
+            return await self._resume(inp)
+
+    async def _start(self, inp: StartInput) -> StepResult:
         try:
             specs = self.registry.select(inp.tools)
             runtime = self.runtime(inp.runtime)
@@ -152,8 +164,7 @@ class SandboxActivities:
             raise ApplicationError(f"the {inp.runtime} sandbox failed to start: {err}", type="SandboxError") from err
         return await self._drive(execution, specs, stdout_offset=0, via="started", execution_id=inp.execution_id)
 
-    @activity.defn(name="sandbox_resume")
-    async def resume(self, inp: ResumeInput) -> StepResult:
+    async def _resume(self, inp: ResumeInput) -> StepResult:
         runtime = self.runtime(inp.runtime)
         execution: CodeExecution | None = None
         specs: dict[str, ToolSpec] | None = None
@@ -193,7 +204,6 @@ class SandboxActivities:
         )
 
     async def _replay(self, runtime: CodeRuntime, inp: ResumeInput) -> StepResult:
-        from runtimes.replay import replay  # generic journal replay
 
         assert inp.start is not None
         specs = self.registry.select(inp.start.tools)
@@ -303,6 +313,27 @@ class SandboxActivities:
             raise
 
 
+@contextlib.asynccontextmanager
+async def _heartbeating() -> Any:
+    """Heartbeat while a (regular, non-local) step runs, so its loss is noticed in seconds."""
+    info = activity.info()
+    if info.is_local or not info.heartbeat_timeout:
+        yield
+        return
+    interval = max(info.heartbeat_timeout.total_seconds() / 3, 0.2)
+
+    async def beat() -> None:
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(interval)
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+
+
 def _checkpoint_key(execution_id: str, checkpoint: bytes) -> str:
     return execution_id + ":" + hashlib.blake2b(checkpoint, digest_size=16).hexdigest()
 
@@ -330,6 +361,18 @@ async def _answer(execution: CodeExecution, ans: CallAnswer) -> None:
         await execution.provide_error(ans.error_type, ans.error_message, call_id=ans.call_id)
 
 
-def _journal_for_replay(journal: list[JournalEntry], answers: list[CallAnswer]) -> list[Any]:
-    """Placeholder until runtimes.replay's journal format is fixed."""
-    raise NotImplementedError
+def _journal_for_replay(journal: list[JournalEntry], answers: list[CallAnswer]) -> list[ReplayEntry]:
+    """The workflow's journal (which already holds this step's answers) in replay's terms."""
+    del answers  # included in the journal by the workflow
+    return [
+        ReplayEntry(
+            call_id=e.call_id,
+            function_name=e.tool,
+            args=e.args,
+            kwargs=e.kwargs,
+            result=e.answer.value if e.answer.ok else None,
+            error_type=None if e.answer.ok else e.answer.error_type,
+            error_message="" if e.answer.ok else e.answer.error_message,
+        )
+        for e in journal
+    ]

@@ -49,6 +49,8 @@ RUNTIME_KEY = SearchAttributeKey.for_keyword(SA_RUNTIME)
 STEP_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(milliseconds=200))
 #: How long a step waits for the worker holding a live sandbox before replaying elsewhere.
 STICKY_SCHEDULE_TO_START = timedelta(seconds=10)
+#: Regular-activity steps heartbeat, so a step lost with its worker is retried in seconds.
+STEP_HEARTBEAT = timedelta(seconds=5)
 
 
 @workflow.defn(name=WORKFLOW_TYPE)
@@ -174,7 +176,12 @@ class CodeExecutionWorkflow:
                     name, arg, result_type=StepResult, start_to_close_timeout=timeout, retry_policy=STEP_RETRY
                 )
             return await workflow.execute_activity(
-                name, arg, result_type=StepResult, start_to_close_timeout=timeout, retry_policy=STEP_RETRY
+                name,
+                arg,
+                result_type=StepResult,
+                start_to_close_timeout=timeout,
+                heartbeat_timeout=STEP_HEARTBEAT,
+                retry_policy=STEP_RETRY,
             )
         except ActivityError as err:
             self._set_state("failed")
@@ -192,6 +199,7 @@ class CodeExecutionWorkflow:
                     task_queue=previous.session_queue,
                     schedule_to_start_timeout=STICKY_SCHEDULE_TO_START,
                     start_to_close_timeout=timeout,
+                    heartbeat_timeout=STEP_HEARTBEAT,
                     retry_policy=RetryPolicy(maximum_attempts=1),
                 )
             except ActivityError as err:
