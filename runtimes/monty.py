@@ -11,12 +11,13 @@ worker never takes the host down. Requires PyPI ``pydantic-monty`` 1.4.x.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import os
 import re
 import time
 import typing
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 try:
@@ -48,11 +49,17 @@ log = logging.getLogger(__name__)
 
 MONTY_VERSION: str = pm.__version__
 
-#: Stdlib modules Monty 1.4 imports (measured by tests/runtimes/test_monty_constraints.py).
+#: Stdlib modules Monty 1.4 imports and that work without host access: the list the prompt
+#: offers. Measured against every name in ``sys.stdlib_module_names`` by
+#: tests/runtimes/test_monty_constraints.py.
 MONTY_MODULES = (
-    "asyncio", "base64", "collections", "csv", "dataclasses", "datetime", "decimal",
-    "functools", "hashlib", "itertools", "json", "math", "re", "time", "typing",
+    "asyncio", "base64", "binascii", "bisect", "collections", "copy", "csv", "dataclasses",
+    "datetime", "decimal", "functools", "hashlib", "itertools", "json", "math", "random", "re",
+    "sys", "time", "tomllib", "typing", "unicodedata",
 )  # fmt: skip
+
+#: Also importable, but every filesystem call in them is denied (no mounts): not offered.
+MONTY_OS_MODULES = ("os", "pathlib", "posixpath")
 
 MONTY_CONSTRAINTS = CodeConstraints(
     importable_modules=MONTY_MODULES,
@@ -69,6 +76,29 @@ MONTY_CONSTRAINTS = CodeConstraints(
 
 _KNOWN_EXC_TYPES = frozenset(typing.get_args(pm.ExcType))
 _LINE_RE = re.compile(r"--> [^:\n]+:(\d+):(\d+)")
+
+_EXIT_SETTLE_SECONDS = 0.1
+_exit_hook_installed = False
+
+
+def _settle_monty_threads_at_exit() -> None:
+    """Give Monty's tokio threads a moment to finish before the interpreter finalizes.
+
+    pydantic-monty completes every awaitable from a tokio thread with
+    ``loop.call_soon_threadsafe``, which sends a wake-up byte with the GIL released. When
+    the last Monty await of a process (closing a session or the pool) is followed at once
+    by interpreter exit, that thread can try to retake the GIL while Python finalizes;
+    CPython < 3.14 then ends the thread with ``pthread_exit``, which cannot unwind Rust
+    frames, and the process dies with "Aborted" (SIGABRT, exit 134) after all its work
+    is done. Reproduced here about one exit in six, with sessions closed or not
+    (pyo3 issue 4874, rust-lang/rust issue 135929). An ``atexit`` hook runs before
+    finalization starts; sleeping in it releases the GIL so such a thread finishes its
+    send. Installed once, on the first pool; costs 0.1 s at exit of processes that used
+    Monty. Processes that leave with ``os._exit`` skip both the hook and the hazard."""
+    global _exit_hook_installed
+    if not _exit_hook_installed:
+        _exit_hook_installed = True
+        atexit.register(time.sleep, _EXIT_SETTLE_SECONDS)
 
 
 def _monty_exception(outcome: CallOutcome) -> dict[str, Any]:
@@ -176,12 +206,16 @@ class _MontyRun:
         self.started = time.perf_counter()
         self.compute_s = 0.0
         self.failed: BaseException | None = None
+        #: An error of the first feed, raised by the first advance() (see execute()).
+        self.deferred: CodeExecutionError | None = None
         self.closed = False
 
-    async def _resume(self, coro: Any) -> None:
+    async def _resume(self, start: Callable[[], Awaitable[Any]]) -> None:
+        """Run the VM to its next suspension. ``start`` builds the awaitable inside the
+        ``try``: Monty raises some errors (unconvertible values) synchronously."""
         t0 = time.perf_counter()
         try:
-            self.snap = await coro
+            self.snap = await start()
         except pm.MontyError as err:
             mapped = map_monty_error(err)
             self.failed = mapped
@@ -190,7 +224,27 @@ class _MontyRun:
         finally:
             self.compute_s += time.perf_counter() - t0
 
+    async def _deliver(self, resume: Callable[[Any], Awaitable[Any]], outcome: CallOutcome, key: int | None) -> None:
+        """Hand one answer to the VM. A return value Monty cannot convert (a host object
+        it does not know) is raised in the code as ``TypeError`` rather than crashing the run;
+        Monty leaves the snapshot resumable when it refuses a value."""
+        answer = _monty_exception(outcome)
+
+        def start() -> Awaitable[Any]:
+            try:
+                return resume(answer if key is None else {key: answer})
+            except pm.MontyError as err:
+                if outcome.kind != "result":
+                    raise
+                refused = {"exc_type": "TypeError", "message": f"the tool result cannot be passed to the code: {err}"}
+                return resume(refused if key is None else {key: refused})
+
+        await self._resume(start)
+
     async def advance(self) -> Step:
+        if self.deferred is not None:
+            self.failed, self.deferred = self.deferred, None
+            raise self.failed
         if self.failed is not None:
             raise ExecutionProtocolError(f"the execution already failed: {self.failed}")
         while True:
@@ -206,7 +260,7 @@ class _MontyRun:
                 await self.close()
                 return result
             if isinstance(snap, pm.AsyncNameLookupSnapshot):
-                await self._resume(snap.resume())  # undefined name -> NameError in the code
+                await self._resume(lambda: snap.resume())  # undefined name -> NameError in the code
                 continue
             if isinstance(snap, pm.AsyncFunctionSnapshot):
                 step = await self._on_call(snap)
@@ -215,33 +269,49 @@ class _MontyRun:
                 continue
             if isinstance(snap, pm.AsyncFutureSnapshot):
                 pending = [str(i) for i in snap.pending_call_ids]
-                ready = {int(c): _monty_exception(self.answers.pop(c)) for c in pending if c in self.answers}
-                if ready:
-                    for c in ready:
-                        self.shown.pop(str(c), None)
-                    await self._resume(snap.resume(ready))
+                ready = [c for c in pending if c in self.answers]
+                if not ready:
+                    return Blocked(tuple(pending))
+                batch = {int(c): _monty_exception(self.answers[c]) for c in ready}
+                try:
+                    started = snap.resume(batch)
+                except pm.MontyError:
+                    # Some value cannot enter the VM: answer one call at a time so only the
+                    # call whose value was refused raises TypeError.
+                    first = ready[0]
+                    await self._deliver(snap.resume, self.answers.pop(first), int(first))
+                    self.shown.pop(first, None)
                     continue
-                return Blocked(tuple(pending))
+                for c in ready:
+                    del self.answers[c]
+                    self.shown.pop(c, None)
+                await self._resume(lambda: started)
+                continue
             raise SandboxError(f"unexpected Monty state {type(snap).__name__}")
 
     async def _on_call(self, snap: Any) -> Step | None:
         if snap.is_os_function:
-            await self._resume(snap.resume_not_handled())  # no OS access: Monty raises inside the code
+            await self._resume(lambda: snap.resume_not_handled())  # no OS access: Monty raises inside the code
             return None
         cid = str(snap.call_id)
         name = str(snap.function_name)
         sig = self.signatures.get(name)
-        if cid in self.answers:
-            self.shown.pop(cid, None)
-            await self._resume(snap.resume(_monty_exception(self.answers.pop(cid))))
-            return None
-        if cid in self.shown:
+        if cid in self.shown or cid in self.answers:
             if sig is not None and sig.is_async:
-                await self._resume(snap.resume({"future": ...}))
+                # An async tool's call is a coroutine in the code (it may sit in a gather):
+                # it must be resumed as a future; its answer, if already given, is
+                # delivered when the code awaits it (a FutureSnapshot).
+                await self._resume(lambda: snap.resume({"future": ...}))
+                return None
+            if cid in self.answers:
+                self.shown.pop(cid, None)
+                await self._deliver(snap.resume, self.answers.pop(cid), None)
                 return None
             return Blocked((cid,))
         if sig is None:
-            await self._resume(snap.resume({"exc_type": "NameError", "message": f"name '{name}' is not defined"}))
+            await self._resume(
+                lambda: snap.resume({"exc_type": "NameError", "message": f"name '{name}' is not defined"})
+            )
             return None
         self.tool_calls += 1
         if self.tool_calls > self.limits.max_tool_calls:
@@ -288,8 +358,9 @@ class _MontyRun:
         if self.closed:
             return
         self.closed = True
+        session, self.session, self.snap = self.session, None, None  # drop VM handles now, not at exit
         try:
-            await self.session.__aexit__(None, None, None)
+            await session.__aexit__(None, None, None)
         except Exception:  # the worker may already be gone; the pool replaces it
             log.debug("closing a Monty session failed", exc_info=True)
 
@@ -351,14 +422,17 @@ class MontyRuntime(CodeRuntime):
         max_processes: int | None = None,
         min_processes: int = 1,
         os_policy: Mapping[str, Any] | None = None,
+        checkout_timeout: float = 60.0,
     ) -> None:
         self.type_check_enabled = type_check
-        #: Monty worker subprocesses at most; a checkout beyond waits (at most a minute).
+        #: Monty worker subprocesses at most. Every open execution holds one (even while it
+        #: waits for a tool), so a checkout beyond waits up to ``checkout_timeout`` seconds,
+        #: then fails with SandboxError.
         self.max_processes = max_processes or max(8, 2 * (os.cpu_count() or 1))
         self._pool_args = {
             "min_processes": min_processes,
             "max_processes": self.max_processes,
-            "checkout_timeout": 60.0,
+            "checkout_timeout": checkout_timeout,
         }
         self._os_policy = dict(os_policy) if os_policy else None
         self._pool: Any = None
@@ -367,6 +441,7 @@ class MontyRuntime(CodeRuntime):
     async def _get_pool(self) -> Any:
         async with self._pool_lock:
             if self._pool is None:
+                _settle_monty_threads_at_exit()
                 pool = pm.AsyncMonty(**self._pool_args)
                 await pool.__aenter__()
                 self._pool = pool
@@ -378,15 +453,30 @@ class MontyRuntime(CodeRuntime):
         if pool is not None:
             await pool.__aexit__(None, None, None)
 
-    async def _checkout(self, *, limits: ExecutionLimits, stubs: str | None, type_check: bool) -> Any:
+    async def _checkout(
+        self,
+        *,
+        limits: ExecutionLimits | Mapping[str, Any],
+        stubs: str | None,
+        type_check: bool,
+        os_policy: Mapping[str, Any] | None = None,
+    ) -> Any:
         pool = await self._get_pool()
         session = pool.checkout(
-            limits=_monty_limits(limits),
+            limits=_monty_limits(limits) if isinstance(limits, ExecutionLimits) else dict(limits),
             type_check=type_check,
             type_check_stubs=stubs,
-            os_policy=self._os_policy,
+            os_policy=dict(os_policy) if os_policy is not None else self._os_policy,
         )
-        await session.__aenter__()
+        try:
+            await session.__aenter__()
+        except TimeoutError:
+            raise SandboxError(
+                f"no Monty worker became free within {self._pool_args['checkout_timeout']:.0f} s: all "
+                f"{self.max_processes} are held by executions that were not closed or are still running"
+            ) from None
+        except pm.MontyError as err:
+            raise map_monty_error(err) from None
         return session
 
     async def execute(
@@ -403,19 +493,44 @@ class MontyRuntime(CodeRuntime):
         session = await self._checkout(limits=limits, stubs=stubs, type_check=self.type_check_enabled)
         sink = _StdoutSink(limits.max_stdout_bytes)
         run = _MontyRun(self, session, signatures, limits, sink, code=code)
-        await run._resume(session.feed_start(code, inputs=dict(inputs or {}), print_callback=sink))
+        try:
+            started = session.feed_start(code, inputs=dict(inputs or {}), print_callback=sink)
+        except pm.MontyError as err:  # refused before running: an input value Monty cannot hold
+            await run.close()
+            raise TypeError(f"the inputs cannot be passed to Monty: {err}") from None
+        try:
+            await run._resume(lambda: started)  # closes the session itself when the code fails
+        except (CodeSyntaxError, CodeTypeError):
+            raise  # the code cannot start
+        except CodeExecutionError as err:
+            # It started and failed before its first call: report it from next(), like every
+            # runtime, so the handle (and the stdout printed before the error) is available.
+            run.failed = None
+            run.deferred = err
         return run.execution()
 
     async def type_check(self, code: str, signatures: FunctionsSpec) -> None:
-        """Type-check without running: the code is fed with a tiny time budget and only a
-        typing (or syntax) error counts; whatever it started is discarded."""
+        """Type-check against the tool stubs; raises ``CodeTypeError`` (or ``CodeSyntaxError``).
+
+        Monty has no check-only call: the code is fed with a zero time budget, sleeps that
+        return at once and a small heap, so at most a few instructions run. Nothing escapes:
+        a tool call only suspends the VM (no host answers it here), print output is dropped
+        and Monty denies OS access; the session is discarded."""
         sigs = normalize_functions(signatures)
-        limits = ExecutionLimits(timeout_seconds=0.05)
-        session = await self._checkout(limits=limits, stubs=_type_check_stubs(sigs, None), type_check=True)
+        session = await self._checkout(
+            limits={"max_feed_duration_secs": 0.0, "max_memory": 16 * 1024 * 1024},
+            stubs=_type_check_stubs(sigs, None),
+            type_check=True,
+            os_policy={**{k: v for k, v in (self._os_policy or {}).items() if k != "sleep_system_max"}, "sleep": "zero"},
+        )
         try:
-            await session.feed_start(code, print_callback=lambda s, t: None)
+            await session.feed_start(code, print_callback=lambda stream, text: None)
         except (pm.MontyTypingError, pm.MontySyntaxError) as err:
             raise map_monty_error(err) from None
+        except pm.MontyRuntimeError as err:
+            mapped = map_monty_error(err)
+            if isinstance(mapped, CodeSyntaxError):  # syntax Monty does not support (class inheritance, ...)
+                raise mapped from None
         except pm.MontyError:
             pass
         finally:
