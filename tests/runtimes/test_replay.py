@@ -7,7 +7,6 @@ state the original run was in, without running any journaled tool again.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -16,6 +15,8 @@ import pytest
 from runtimes import CodeRuntime, ExecutionResult, FunctionCall, NonDeterminismError
 from runtimes.replay import JournalEntry, replay
 from runtimes.signatures import normalize_functions
+
+from .conftest import RUNTIME_FACTORIES
 
 
 def lookup(key: str) -> int:
@@ -93,29 +94,8 @@ async def finish(execution: Any, event: list[FunctionCall] | ExecutionResult, to
     return event
 
 
-@contextlib.asynccontextmanager
-async def _python() -> AsyncIterator[CodeRuntime]:
-    from runtimes.python import PythonRuntime
-
-    rt = PythonRuntime()
-    try:
-        yield rt
-    finally:
-        await rt.aclose()
-
-
-@contextlib.asynccontextmanager
-async def _monty() -> AsyncIterator[CodeRuntime]:
-    from runtimes.monty import MontyRuntime
-
-    rt = MontyRuntime(type_check=False)
-    try:
-        yield rt
-    finally:
-        await rt.aclose()
-
-
-FACTORIES: dict[str, Callable[[], Any]] = {"python": _python, "monty": _monty}
+#: Journal replay is generic: one runtime without checkpoints, one with.
+FACTORIES: dict[str, Callable[[], Any]] = {name: RUNTIME_FACTORIES[name] for name in ("monty", "python-stdio")}
 
 
 @pytest.fixture(params=sorted(FACTORIES))
@@ -206,7 +186,7 @@ async def test_entries_may_be_plain_mappings(rt: CodeRuntime) -> None:
 
 async def test_python_code_reading_randomness_is_caught() -> None:
     code = "import random\nlookup(str(random.random()))"
-    async with _python() as rt:
+    async with RUNTIME_FACTORIES["python-stdio"]() as rt:
         tools = Tools()
         _, journal, _ = await record(rt, code, tools)
         execution = await rt.execute(code, functions=TOOLS)
