@@ -8,14 +8,17 @@ processes: the CPython sandbox runner builds its stub functions from it.
 
 from __future__ import annotations
 
+import ast
 import inspect
 import keyword
 import types
 import typing
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, create_model
+from pydantic.json_schema import PydanticJsonSchemaWarning
 
 ParameterKind = Literal["positional_or_keyword", "keyword_only", "var_positional", "var_keyword"]
 
@@ -70,53 +73,69 @@ class ToolSignature(BaseModel):
         head = f"{prefix} {self.name}({', '.join(params)}) -> {self.return_annotation}:"
         if with_docstring and self.description.strip():
             doc = self.description.strip().replace('"""', "'''")
-            indented = "\n    ".join(doc.splitlines())
+            indented = "\n".join(f"    {ln}" if ln.strip() else "" for ln in doc.splitlines()).lstrip()
             return f'{head}\n    """{indented}"""\n    ...'
         return f"{head} ..."
 
     # -- binding -------------------------------------------------------------------
 
     def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
-        """Map a call's positional and keyword arguments to parameter names, in declared
-        order. Raises ``TypeError`` with Python's own wording on a mismatch."""
-        bound: dict[str, Any] = {}
+        """Map a call's positional and keyword arguments to parameter names, returned in
+        declared order. Raises ``TypeError`` worded as CPython words it, checked in
+        CPython's order, so the code's author reads the error it knows."""
         positional = [p for p in self.parameters if p.kind == "positional_or_keyword"]
+        keyword_only = [p for p in self.parameters if p.kind == "keyword_only"]
         var_pos = next((p for p in self.parameters if p.kind == "var_positional"), None)
         var_kw = next((p for p in self.parameters if p.kind == "var_keyword"), None)
         args = list(args)
-        if len(args) > len(positional) and var_pos is None:
-            raise TypeError(
-                f"{self.name}() takes {len(positional)} positional argument"
-                f"{'' if len(positional) == 1 else 's'} but {len(args)} were given"
-            )
-        for p, value in zip(positional, args):
-            bound[p.name] = value
-        if var_pos is not None and len(args) > len(positional):
-            bound[var_pos.name] = args[len(positional) :]
-        names = {p.name for p in self.parameters if p.kind in ("positional_or_keyword", "keyword_only")}
+        values: dict[str, Any] = {p.name: v for p, v in zip(positional, args)}
+        if var_pos is not None:
+            values[var_pos.name] = args[len(positional) :]
+        names = {p.name for p in positional + keyword_only}
         extra: dict[str, Any] = {}
         for key, value in kwargs.items():
-            if key in bound:
-                raise TypeError(f"{self.name}() got multiple values for argument '{key}'")
-            if key in names:
-                bound[key] = value
-            elif var_kw is not None:
+            if key not in names:
+                if var_kw is None:
+                    raise TypeError(f"{self.name}() got an unexpected keyword argument '{key}'")
                 extra[key] = value
+            elif key in values:
+                raise TypeError(f"{self.name}() got multiple values for argument '{key}'")
             else:
-                raise TypeError(f"{self.name}() got an unexpected keyword argument '{key}'")
-        if var_kw is not None and extra:
-            bound[var_kw.name] = extra
-        missing = [
-            p.name
-            for p in self.parameters
-            if p.required and p.kind in ("positional_or_keyword", "keyword_only") and p.name not in bound
-        ]
-        if missing:
-            quoted = " and ".join(f"'{m}'" for m in missing)
-            raise TypeError(
-                f"{self.name}() missing {len(missing)} required argument{'' if len(missing) == 1 else 's'}: {quoted}"
-            )
+                values[key] = value
+        if var_kw is not None:
+            values[var_kw.name] = extra
+        if len(args) > len(positional) and var_pos is None:
+            raise TypeError(self._too_many_positional(len(args), positional, keyword_only, kwargs))
+        for group, label in ((positional, "positional"), (keyword_only, "keyword-only")):
+            missing = [p.name for p in group if p.required and p.name not in values]
+            if missing:
+                raise TypeError(
+                    f"{self.name}() missing {len(missing)} required {label} argument{_plural(len(missing))}: "
+                    + _quoted_list(missing)
+                )
+        bound = {p.name: values[p.name] for p in self.parameters if p.name in values}
+        if var_pos is not None and not bound[var_pos.name]:
+            del bound[var_pos.name]
+        if var_kw is not None and not bound[var_kw.name]:
+            del bound[var_kw.name]
         return bound
+
+    def _too_many_positional(
+        self, given: int, positional: list[ToolParameter], keyword_only: list[ToolParameter], kwargs: Mapping[str, Any]
+    ) -> str:
+        optional = sum(1 for p in positional if not p.required)
+        if optional:
+            takes, plural = f"from {len(positional) - optional} to {len(positional)}", True
+        else:
+            takes, plural = str(len(positional)), len(positional) != 1
+        kwonly_given = sum(1 for p in keyword_only if p.name in kwargs)
+        kwonly = (
+            f" positional argument{_plural(given)} (and {kwonly_given} keyword-only argument{_plural(kwonly_given)})"
+            if kwonly_given
+            else ""
+        )
+        verb = "was" if given == 1 and not kwonly_given else "were"
+        return f"{self.name}() takes {takes} positional argument{'s' if plural else ''} but {given}{kwonly} {verb} given"
 
     def format_call(self, args: Sequence[Any], kwargs: Mapping[str, Any], *, max_len: int = 120) -> str:
         """``get_weather(city='Paris')``: a readable one-line summary of a call."""
@@ -127,6 +146,18 @@ class ToolSignature(BaseModel):
             parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
         text = f"{self.name}({', '.join(parts)})"
         return text if len(text) <= max_len else text[: max_len - 4] + "...)"
+
+
+def _plural(n: int) -> str:
+    return "" if n == 1 else "s"
+
+
+def _quoted_list(names: Sequence[str]) -> str:
+    """``'a'``, ``'a' and 'b'``, ``'a', 'b', and 'c'``: CPython's list of missing arguments."""
+    quoted = [f"'{n}'" for n in names]
+    if len(quoted) <= 2:
+        return " and ".join(quoted)
+    return ", ".join(quoted[:-1]) + ", and " + quoted[-1]
 
 
 # -- from Python callables --------------------------------------------------------------
@@ -173,6 +204,18 @@ def annotation_to_str(annotation: Any) -> str:
     return "Any"
 
 
+def default_source(value: Any) -> str | None:
+    """A default value as stub source, when its repr is a Python literal; None (rendered
+    ``= ...``) for anything else (``datetime.date(...)``, ``<object at 0x...>``), whose repr
+    would break the stub module every type check and every CPython sandbox parses."""
+    text = repr(value)
+    try:
+        ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    return text
+
+
 def signature_from_callable(fn: Callable[..., Any], *, name: str | None = None) -> ToolSignature:
     """Build a signature from a typed Python function (sync or async)."""
     sig = inspect.signature(fn)
@@ -200,14 +243,16 @@ def signature_from_callable(fn: Callable[..., Any], *, name: str | None = None) 
                 annotation=annotation_to_str(hint),
                 kind=kind,
                 required=required,
-                default_repr=None if p.default is inspect.Parameter.empty else repr(p.default),
+                default_repr=None if p.default is inspect.Parameter.empty else default_source(p.default),
             )
         )
         if kind in ("positional_or_keyword", "keyword_only"):
             py_type = Any if hint is inspect.Parameter.empty else hint
             fields[p.name] = (py_type, ... if required else p.default)
     try:
-        schema = create_model(f"{fn.__name__}_params", **fields).model_json_schema()
+        with warnings.catch_warnings():  # a default JSON cannot hold is left out of the schema
+            warnings.simplefilter("ignore", PydanticJsonSchemaWarning)
+            schema = create_model(f"{fn.__name__}_params", **fields).model_json_schema()
     except Exception:
         schema = {"type": "object"}
     ret = hints.get("return", sig.return_annotation)
@@ -274,9 +319,9 @@ def signature_from_json_schema(
         if not prop.isidentifier() or keyword.iskeyword(prop):
             raise ValueError(f"tool {name!r}: property {prop!r} is not a valid Python parameter name")
         is_required = prop in required
-        default_repr = None
-        if not is_required:
-            default_repr = repr(sub["default"]) if "default" in sub else "None"
+        # An optional property without a default is simply omitted from the call: ``= ...``
+        # says "has a default" without claiming None is an accepted value.
+        default_repr = default_source(sub["default"]) if not is_required and "default" in sub else None
         params.append(
             ToolParameter(
                 name=prop,
