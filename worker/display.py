@@ -1,0 +1,120 @@
+"""Human-friendly text for the CLI: tool-call lines, outcomes, status, the audit timeline.
+
+Pure functions from models to strings, so `run`, `result`, `status` and `history` all show
+a call the same way: ``→ get_weather(city='Paris')  ✓ {"city": "Paris", ...}``.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from worker.history import CallAudit, ExecutionAudit
+from workflows.models import ExecutionOutcome, ExecutionStatus, PendingApproval, ToolCallRecord
+
+FINAL_CALL_STATES = frozenset({"ok", "error", "denied", "timed_out"})
+
+
+def short(value: Any, limit: int = 100) -> str:
+    """Compact JSON, cut to one readable line."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str, separators=(", ", ": "))
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def call_line(call: ToolCallRecord | CallAudit) -> str:
+    """One tool call and where it stands."""
+    head = f"→ {call.summary or call.tool + '(...)'}"
+    attempts = f"  ({call.attempts} attempts)" if call.attempts > 1 else ""
+    if call.status == "ok":
+        return f"{head}  ✓ {short(call.result)}{attempts}"
+    if call.status == "awaiting_approval":
+        return f"{head}  ⏸ awaiting approval (call {call.call_id})"
+    if call.status in ("denied", "timed_out"):
+        return f"{head}  ✗ {call.error.message if call.error else call.status}"
+    if call.status == "error":
+        err = call.error
+        return f"{head}  ✗ {err.type}: {err.message}{attempts}" if err else f"{head}  ✗ failed"
+    return f"{head}  … {call.status}"
+
+
+def approval_help(execution_id: str, pending: list[PendingApproval], address_flag: str = "") -> list[str]:
+    """What is waiting and the exact commands that decide it."""
+    lines = [f"⏸ {execution_id} is waiting for approval:"]
+    for p in pending:
+        lines.append(f"    call {p.call_id}: {p.summary or p.tool}")
+    for p in pending:
+        lines.append(f"  approve: codemode approve {execution_id} {p.call_id}{address_flag}")
+        lines.append(f"  deny:    codemode deny {execution_id} {p.call_id}{address_flag}")
+    return lines
+
+
+def outcome_summary(outcome: ExecutionOutcome) -> str:
+    calls = len(outcome.tool_calls)
+    tail = f"{outcome.duration_ms / 1000:.1f}s · {calls} tool call{'s' if calls != 1 else ''} · {outcome.execution_id}"
+    if outcome.success:
+        return f"✓ completed in {tail}"
+    err = outcome.error
+    where = f" (line {err.line})" if err and err.line else ""
+    what = f"{err.type}: {err.message}{where}" if err else "failed"
+    return f"✗ {what}\n  after {tail}"
+
+
+def status_lines(execution_id: str, status: ExecutionStatus) -> list[str]:
+    lines = [f"{execution_id}: {status.state} ({status.runtime})"]
+    lines += ["  " + call_line(c) for c in status.tool_calls]
+    if status.error:
+        lines.append(f"  ✗ {status.error.type}: {status.error.message}")
+    if status.stdout:
+        lines.append("  stdout:")
+        lines += ["    " + ln for ln in status.stdout.rstrip("\n").splitlines()]
+    if status.pending_approvals:
+        lines += ["", *approval_help(execution_id, status.pending_approvals)]
+    return lines
+
+
+def _clock(at: datetime) -> str:
+    return at.astimezone().strftime("%H:%M:%S.%f")[:-3]
+
+
+def _audit_call_line(c: CallAudit) -> str:
+    extra = []
+    if c.duration_ms is not None:
+        extra.append(f"{c.duration_ms:.0f} ms")
+    if c.retried_after:
+        extra.append(f"retried after {c.retried_after.type}: {c.retried_after.message}")
+    if c.approval:
+        by = f" by {c.approval.by}" if c.approval.by else ""
+        extra.append(f"{c.approval.decision}{by}")
+    return call_line(c) + (f"  [{'; '.join(extra)}]" if extra else "")
+
+
+def audit_lines(audit: ExecutionAudit) -> list[str]:
+    """The timeline, one line per event, calls shown with their final state."""
+    calls = {c.call_id: c for c in audit.calls}
+    lines = [f"{audit.execution_id}  {audit.status}  runtime={audit.runtime or '?'}"]
+    if audit.duration_ms is not None:
+        lines[0] += f"  {audit.duration_ms / 1000:.1f}s"
+    for ev in audit.events:
+        text = ev.text
+        if ev.kind == "call" and ev.call_id in calls:
+            text = _audit_call_line(calls[ev.call_id])
+        elif ev.kind == "approval":
+            text = f"⚖ {text}"
+        elif ev.kind == "requested":
+            text = f"⏸ {text} (call {ev.call_id})"
+        elif ev.kind == "completed":
+            text = ("✓ " if audit.success else "✗ ") + text
+        elif ev.kind == "failed":
+            text = f"✗ {text}"
+        lines.append(f"  {_clock(ev.at)}  {text}")
+    still = [c for c in audit.calls if c.status not in FINAL_CALL_STATES]
+    if still and audit.status == "running":
+        lines.append("  now:")
+        lines += ["    " + call_line(c) for c in still]
+    if audit.success and audit.output is not None:
+        lines.append(f"  output: {short(audit.output, 200)}")
+    return lines

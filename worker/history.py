@@ -1,0 +1,405 @@
+"""The audit of one execution, read from its Temporal workflow history (not from a query).
+
+The history is the record nobody can edit after the fact: the request that started the
+run, every sandbox step (a local-activity marker or an activity), every tool activity with
+its arguments, final attempt number and result or failure, every approval signal with the
+approver's name, and the outcome. ``build_audit`` folds those events into one
+``ExecutionAudit``; it needs no worker, so it also works for a run whose worker is gone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+from temporalio.api.common.v1 import Payload, Payloads
+from temporalio.api.failure.v1 import Failure
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from activities.models import StepResult, ToolInput, ToolOutput
+from activities.tools import RESERVED_NAMES
+from workflows.models import (
+    CODE_APPROVAL_ID,
+    ApproveSignal,
+    CallStatus,
+    CodeExecutionRequest,
+    DenySignal,
+    ErrorInfo,
+    ExecutionOutcome,
+    PendingApproval,
+)
+
+#: Activity types that are sandbox steps; every other activity type is a tool.
+STEP_TYPES = RESERVED_NAMES
+LOCAL_ACTIVITY_MARKER = "core_local_activity"
+
+
+class ApprovalAudit(BaseModel):
+    call_id: str
+    decision: Literal["approved", "denied"]
+    by: str | None = None
+    comment: str | None = None
+    at: datetime
+    #: The Temporal client identity that sent the signal (process@host).
+    identity: str = ""
+
+
+class CallAudit(BaseModel):
+    call_id: str
+    tool: str
+    summary: str = ""
+    args: list[Any] = Field(default_factory=list)
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    line: int | None = None
+    requires_approval: bool = False
+    status: CallStatus = "pending"
+    result: Any = None
+    error: ErrorInfo | None = None
+    attempts: int = 0
+    #: The failure of the attempt before the last one, when the tool was retried.
+    retried_after: ErrorInfo | None = None
+    approval: ApprovalAudit | None = None
+    requested_at: datetime | None = None
+    scheduled_at: datetime | None = None
+    finished_at: datetime | None = None
+
+    @property
+    def duration_ms(self) -> float | None:
+        if self.scheduled_at and self.finished_at:
+            return (self.finished_at - self.scheduled_at).total_seconds() * 1000
+        return None
+
+
+class StepAudit(BaseModel):
+    name: str
+    local: bool
+    at: datetime
+    attempt: int = 1
+    kind: str = ""
+    via: str = ""
+    error: ErrorInfo | None = None
+
+
+class AuditEvent(BaseModel):
+    """One line of the timeline, in history order."""
+
+    at: datetime
+    kind: Literal["started", "step", "requested", "approval", "call", "completed", "failed"]
+    call_id: str | None = None
+    text: str
+
+
+class ExecutionAudit(BaseModel):
+    execution_id: str
+    run_id: str = ""
+    #: Temporal's view: running, completed, failed, terminated, canceled, timed_out.
+    status: str = "running"
+    runtime: str = ""
+    code: str = ""
+    started_at: datetime | None = None
+    closed_at: datetime | None = None
+    started_by: str = ""
+    success: bool | None = None
+    output: Any = None
+    stdout: str = ""
+    error: ErrorInfo | None = None
+    require_code_approval: bool = False
+    code_approval: ApprovalAudit | None = None
+    steps: list[StepAudit] = Field(default_factory=list)
+    calls: list[CallAudit] = Field(default_factory=list)
+    events: list[AuditEvent] = Field(default_factory=list)
+
+    @property
+    def duration_ms(self) -> float | None:
+        if self.started_at and self.closed_at:
+            return (self.closed_at - self.started_at).total_seconds() * 1000
+        return None
+
+    def pending_approvals(self) -> list[PendingApproval]:
+        """Calls waiting for a decision, as far as the history shows (no worker needed)."""
+        if self.status != "running":
+            return []
+        pending = [
+            PendingApproval(call_id=c.call_id, tool=c.tool, args=c.args, kwargs=c.kwargs, summary=c.summary)
+            for c in self.calls
+            if c.status == "awaiting_approval"
+        ]
+        if self.require_code_approval and self.code_approval is None and not self.steps:
+            pending.insert(
+                0, PendingApproval(call_id=CODE_APPROVAL_ID, tool="<code>", args=[self.code], summary="run this code")
+            )
+        return pending
+
+
+# -- decoding ----------------------------------------------------------------------------------
+
+_converter = pydantic_data_converter.payload_converter
+
+
+def _decode(payloads: Payloads | Iterable[Payload], type_hint: Any = None) -> Any:
+    items = list(payloads.payloads if isinstance(payloads, Payloads) else payloads)
+    if not items:
+        return None
+    try:
+        return _converter.from_payloads(items, [type_hint] if type_hint else None)[0]
+    except Exception:
+        return _converter.from_payloads(items, None)[0]
+
+
+def _time(event: HistoryEvent) -> datetime:
+    return event.event_time.ToDatetime(tzinfo=UTC)
+
+
+def _failure_info(failure: Failure) -> ErrorInfo:
+    """The tool's own error: the innermost application failure, or a timeout."""
+    f = failure
+    while f.HasField("activity_failure_info") and f.HasField("cause"):
+        f = f.cause
+    if f.HasField("application_failure_info"):
+        return ErrorInfo(type=f.application_failure_info.type or "RuntimeError", message=f.message, kind="tool")
+    if f.HasField("timeout_failure_info"):
+        return ErrorInfo(type="TimeoutError", message=f.message or "activity timed out", kind="tool")
+    return ErrorInfo(type="RuntimeError", message=f.message, kind="tool")
+
+
+def _as(model: type[BaseModel], value: Any) -> Any:
+    if isinstance(value, model):
+        return value
+    try:
+        return model.model_validate(value)
+    except ValidationError:
+        return None
+
+
+# -- folding ------------------------------------------------------------------------------------
+
+
+class _Builder:
+    def __init__(self, execution_id: str) -> None:
+        self.audit = ExecutionAudit(execution_id=execution_id)
+        self.calls: dict[str, CallAudit] = {}
+        #: scheduled_event_id -> (activity type, call id or None for a step)
+        self.activities: dict[int, tuple[str, str | None]] = {}
+        #: scheduled_event_id -> attempt, for sandbox steps run as regular activities
+        self.step_attempts: dict[int, int] = {}
+
+    def event(self, at: datetime, kind: Any, text: str, call_id: str | None = None) -> None:
+        self.audit.events.append(AuditEvent(at=at, kind=kind, call_id=call_id, text=text))
+
+    def call(self, call_id: str, tool: str = "?") -> CallAudit:
+        if call_id not in self.calls:
+            self.calls[call_id] = CallAudit(call_id=call_id, tool=tool)
+        return self.calls[call_id]
+
+    def step(self, at: datetime, name: str, *, local: bool, attempt: int, result: Any) -> None:
+        step = _as(StepResult, result)
+        audit = StepAudit(name=name, local=local, at=at, attempt=attempt)
+        if step is not None:
+            audit.kind, audit.via, audit.error = step.kind, step.via, step.error
+        self.audit.steps.append(audit)
+        what = {"calls": "paused at a tool call", "result": "finished the code", "error": "stopped on an error"}
+        self.event(at, "step", f"{name}{' (local)' if local else ''}: {what.get(audit.kind, 'ran')}")
+        if step is not None:
+            self.audit.stdout += step.stdout
+            for req in step.calls:
+                c = self.call(req.call_id, req.tool)
+                c.tool, c.args, c.kwargs, c.summary, c.line = req.tool, req.args, req.kwargs, req.summary, req.line
+                c.requires_approval, c.requested_at = req.requires_approval, at
+                if req.requires_approval and c.approval is None:
+                    c.status = "awaiting_approval"
+                    self.event(at, "requested", f"{req.summary} needs approval", req.call_id)
+            for entry in step.rejected:
+                c = self.call(entry.call_id, entry.tool)
+                c.args, c.kwargs, c.requested_at, c.status = entry.args, entry.kwargs, at, "error"
+                c.summary = c.summary or f"{entry.tool}(...)"
+                c.error = ErrorInfo(
+                    type=entry.answer.error_type, message=entry.answer.error_message, kind="invalid_call"
+                )
+                self.event(
+                    at, "call", f"{c.summary} rejected before running: {c.error.type}: {c.error.message}", c.call_id
+                )
+
+    def feed(self, e: HistoryEvent) -> None:
+        at = _time(e)
+        kind = e.WhichOneof("attributes")
+        a = self.audit
+        if kind == "workflow_execution_started_event_attributes":
+            attrs = e.workflow_execution_started_event_attributes
+            req = _as(CodeExecutionRequest, _decode(attrs.input, CodeExecutionRequest))
+            a.started_at, a.started_by, a.run_id = at, attrs.identity, attrs.original_execution_run_id
+            if req is not None:
+                a.runtime, a.code, a.require_code_approval = req.runtime, req.code, req.require_code_approval
+            lines = len(a.code.splitlines())
+            self.event(
+                at, "started", f"execution started ({a.runtime or '?'}, {lines} lines of code) by {attrs.identity}"
+            )
+        elif kind == "marker_recorded_event_attributes":
+            attrs = e.marker_recorded_event_attributes
+            if attrs.marker_name != LOCAL_ACTIVITY_MARKER:
+                return
+            data = _decode(attrs.details["data"]) if "data" in attrs.details else {}
+            name = (data or {}).get("activity_type", "local activity")
+            if attrs.HasField("failure"):
+                self.audit.steps.append(
+                    StepAudit(name=name, local=True, at=at, error=_failure_info(attrs.failure), kind="error")
+                )
+                self.event(at, "step", f"{name} (local) failed: {attrs.failure.message}")
+                return
+            result = _decode(attrs.details["result"], StepResult) if "result" in attrs.details else None
+            self.step(at, name, local=True, attempt=int((data or {}).get("attempt", 1)), result=result)
+        elif kind == "activity_task_scheduled_event_attributes":
+            attrs = e.activity_task_scheduled_event_attributes
+            name = attrs.activity_type.name
+            if name in STEP_TYPES:
+                self.activities[e.event_id] = (name, None)
+                return
+            inp = _as(ToolInput, _decode(attrs.input, ToolInput))
+            call_id = inp.call_id if inp else attrs.activity_id.removeprefix("call-")
+            c = self.call(call_id, name)
+            c.tool, c.scheduled_at, c.status = name, at, "running"
+            if inp is not None:
+                c.args, c.kwargs = inp.args, inp.kwargs
+            if e.user_metadata.HasField("summary"):
+                c.summary = _decode([e.user_metadata.summary], str) or c.summary
+            c.summary = c.summary or f"{name}(...)"
+            self.activities[e.event_id] = (name, call_id)
+        elif kind == "activity_task_started_event_attributes":
+            attrs = e.activity_task_started_event_attributes
+            name, call_id = self.activities.get(attrs.scheduled_event_id, ("?", None))
+            if call_id is not None:
+                c = self.call(call_id, name)
+                c.attempts = attrs.attempt
+                if attrs.HasField("last_failure"):
+                    c.retried_after = _failure_info(attrs.last_failure)
+            else:
+                self.step_attempts[attrs.scheduled_event_id] = attrs.attempt
+        elif kind == "activity_task_completed_event_attributes":
+            attrs = e.activity_task_completed_event_attributes
+            name, call_id = self.activities.get(attrs.scheduled_event_id, ("?", None))
+            if call_id is None:
+                attempt = self.step_attempts.get(attrs.scheduled_event_id, 1)
+                self.step(at, name, local=False, attempt=attempt, result=_decode(attrs.result, StepResult))
+                return
+            c = self.call(call_id, name)
+            out = _as(ToolOutput, _decode(attrs.result, ToolOutput))
+            c.status, c.finished_at = "ok", at
+            c.result = out.value if out else None
+            c.attempts = out.attempt if out else c.attempts
+            self.event(at, "call", _call_text(c), call_id)
+        elif kind in ("activity_task_failed_event_attributes", "activity_task_timed_out_event_attributes"):
+            attrs = getattr(e, kind)
+            name, call_id = self.activities.get(attrs.scheduled_event_id, ("?", None))
+            err = _failure_info(attrs.failure)
+            if call_id is None:
+                self.audit.steps.append(StepAudit(name=name, local=False, at=at, error=err, kind="error"))
+                self.event(at, "step", f"{name} failed: {err.message}")
+                return
+            c = self.call(call_id, name)
+            c.status, c.finished_at, c.error = "error", at, err
+            self.event(at, "call", _call_text(c), call_id)
+        elif kind == "workflow_execution_signaled_event_attributes":
+            attrs = e.workflow_execution_signaled_event_attributes
+            if attrs.signal_name not in ("approve", "deny"):
+                return
+            model = ApproveSignal if attrs.signal_name == "approve" else DenySignal
+            sig = _as(model, _decode(attrs.input, model))
+            if sig is None:
+                return
+            approval = ApprovalAudit(
+                call_id=sig.call_id,
+                decision="approved" if attrs.signal_name == "approve" else "denied",
+                by=sig.by,
+                comment=sig.comment if isinstance(sig, ApproveSignal) else sig.reason,
+                at=at,
+                identity=attrs.identity,
+            )
+            self._approval(approval)
+        elif kind == "workflow_execution_completed_event_attributes":
+            outcome = _as(
+                ExecutionOutcome, _decode(e.workflow_execution_completed_event_attributes.result, ExecutionOutcome)
+            )
+            a.status, a.closed_at = "completed", at
+            if outcome is not None:
+                a.success, a.output, a.error, a.stdout = outcome.success, outcome.output, outcome.error, outcome.stdout
+                self._reconcile(outcome)
+            if a.success:
+                self.event(at, "completed", "execution completed: success")
+            else:
+                err = a.error
+                self.event(
+                    at,
+                    "completed",
+                    f"execution completed: {err.type}: {err.message}" if err else "execution completed: failed",
+                )
+        elif kind in _CLOSED:
+            a.status, a.closed_at, a.success = _CLOSED[kind], at, False
+            attrs = getattr(e, kind)
+            message = attrs.failure.message if hasattr(attrs, "failure") and attrs.HasField("failure") else ""
+            message = message or getattr(attrs, "reason", "") or a.status
+            a.error = ErrorInfo(type="WorkflowError", message=message, kind="sandbox")
+            self.event(at, "failed", f"execution {a.status}: {message}")
+
+    def _approval(self, approval: ApprovalAudit) -> None:
+        verb = "approved" if approval.decision == "approved" else "denied"
+        by = f" by {approval.by}" if approval.by else ""
+        why = f": {approval.comment}" if approval.comment else ""
+        if approval.call_id == CODE_APPROVAL_ID:
+            if self.audit.code_approval is None:
+                self.audit.code_approval = approval
+                self.event(approval.at, "approval", f"the code was {verb}{by}{why}", CODE_APPROVAL_ID)
+            return
+        c = self.calls.get(approval.call_id)
+        if c is None or c.approval is not None or c.status != "awaiting_approval":
+            self.event(
+                approval.at,
+                "approval",
+                f"{verb}{by} for call {approval.call_id}: ignored (not pending)",
+                approval.call_id,
+            )
+            return
+        c.approval = approval
+        if approval.decision == "denied":
+            c.status = "denied"
+            c.error = ErrorInfo(type="PermissionError", message=f"{c.summary} was denied{by}{why}", kind="denied")
+        else:
+            c.status = "pending"
+        self.event(approval.at, "approval", f"{c.summary} {verb}{by}{why}", c.call_id)
+
+    def _reconcile(self, outcome: ExecutionOutcome) -> None:
+        """Calls the history shows no decision for (an approval that timed out) take the outcome's word."""
+        for rec in outcome.tool_calls:
+            c = self.calls.get(rec.call_id)
+            if c is not None and c.status in ("awaiting_approval", "pending") and rec.status in ("timed_out", "denied"):
+                c.status, c.error = rec.status, rec.error
+
+
+_CLOSED = {
+    "workflow_execution_failed_event_attributes": "failed",
+    "workflow_execution_terminated_event_attributes": "terminated",
+    "workflow_execution_canceled_event_attributes": "canceled",
+    "workflow_execution_timed_out_event_attributes": "timed_out",
+}
+
+
+def _call_text(c: CallAudit) -> str:
+    attempts = f", {c.attempts} attempts" if c.attempts > 1 else ""
+    if c.status == "ok":
+        return f"{c.summary} returned{attempts}"
+    return f"{c.summary} failed{attempts}: {c.error.type}: {c.error.message}" if c.error else f"{c.summary} failed"
+
+
+def build_audit(execution_id: str, events: Iterable[HistoryEvent]) -> ExecutionAudit:
+    builder = _Builder(execution_id)
+    for e in events:
+        builder.feed(e)
+    builder.audit.calls = list(builder.calls.values())
+    return builder.audit
+
+
+async def fetch_audit(client: Any, execution_id: str) -> ExecutionAudit:
+    """The audit of an execution's latest run, from the server's history."""
+    history = await client.get_workflow_handle(execution_id).fetch_history()
+    return build_audit(execution_id, history.events)
