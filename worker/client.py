@@ -59,8 +59,10 @@ async def start_execution(
     *,
     execution_id: str | None = None,
     task_queue: str = TASK_QUEUE,
+    **options: Any,
 ) -> WorkflowHandle[Any, ExecutionOutcome]:
-    """Start one CodeExecutionWorkflow; its workflow id is the execution id."""
+    """Start one CodeExecutionWorkflow; its workflow id is the execution id. ``options`` go to
+    ``Client.start_workflow`` (e.g. ``id_reuse_policy``)."""
     if request.index_search_attributes and not await search_attributes_registered(client):
         request = request.model_copy(update={"index_search_attributes": False})
     return await client.start_workflow(
@@ -71,6 +73,7 @@ async def start_execution(
         result_type=ExecutionOutcome,
         static_summary=_summary(request),
         static_details=f"```python\n{request.code}\n```",
+        **options,
     )
 
 

@@ -1,0 +1,100 @@
+"""Approvals from the command line: a parked run exits 3 with the exact commands to decide it."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from activities import ToolRegistry
+from tests.cli.runner import approve_command, codemode
+from worker.client import connect
+from worker.worker import CodeModeWorker
+
+pytestmark = pytest.mark.usefixtures("cli_worker")
+
+
+async def park_email(env: dict[str, str]) -> tuple[str, str]:
+    """Run examples/email.py without a terminal: it parks on send_email and exits 3."""
+    res = await codemode("run", "examples/email.py", "--tools", "examples.tools", env=env)
+    assert res.rc == 3, res
+    assert (
+        "→ send_email(to='ana@example.com', subject='Weather', body='Paris: 18C, cloudy')  ⏸ awaiting approval"
+        in res.err
+    )
+    execution_id, call_id = approve_command(res.err)
+    assert f"codemode deny {execution_id} {call_id}" in res.err
+    return execution_id, call_id
+
+
+async def test_approve_then_result(cli_env: dict[str, str]) -> None:
+    execution_id, call_id = await park_email(cli_env)
+
+    wrong = await codemode("approve", execution_id, "99", env=cli_env)
+    assert wrong.rc == 2, wrong
+    assert f"pending call ids: {call_id}" in wrong.err
+
+    ok = await codemode("approve", execution_id, call_id, "--by", "alice", "--comment", "fine", env=cli_env)
+    assert ok.rc == 0, ok
+    assert f"approved call {call_id}" in ok.out and "as alice" in ok.out
+
+    res = await codemode("result", execution_id, "--json", env=cli_env)
+    assert res.rc == 0, res
+    outcome = json.loads(res.out)
+    assert outcome["output"] is True
+    email = outcome["tool_calls"][-1]
+    assert email["approval"] == {"decision": "approved", "by": "alice", "comment": "fine"}
+
+    history = await codemode("history", execution_id, env=cli_env)
+    assert history.rc == 0, history
+    assert "approved by alice: fine" in history.out
+    audit = json.loads((await codemode("history", execution_id, "--json", env=cli_env)).out)
+    send = next(c for c in audit["calls"] if c["tool"] == "send_email")
+    assert send["approval"]["by"] == "alice" and send["approval"]["decision"] == "approved"
+    assert send["status"] == "ok" and send["attempts"] == 1
+
+    late = await codemode("approve", execution_id, call_id, env=cli_env)
+    assert late.rc == 2 and "already closed" in late.err, late
+
+
+async def test_deny_then_result_is_a_code_error(cli_env: dict[str, str]) -> None:
+    execution_id, call_id = await park_email(cli_env)
+    status = await codemode("status", execution_id, "--json", env=cli_env)
+    assert json.loads(status.out)["state"] == "awaiting_approval"
+    assert [p["call_id"] for p in json.loads(status.out)["pending_approvals"]] == [call_id]
+
+    res = await codemode("deny", execution_id, call_id, "--by", "bob", "--reason", "not today", env=cli_env)
+    assert res.rc == 0, res
+    res = await codemode("result", execution_id, env=cli_env)
+    assert res.rc == 1, res
+    assert "PermissionError" in res.err and "denied by bob: not today" in res.err
+    history = await codemode("history", execution_id, env=cli_env)
+    assert "denied by bob: not today" in history.out
+
+
+async def test_deny_defaults_to_the_os_user(cli_env: dict[str, str]) -> None:
+    import getpass
+
+    execution_id, call_id = await park_email(cli_env)
+    res = await codemode("deny", execution_id, call_id, env=cli_env)
+    assert res.rc == 0 and f"as {getpass.getuser()}" in res.out, res
+    assert (await codemode("result", execution_id, env=cli_env)).rc == 1
+
+
+async def test_approve_lands_while_no_worker_runs(temporal_address: str, cli_env: dict[str, str]) -> None:
+    """The worker is gone during the wait: approve reads the pending call from the history,
+    the signal is recorded, and a new worker finishes the run."""
+    queue = f"cli-alone-{uuid.uuid4().hex[:6]}"
+    env = {**cli_env, "CODEMODE_TASK_QUEUE": queue}
+    client = await connect(temporal_address)
+    registry = ToolRegistry.from_module("examples.tools")
+    async with CodeModeWorker(client, registry, task_queue=queue).running():
+        execution_id, call_id = await park_email(env)
+    res = await codemode("approve", execution_id, call_id, "--by", "carol", env=env)
+    assert res.rc == 0, res
+    assert "no worker" in res.err
+    async with CodeModeWorker(client, registry, task_queue=queue).running():
+        done = await codemode("result", execution_id, "--json", env=env)
+    assert done.rc == 0, done
+    assert json.loads(done.out)["tool_calls"][-1]["approval"]["by"] == "carol"
