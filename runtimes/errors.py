@@ -31,8 +31,11 @@ class CodeExecutionError(Exception):
         """One readable paragraph for a model that will fix its code."""
         where = f" (line {self.line})" if self.line is not None else ""
         text = f"{self.error_type}{where}: {self.message}"
-        if self.traceback and self.traceback not in text:
-            text += f"\n{self.traceback}"
+        detail = self.traceback or ""
+        if detail.startswith(self.message):  # a diagnostic that opens with the message (ty's)
+            detail = detail[len(self.message) :].lstrip("\n")
+        if detail.strip() and detail not in text:
+            text += f"\n{detail}"
         return text
 
     def __str__(self) -> str:

@@ -25,6 +25,12 @@ visible to the host before any result is needed:
   task answers one of them, so a host that runs each call as an asyncio task can simply
   loop on ``next()``. A host with no such task must answer first (or use ``next_batch``).
 
+Errors. ``CodeRuntime.execute()`` raises only when the code cannot start (syntax, type
+checking, an option the runtime cannot honour). Anything that goes wrong while it runs (an
+uncaught exception, the time, memory or tool-call limit) is raised by ``next()`` /
+``next_batch()`` as a ``CodeExecutionError``; the handle then cannot continue, and
+``stdout`` still holds what the code printed before.
+
 Checkpoints. ``dump()`` taken while calls are pending captures that paused state (or
 returns ``None`` when the runtime cannot checkpoint). ``CodeRuntime.restore(blob)`` returns
 an execution paused at the same calls: ``pending_calls`` lists them, the host answers them

@@ -594,7 +594,8 @@ class ModuleNotFoundError(ImportError): ...
 
 def _type_check_stubs(signatures: Mapping[str, ToolSignature], inputs: Mapping[str, Any] | None) -> str:
     """Tool stubs plus declarations of the injected inputs, so ty knows their names."""
-    text = render_stubs(signatures, with_docstrings=False) + _TYPE_CHECK_PRELUDE
+    # The prelude first: ty quotes the lines around a tool's stub in its diagnostics.
+    text = _TYPE_CHECK_PRELUDE.lstrip() + render_stubs(signatures, with_docstrings=False)
     for name in inputs or {}:
         if name.isidentifier():
             text += f"{name}: Any\n"

@@ -203,7 +203,10 @@ async def test_a_type_error_against_the_stubs_has_its_line(monty: MontyRuntime) 
     assert err.line == 3
     assert err.error_type == "TypeError"
     assert "get_weather" in err.message
-    assert "Expected `str`, found `Literal[42]`" in err.llm_message()  # ty's own explanation
+    text = err.llm_message()
+    assert "Expected `str`, found `Literal[42]`" in text  # ty's own explanation
+    assert text.count("Argument to function `get_weather` is incorrect") == 1
+    assert "PermissionError" not in text  # the checker's prelude stays out of the quoted stub lines
 
 
 async def test_inputs_are_known_to_the_type_checker(monty: MontyRuntime) -> None:
