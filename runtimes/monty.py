@@ -370,7 +370,9 @@ class _MontyRun:
             answer=self.answer,
             dump=self.dump,
             close=self.close,
-            pending=list(self.shown.values()),
+            # shown to the host and not answered yet (answers wait in self.answers until
+            # the VM asks for them)
+            pending=[c for c in self.shown.values() if c.call_id not in self.answers],
             runtime="monty",
             read_stdout=self.sink.text,
         )
@@ -568,15 +570,7 @@ class MontyRuntime(CodeRuntime):
             return None
         run.shown = {c.call_id: c for c in pending}
         run.answers = answers
-        return CodeExecution(
-            advance=run.advance,
-            answer=run.answer,
-            dump=run.dump,
-            close=run.close,
-            pending=[c for c in pending if c.call_id not in answers],
-            runtime="monty",
-            read_stdout=sink.text,
-        )
+        return run.execution()
 
 
 #: Exception classes Monty 1.4 raises and catches at run time but its bundled ty does not
