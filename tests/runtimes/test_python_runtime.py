@@ -94,7 +94,9 @@ async def stdio_rt() -> AsyncIterator[PythonRuntime]:
 
 
 def _children() -> list[int]:
-    """Live (or zombie) child processes of this test process."""
+    """Live (or zombie) sandbox child processes (bwrap or the runner) of this test process.
+
+    Other children (a session's Temporal server, Monty's pool) are not ours to count."""
     kids: list[int] = []
     for task in os.listdir("/proc/self/task"):
         try:
@@ -102,7 +104,18 @@ def _children() -> list[int]:
                 kids += [int(p) for p in f.read().split()]
         except OSError:
             pass
-    return kids
+
+    def is_sandbox(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read()
+            with open(f"/proc/{pid}/comm") as f:
+                comm = f.read().strip()
+        except OSError:
+            return False
+        return comm == "bwrap" or b"bwrap" in cmd or b"runner" in cmd or not cmd  # zombies have no cmdline
+
+    return [k for k in kids if is_sandbox(k)]
 
 
 async def test_output_inputs_stdout_and_capabilities(rt: PythonRuntime) -> None:
