@@ -60,7 +60,8 @@ def outcome_summary(outcome: ExecutionOutcome) -> str:
     err = outcome.error
     where = f" (line {err.line})" if err and err.line else ""
     what = f"{err.type}: {err.message}{where}" if err else "failed"
-    return f"✗ {what}\n  after {tail}"
+    trace = "".join(f"\n  {ln}" for ln in err.traceback.rstrip().splitlines()) if err and err.traceback else ""
+    return f"✗ {what}{trace}\n  after {tail}"
 
 
 def status_lines(execution_id: str, status: ExecutionStatus) -> list[str]:

@@ -234,7 +234,9 @@ class _Builder:
                 a.runtime, a.code, a.require_code_approval = req.runtime, req.code, req.require_code_approval
             lines = len(a.code.splitlines())
             self.event(
-                at, "started", f"execution started ({a.runtime or '?'}, {lines} lines of code) by {attrs.identity}"
+                at,
+                "started",
+                f"execution started ({a.runtime or '?'}, {lines} line{'s' if lines != 1 else ''} of code) by {attrs.identity}",
             )
         elif kind == "marker_recorded_event_attributes":
             attrs = e.marker_recorded_event_attributes
