@@ -9,6 +9,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from worker import telemetry
 from workflows.models import SA_RUNTIME, SA_STATUS, TASK_QUEUE, WORKFLOW_TYPE, CodeExecutionRequest, ExecutionOutcome
 
 DEFAULT_ADDRESS = "localhost:7233"
@@ -18,8 +19,12 @@ def default_address() -> str:
     return os.environ.get("TEMPORAL_ADDRESS") or DEFAULT_ADDRESS
 
 
-async def connect(address: str | None = None, *, namespace: str = "default", **kwargs: Any) -> Client:
-    """A client with the pydantic data converter (required by every client and worker)."""
+async def connect(
+    address: str | None = None, *, namespace: str = "default", tracer: Any | None = None, **kwargs: Any
+) -> Client:
+    """A client with the pydantic data converter (required by every client and worker) and
+    OpenTelemetry tracing (spans go to the application's tracer provider, or ``tracer``)."""
+    kwargs.setdefault("interceptors", telemetry.interceptors(tracer))
     return await Client.connect(
         address or default_address(), namespace=namespace, data_converter=pydantic_data_converter, **kwargs
     )

@@ -197,7 +197,11 @@ def bwrap_argv(
     # bwrap's own pid-1 reaper, bwrap may exit first and orphan the reaper as a zombie).
     argv += ["--die-with-parent", "--new-session", "--as-pid-1", "--hostname", "sandbox"]
 
-    made: set[str] = {"/"}
+    # The private, size-capped /tmp and home come first: an interpreter that lives under
+    # the host's /tmp (a venv made there) is then bound on top of the tmpfs, not hidden by it.
+    argv += ["--perms", "1777", "--size", str(tmp_bytes), "--tmpfs", SANDBOX_TMP]
+    argv += ["--perms", "0777", "--size", str(home_bytes), "--tmpfs", SANDBOX_HOME]
+    made: set[str] = {"/", SANDBOX_TMP, SANDBOX_HOME}
 
     def mkdirs(path: str) -> None:
         """Create the parents of ``path`` world-traversable (bwrap would copy the host's
@@ -241,8 +245,6 @@ def bwrap_argv(
     for src, dst in binds:
         ro_bind(src, dst)
     argv += ["--proc", "/proc", "--dev", "/dev"]
-    argv += ["--perms", "1777", "--size", str(tmp_bytes), "--tmpfs", SANDBOX_TMP]
-    argv += ["--perms", "0777", "--size", str(home_bytes), "--tmpfs", SANDBOX_HOME]
     argv += ["--remount-ro", "/", "--chdir", SANDBOX_HOME, "--clearenv"]
     for key, value in sandbox_env(home=SANDBOX_HOME, tmp=SANDBOX_TMP).items():
         argv += ["--setenv", key, value]

@@ -10,6 +10,7 @@ import asyncio
 import os
 import socket
 import time
+from pathlib import Path
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -45,6 +46,9 @@ async def error(rt: PythonRuntime, code: str, limits: ExecutionLimits | None = N
     return info.value
 
 
+PROJECT = Path(__file__).resolve().parents[2]
+
+
 async def test_cannot_read_shadow_home_or_project(rt: PythonRuntime) -> None:
     probe = (
         "import os\n"
@@ -52,13 +56,18 @@ async def test_cannot_read_shadow_home_or_project(rt: PythonRuntime) -> None:
         "    try:\n        open(p, 'rb').read(1)\n        return True\n"
         "    except OSError:\n        return False\n"
         "home = os.listdir('/root') if os.path.isdir('/root') else []\n"
+        "project = os.listdir(%r) if os.path.isdir(%r) else []\n"
         "{'shadow': readable('/etc/shadow'), 'passwd': readable('/etc/passwd'), 'home': home,\n"
-        " 'bashrc': readable('/root/.bashrc'), 'project': os.path.exists('/work'),\n"
-        " 'conftest': readable(%r), 'etc': sorted(os.listdir('/etc'))}" % __file__
+        " 'bashrc': readable('/root/.bashrc'), 'project': project, 'pyproject': readable(%r),\n"
+        " 'conftest': readable(%r), 'etc': sorted(os.listdir('/etc'))}"
+        % (str(PROJECT), str(PROJECT), str(PROJECT / "pyproject.toml"), __file__)
     )
     out = await value(rt, probe)
     assert out["shadow"] is False and out["passwd"] is False and out["bashrc"] is False
-    assert out["project"] is False and out["conftest"] is False
+    assert out["pyproject"] is False and out["conftest"] is False
+    # Nothing of the project is visible, except a virtual environment the interpreter
+    # itself lives in (CI's .venv inside the checkout), mounted read-only for the interpreter.
+    assert set(out["project"]) <= {".venv"}, out["project"]
     # Only the interpreter's own directory is mounted under /root (pyenv lives there here).
     host_home = set(os.listdir("/root"))
     assert not (set(out["home"]) & host_home - {".pyenv"})
