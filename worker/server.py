@@ -152,6 +152,10 @@ class EmbeddedServer:
             f"{SA_RUNTIME}=Keyword",
             "--log-level",
             self.log_level,
+            # Tool calls gathered by the code are scheduled together: let the server hand
+            # them to the worker with the workflow task's response (eager activity dispatch).
+            "--dynamic-config-value",
+            "system.enableActivityEagerExecution=true",
         ]
         if self.ui:
             cmd += ["--ui-port", str(self.ui_port), "--ui-disable-news-fetch"]
