@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, Field, PlainSerializer
 
+from runtimes.replay import JournalEntry
 from runtimes.types import ExecutionLimits, ExecutionResult
 from workflows.models import ErrorInfo
 
@@ -21,6 +22,14 @@ Blob = Annotated[
     BeforeValidator(_from_b64),
     PlainSerializer(lambda b: base64.b64encode(b).decode("ascii"), return_type=str, when_used="json"),
 ]
+
+
+#: Failure type of a resume whose checkpoint the worker cannot load (a checkpoint from
+#: another Monty version): the workflow then rebuilds the run by journal replay.
+CHECKPOINT_REFUSED = "CheckpointRefused"
+
+#: How a step got its sandbox: started, restored (checkpoint), live (kept), replayed (journal).
+Via = Literal["started", "restored", "live", "replayed"]
 
 
 class CallRequest(BaseModel):
@@ -39,26 +48,6 @@ class CallRequest(BaseModel):
     non_retryable: list[str] = Field(default_factory=list)
 
 
-class CallAnswer(BaseModel):
-    """The outcome of one call, handed back to the sandbox."""
-
-    call_id: str
-    ok: bool
-    value: Any = None
-    error_type: str = ""
-    error_message: str = ""
-
-
-class JournalEntry(BaseModel):
-    """A call and its recorded outcome: what journal replay answers from."""
-
-    call_id: str
-    tool: str
-    args: list[Any] = Field(default_factory=list)
-    kwargs: dict[str, Any] = Field(default_factory=dict)
-    answer: CallAnswer
-
-
 class StartInput(BaseModel):
     execution_id: str
     runtime: str
@@ -75,16 +64,16 @@ class ResumeInput(BaseModel):
     checkpoint: Blob | None = None
     #: A live sandbox held by a worker (tier 3 with keep-alive): tried first.
     session_id: str | None = None
-    answers: list[CallAnswer] = Field(default_factory=list)
+    #: This step's answers: the outcomes of the calls the previous step returned.
+    answers: list[JournalEntry] = Field(default_factory=list)
     #: The execution's tool allow-list (None = every registered tool).
     tools: list[str] | None = None
-    #: For journal replay when neither the session nor the checkpoint can be used.
+    #: For journal replay when neither the session nor the checkpoint can be used: every
+    #: answered call so far, this step's answers included.
     start: StartInput | None = None
     journal: list[JournalEntry] = Field(default_factory=list)
     #: Bytes of stdout already reported, skipped when a replay prints them again.
     stdout_offset: int = 0
-    #: Drop a live session after this step instead of keeping it for the next one.
-    release: bool = False
 
 
 class StepResult(BaseModel):
@@ -104,7 +93,7 @@ class StepResult(BaseModel):
     stdout: str = ""
     stdout_truncated: bool = False
     #: How this step got its sandbox: started, restored (checkpoint), live (session), replayed.
-    via: Literal["started", "restored", "live", "replayed"] = "started"
+    via: Via = "started"
 
 
 class ToolInput(BaseModel):

@@ -24,11 +24,10 @@ from temporalio.exceptions import ApplicationError
 
 from runtimes import CodeExecution, CodeExecutionError, CodeRuntime, ExecutionResult, FunctionCall, get_runtime
 from runtimes.errors import SandboxError
-from runtimes.replay import JournalEntry as ReplayEntry
-from runtimes.replay import replay
+from runtimes.replay import JournalEntry, replay
 from workflows.models import ErrorInfo
 
-from .models import CallAnswer, CallRequest, JournalEntry, ResumeInput, StartInput, StepResult
+from .models import CHECKPOINT_REFUSED, CallRequest, ResumeInput, StartInput, StepResult, Via
 from .tools import ToolRegistry, ToolSpec
 
 log = logging.getLogger(__name__)
@@ -168,7 +167,7 @@ class SandboxActivities:
         runtime = self.runtime(inp.runtime)
         execution: CodeExecution | None = None
         specs: dict[str, ToolSpec] | None = None
-        via = "live"
+        via: Via = "live"
         stdout_offset = inp.stdout_offset
         if inp.session_id and inp.session_id in self._sessions:
             live = self._sessions.pop(inp.session_id)
@@ -187,8 +186,8 @@ class SandboxActivities:
             return await self._replay(runtime, inp)
         if execution is None:
             raise ApplicationError(
-                "cannot continue the execution: no live session, the checkpoint was refused and no journal was given",
-                type="SandboxError",
+                "the checkpoint was refused (another runtime version?) and no journal was given to replay",
+                type=CHECKPOINT_REFUSED,
                 non_retryable=True,
             )
         if specs is None:
@@ -198,13 +197,12 @@ class SandboxActivities:
                 await _answer(execution, ans)
         except CodeExecutionError as err:
             await execution.close()
-            return StepResult(kind="error", error=error_info(err), via=via)  # type: ignore[arg-type]
+            return StepResult(kind="error", error=error_info(err), via=via)
         return await self._drive(
-            execution, specs, stdout_offset=stdout_offset, via=via, release=inp.release, execution_id=inp.execution_id
+            execution, specs, stdout_offset=stdout_offset, via=via, execution_id=inp.execution_id
         )
 
     async def _replay(self, runtime: CodeRuntime, inp: ResumeInput) -> StepResult:
-
         assert inp.start is not None
         specs = self.registry.select(inp.start.tools)
         sigs = {n: s.signature for n, s in specs.items()}
@@ -215,7 +213,7 @@ class SandboxActivities:
         except CodeExecutionError as err:
             return StepResult(kind="error", error=error_info(err), via="replayed")
         try:
-            first = await replay(execution, _journal_for_replay(inp.journal, inp.answers))
+            first = await replay(execution, inp.journal)
         except CodeExecutionError as err:
             await execution.close()
             return StepResult(kind="error", error=error_info(err), via="replayed")
@@ -225,7 +223,6 @@ class SandboxActivities:
             stdout_offset=inp.stdout_offset,
             via="replayed",
             first=first,
-            release=inp.release,
             execution_id=inp.execution_id,
         )
 
@@ -237,9 +234,8 @@ class SandboxActivities:
         specs: dict[str, ToolSpec],
         *,
         stdout_offset: int,
-        via: str,
+        via: Via,
         first: list[FunctionCall] | ExecutionResult | None = None,
-        release: bool = False,
         execution_id: str = "",
     ) -> StepResult:
         """Run to the next batch of valid calls (answering invalid ones in place) or the end."""
@@ -256,7 +252,7 @@ class SandboxActivities:
                         rejected=rejected,
                         stdout=event.stdout[stdout_offset:],
                         stdout_truncated=event.stdout_truncated,
-                        via=via,  # type: ignore[arg-type]
+                        via=via,
                     )
                 calls: list[CallRequest] = []
                 for call in event:
@@ -266,26 +262,16 @@ class SandboxActivities:
                             raise NameError(f"name '{call.function_name}' is not defined")
                         spec.validate(call.args, call.kwargs)
                     except (TypeError, ValueError, NameError) as err:
-                        answer = CallAnswer(
-                            call_id=call.call_id, ok=False, error_type=type(err).__name__, error_message=str(err)
-                        )
-                        rejected.append(
-                            JournalEntry(
-                                call_id=call.call_id,
-                                tool=call.function_name,
-                                args=call.args,
-                                kwargs=call.kwargs,
-                                answer=answer,
-                            )
-                        )
-                        await execution.provide_error(answer.error_type, answer.error_message, call_id=call.call_id)
+                        entry = JournalEntry.raised(call, type(err).__name__, str(err))
+                        rejected.append(entry)
+                        await _answer(execution, entry)
                         continue
                     calls.append(_call_request(call, spec))
                 if not calls:
                     continue
                 stdout = execution.stdout
                 step = StepResult(
-                    kind="calls", calls=calls, rejected=rejected, stdout=stdout[stdout_offset:], via=via  # type: ignore[arg-type]
+                    kind="calls", calls=calls, rejected=rejected, stdout=stdout[stdout_offset:], via=via
                 )
                 checkpoint = execution.dump()
                 if checkpoint is not None:
@@ -293,8 +279,6 @@ class SandboxActivities:
                     self._cache_snapshot(
                         execution.runtime, _checkpoint_key(execution_id, checkpoint), _LiveSession(execution, specs, len(stdout))
                     )
-                elif release:
-                    await execution.close()
                 else:
                     step.session_id = self._keep(_LiveSession(execution, specs, len(stdout)))
                     step.session_queue = self.session_queue
@@ -303,7 +287,7 @@ class SandboxActivities:
             stdout = execution.stdout
             await execution.close()
             return StepResult(
-                kind="error", error=error_info(err), rejected=rejected, stdout=stdout[stdout_offset:], via=via  # type: ignore[arg-type]
+                kind="error", error=error_info(err), rejected=rejected, stdout=stdout[stdout_offset:], via=via
             )
         except SandboxError as err:
             await execution.close()
@@ -354,25 +338,8 @@ def _call_request(call: FunctionCall, spec: ToolSpec) -> CallRequest:
     )
 
 
-async def _answer(execution: CodeExecution, ans: CallAnswer) -> None:
-    if ans.ok:
-        await execution.provide_result(ans.value, call_id=ans.call_id)
+async def _answer(execution: CodeExecution, entry: JournalEntry) -> None:
+    if entry.error_type is None:
+        await execution.provide_result(entry.result, call_id=entry.call_id)
     else:
-        await execution.provide_error(ans.error_type, ans.error_message, call_id=ans.call_id)
-
-
-def _journal_for_replay(journal: list[JournalEntry], answers: list[CallAnswer]) -> list[ReplayEntry]:
-    """The workflow's journal (which already holds this step's answers) in replay's terms."""
-    del answers  # included in the journal by the workflow
-    return [
-        ReplayEntry(
-            call_id=e.call_id,
-            function_name=e.tool,
-            args=e.args,
-            kwargs=e.kwargs,
-            result=e.answer.value if e.answer.ok else None,
-            error_type=None if e.answer.ok else e.answer.error_type,
-            error_message="" if e.answer.ok else e.answer.error_message,
-        )
-        for e in journal
-    ]
+        await execution.provide_error(entry.error_type, entry.error_message, call_id=entry.call_id)

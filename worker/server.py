@@ -18,8 +18,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from platformdirs import user_data_dir
+from temporalio.testing import WorkflowEnvironment
 
 from worker.binaries import temporal_cli_path
 from workflows.models import SA_RUNTIME, SA_STATUS
@@ -27,6 +29,29 @@ from workflows.models import SA_RUNTIME, SA_STATUS
 #: Overrides the data directory (tests point it at a temporary folder).
 DATA_DIR_ENV = "CODEMODE_DATA_DIR"
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0"})
+
+
+#: Server settings beyond the defaults: tool calls gathered by the code are scheduled
+#: together, so let the server hand them to the worker with the workflow task's response
+#: (eager activity dispatch).
+DYNAMIC_CONFIG = ["--dynamic-config-value", "system.enableActivityEagerExecution=true"]
+
+
+async def start_local_environment(*, eager: bool = True, **kwargs: Any) -> WorkflowEnvironment:
+    """The same dev server, as temporalio's ``WorkflowEnvironment`` (in memory, a free port):
+    what tests and benchmarks run against, configured like ``codemode server``."""
+    from temporalio.common import SearchAttributeKey
+    from temporalio.contrib.pydantic import pydantic_data_converter
+
+    return await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal_cli_path(),
+        data_converter=pydantic_data_converter,
+        search_attributes=[SearchAttributeKey.for_keyword(SA_STATUS), SearchAttributeKey.for_keyword(SA_RUNTIME)],
+        dev_server_log_level="error",
+        dev_server_extra_args=DYNAMIC_CONFIG if eager else [],
+        ui=False,
+        **kwargs,
+    )
 
 
 class ServerStartError(RuntimeError):
@@ -152,10 +177,7 @@ class EmbeddedServer:
             f"{SA_RUNTIME}=Keyword",
             "--log-level",
             self.log_level,
-            # Tool calls gathered by the code are scheduled together: let the server hand
-            # them to the worker with the workflow task's response (eager activity dispatch).
-            "--dynamic-config-value",
-            "system.enableActivityEagerExecution=true",
+            *DYNAMIC_CONFIG,
         ]
         if self.ui:
             cmd += ["--ui-port", str(self.ui_port), "--ui-disable-news-fetch"]

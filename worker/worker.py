@@ -24,16 +24,6 @@ from workflows.code_execution import CodeExecutionWorkflow
 from workflows.models import TASK_QUEUE
 
 
-def _workflow_runner():  # type: ignore[no-untyped-def]
-    if os.environ.get("CODEMODE_UNSANDBOXED"):
-        from temporalio.worker import UnsandboxedWorkflowRunner
-
-        return UnsandboxedWorkflowRunner()
-    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
-
-    return SandboxedWorkflowRunner()
-
-
 def session_queue_name(task_queue: str) -> str:
     return f"{task_queue}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
@@ -62,7 +52,6 @@ class CodeModeWorker:
             client,
             task_queue=task_queue,
             workflows=[CodeExecutionWorkflow],
-            workflow_runner=_workflow_runner(),
             activities=[*self.sandbox.activities(), *tool_activities(registry)],
             max_concurrent_activities=max_concurrent_activities,
             max_concurrent_local_activities=max_concurrent_activities,

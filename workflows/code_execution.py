@@ -12,19 +12,20 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey
-from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError as TemporalTimeoutError
+from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from activities.models import (
-        CallAnswer,
+        CHECKPOINT_REFUSED,
         CallRequest,
-        JournalEntry,
         ResumeInput,
         StartInput,
         StepResult,
         ToolInput,
         ToolOutput,
     )
+    from runtimes.replay import JournalEntry
     from workflows.models import (
         CODE_APPROVAL_ID,
         SA_RUNTIME,
@@ -149,10 +150,7 @@ class CodeExecutionWorkflow:
             answers = list(
                 await asyncio.gather(*(self._run_call(execution_id, c, req.approval_timeout) for c in step.calls))
             )
-            for call, answer in zip(step.calls, answers):
-                self._journal.append(
-                    JournalEntry(call_id=call.call_id, tool=call.tool, args=call.args, kwargs=call.kwargs, answer=answer)
-                )
+            self._journal.extend(answers)
             resume = ResumeInput(
                 execution_id=execution_id,
                 runtime=req.runtime,
@@ -165,31 +163,40 @@ class CodeExecutionWorkflow:
             if step.checkpoint is None:  # journal tier: everything needed to rebuild by replay
                 resume.start = start
                 resume.journal = list(self._journal)
-            step = await self._resume(resume, step, local=local, timeout=step_timeout)
+            step = await self._resume(resume, step, start, local=local, timeout=step_timeout)
 
     # -- steps ------------------------------------------------------------------------------
 
     async def _step(self, name: str, arg: object, *, local: bool, timeout: timedelta) -> StepResult:
         try:
-            if local:
-                return await workflow.execute_local_activity(
-                    name, arg, result_type=StepResult, start_to_close_timeout=timeout, retry_policy=STEP_RETRY
-                )
-            return await workflow.execute_activity(
-                name,
-                arg,
-                result_type=StepResult,
-                start_to_close_timeout=timeout,
-                heartbeat_timeout=STEP_HEARTBEAT,
-                retry_policy=STEP_RETRY,
-            )
-        except ActivityError as err:
-            self._set_state("failed")
-            raise ApplicationError(
-                f"sandbox step {name} failed: {_cause_message(err)}", type="SandboxError", non_retryable=True
-            ) from err
+            return await self._run_step(name, arg, local=local, timeout=timeout)
+        except (ActivityError, ApplicationError) as err:
+            raise self._sandbox_failure(name, err) from err
 
-    async def _resume(self, inp: ResumeInput, previous: StepResult, *, local: bool, timeout: timedelta) -> StepResult:
+    async def _run_step(self, name: str, arg: object, *, local: bool, timeout: timedelta) -> StepResult:
+        if local:
+            return await workflow.execute_local_activity(
+                name, arg, result_type=StepResult, start_to_close_timeout=timeout, retry_policy=STEP_RETRY
+            )
+        return await workflow.execute_activity(
+            name,
+            arg,
+            result_type=StepResult,
+            start_to_close_timeout=timeout,
+            heartbeat_timeout=STEP_HEARTBEAT,
+            retry_policy=STEP_RETRY,
+        )
+
+    def _sandbox_failure(self, name: str, err: ActivityError | ApplicationError) -> ApplicationError:
+        self._set_state("failed")
+        cause = _step_cause(err)
+        return ApplicationError(
+            f"sandbox step {name} failed: {type(cause).__name__}: {cause}", type="SandboxError", non_retryable=True
+        )
+
+    async def _resume(
+        self, inp: ResumeInput, previous: StepResult, start: StartInput, *, local: bool, timeout: timedelta
+    ) -> StepResult:
         if previous.session_id and previous.session_queue:
             try:
                 return await workflow.execute_activity(
@@ -205,6 +212,15 @@ class CodeExecutionWorkflow:
             except ActivityError as err:
                 workflow.logger.info("live sandbox unavailable (%s); replaying the journal", _cause_message(err))
                 inp = inp.model_copy(update={"session_id": None})
+        elif inp.checkpoint is not None:
+            try:
+                return await self._run_step("sandbox_resume", inp, local=local, timeout=timeout)
+            except (ActivityError, ApplicationError) as err:
+                cause = _step_cause(err)
+                if not (isinstance(cause, ApplicationError) and cause.type == CHECKPOINT_REFUSED):
+                    raise self._sandbox_failure("sandbox_resume", err) from err
+                workflow.logger.warning("checkpoint refused (%s); replaying the journal", cause)
+                inp = inp.model_copy(update={"checkpoint": None, "start": start, "journal": list(self._journal)})
         return await self._step("sandbox_resume", inp, local=local and inp.checkpoint is not None, timeout=timeout)
 
     def _absorb(self, step: StepResult) -> None:
@@ -215,20 +231,19 @@ class CodeExecutionWorkflow:
             self._journal.append(entry)
             self._calls[entry.call_id] = ToolCallRecord(
                 call_id=entry.call_id,
-                tool=entry.tool,
+                tool=entry.function_name,
                 args=entry.args,
                 kwargs=entry.kwargs,
                 status="error",
-                error=ErrorInfo(
-                    type=entry.answer.error_type, message=entry.answer.error_message, kind="invalid_call"
-                ),
+                error=ErrorInfo(type=entry.error_type or "", message=entry.error_message, kind="invalid_call"),
                 attempts=0,
-                summary=f"{entry.tool}(...)",
+                summary=entry.describe(),
             )
 
     # -- one call ------------------------------------------------------------------------------
 
-    async def _run_call(self, execution_id: str, call: CallRequest, approval_timeout: timedelta) -> CallAnswer:
+    async def _run_call(self, execution_id: str, call: CallRequest, approval_timeout: timedelta) -> JournalEntry:
+        """Approve (if needed) and run one call; its outcome as a journal entry."""
         record = ToolCallRecord(
             call_id=call.call_id, tool=call.tool, args=call.args, kwargs=call.kwargs, summary=call.summary
         )
@@ -242,9 +257,7 @@ class CodeExecutionWorkflow:
             if record.approval.decision != "approved":
                 record.status = "denied" if record.approval.decision == "denied" else "timed_out"
                 record.error = _permission_error(call.summary, record.approval)
-                return CallAnswer(
-                    call_id=call.call_id, ok=False, error_type="PermissionError", error_message=record.error.message
-                )
+                return _entry(call, error=("PermissionError", record.error.message))
         record.status = "running"
         try:
             out = await workflow.execute_activity(
@@ -273,11 +286,11 @@ class CodeExecutionWorkflow:
             record.status = "error"
             record.attempts = attempts
             record.error = ErrorInfo(type=etype, message=message, kind="tool", line=call.line)
-            return CallAnswer(call_id=call.call_id, ok=False, error_type=etype, error_message=message)
+            return _entry(call, error=(etype, message))
         record.status = "ok"
         record.result = out.value
         record.attempts = out.attempt
-        return CallAnswer(call_id=call.call_id, ok=True, value=out.value)
+        return _entry(call, result=out.value)
 
     async def _await_approval(self, review: PendingApproval, timeout: timedelta) -> ApprovalRecord:
         self._pending[review.call_id] = review
@@ -302,12 +315,30 @@ class CodeExecutionWorkflow:
             workflow.upsert_search_attributes([STATUS_KEY.value_set(state)])
 
 
+def _entry(call: CallRequest, *, result: object = None, error: tuple[str, str] | None = None) -> JournalEntry:
+    return JournalEntry(
+        call_id=call.call_id,
+        function_name=call.tool,
+        args=call.args,
+        kwargs=call.kwargs,
+        result=result,
+        error_type=error[0] if error else None,
+        error_message=error[1] if error else "",
+    )
+
+
 def _permission_error(what: str, decision: ApprovalRecord) -> ErrorInfo:
     if decision.decision == "denied":
         by = f" by {decision.by}" if decision.by else ""
         why = f": {decision.comment}" if decision.comment else ""
         return ErrorInfo(type="PermissionError", message=f"{what} was denied{by}{why}", kind="denied")
     return ErrorInfo(type="PermissionError", message=f"{what} was not approved in time", kind="denied")
+
+
+def _step_cause(err: ActivityError | ApplicationError) -> BaseException:
+    """What failed a step: an activity's failure arrives as ActivityError(cause=...), a local
+    activity's (temporalio 1.35) as the ApplicationError itself."""
+    return err.cause if isinstance(err, ActivityError) and err.cause is not None else err
 
 
 def _cause_message(err: ActivityError) -> str:

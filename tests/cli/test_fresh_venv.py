@@ -16,13 +16,7 @@ from tests.cli.runner import REPO, base_env
 from tests.cli.test_readme import README_EXAMPLE
 from worker.server import free_port, port_is_free
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not (os.environ.get("CODEMODE_FRESH_VENV_TEST") == "1" or os.environ.get("CI")),
-        reason="slow: set CODEMODE_FRESH_VENV_TEST=1 (CI runs it)",
-    ),
-]
+pytestmark = pytest.mark.slow  # about a minute of pip; deselect with -m "not slow"
 
 
 def test_readme_example_in_a_fresh_venv(tmp_path: Path) -> None:

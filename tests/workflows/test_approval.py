@@ -96,3 +96,21 @@ async def test_seven_day_approval_timeout_on_time_skipping_server() -> None:
         assert outcome.tool_calls[0].approval.decision == "timed_out"
         assert outcome.duration_ms >= timedelta(days=7).total_seconds() * 1000
         assert (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
+
+
+async def test_checkpoint_from_another_monty_version_is_replayed(client, task_queue, events_file, monkeypatch) -> None:
+    """A run parked under one Monty version and resumed by a worker with another: the
+    snapshot is refused and the run is rebuilt by journal replay, no tool running twice."""
+    registry = ToolRegistry.from_module(TOOLS_MODULE)
+    code = "a = slow_step(3, 0.01)\nprint('a', a)\nr = transfer('bob', a)\n[a, r['to']]"
+    async with CodeModeWorker(client, registry, task_queue=task_queue).running():
+        handle = await start_execution(client, CodeExecutionRequest(code=code), task_queue=task_queue)
+        status = await wait_for_state(handle, "awaiting_approval")
+    monkeypatch.setattr("runtimes.monty.MONTY_VERSION", "0.0.0-another-version")
+    await handle.signal("approve", ApproveSignal(call_id=status.pending_approvals[0].call_id, by="alice"))
+    async with CodeModeWorker(client, registry, task_queue=task_queue).running():
+        outcome = await handle.result()
+    assert outcome.success, outcome.error
+    assert outcome.output == [30, "bob"] and outcome.stdout == "a 30\n"
+    starts = [(e["tool"], e["attempt"]) for e in read_events(events_file) if e["event"] == "start"]
+    assert starts == [("slow_step", 1), ("transfer", 1)]

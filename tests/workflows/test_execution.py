@@ -6,7 +6,7 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus
 
 from runtimes import ExecutionLimits
-from worker.client import run_execution, start_execution
+from worker.client import start_execution
 from workflows.models import CodeExecutionRequest
 
 from .conftest import read_events
