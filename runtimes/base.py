@@ -43,6 +43,17 @@ class CodeRuntime(ABC):
         cannot, and the caller re-executes or replays."""
         return None
 
+    async def suspend(self, checkpoint: bytes) -> None:
+        """Stop paying for what ``checkpoint`` names while keeping it restorable: a run parked
+        on an approval holds no compute (E2B: pause the sandbox). No-op by default: a
+        snapshot or a journal holds nothing live."""
+        return None
+
+    async def discard(self, checkpoint: bytes) -> None:
+        """Free whatever ``checkpoint`` names for good (E2B: kill the sandbox); called when the
+        execution ends, fails or is cancelled. Idempotent; no-op by default."""
+        return None
+
     def prompt(self, functions: FunctionsSpec) -> str:
         """The code-mode prompt for these functions under this runtime's constraints."""
         return build_code_mode_prompt(normalize_functions(functions), self.constraints)
