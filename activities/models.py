@@ -1,38 +1,67 @@
-"""Inputs and outputs of the sandbox-step and tool activities (the workflow's contract with them)."""
+"""Inputs and outputs of the sandbox-step and tool activities (the workflow's contract with them).
+
+These records are written into the workflow history once per step or tool call, so they are
+``CompactModel``s (defaults left out) and never carry a checkpoint itself: a checkpoint lives
+in the object store and the history holds its ``CheckpointRef``.
+"""
 
 from __future__ import annotations
 
-import base64
-from typing import Annotated, Any, Literal
+import os
+from typing import Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, Field, PlainSerializer
+from pydantic import Field
 
 from runtimes.replay import JournalEntry
-from runtimes.types import ExecutionLimits, ExecutionResult
+from runtimes.types import CompactModel, ExecutionLimits, ExecutionResult
 from workflows.models import ErrorInfo
 
-
-def _from_b64(value: Any) -> Any:
-    return base64.b64decode(value) if isinstance(value, str) else value
-
-
-#: Raw bytes in Python, base64 text in JSON (checkpoints travel through the data converter).
-Blob = Annotated[
-    bytes,
-    BeforeValidator(_from_b64),
-    PlainSerializer(lambda b: base64.b64encode(b).decode("ascii"), return_type=str, when_used="json"),
-]
-
-
-#: Failure type of a resume whose checkpoint the worker cannot load (a checkpoint from
-#: another Monty version): the workflow then rebuilds the run by journal replay.
+#: Failure type of a resume whose checkpoint cannot be used (missing from the store,
+#: altered, written by another runtime version): the workflow rebuilds by journal replay.
 CHECKPOINT_REFUSED = "CheckpointRefused"
+#: Failure type of a resume sent to a worker that no longer holds the live sandbox.
+SESSION_GONE = "SessionGone"
 
 #: How a step got its sandbox: started, restored (checkpoint), live (kept), replayed (journal).
 Via = Literal["started", "restored", "live", "replayed"]
 
+#: The largest single value we let into the workflow: one tool result, the code's output,
+#: an input, one call's arguments. Past it a value becomes a typed error, never a payload
+#: the server or the object store would refuse (and the run retry forever).
+MAX_VALUE_BYTES = int(os.environ.get("CODEMODE_MAX_VALUE_BYTES") or 64 * 1024 * 1024)
+#: A tool result up to this size is kept whole in the call's audit record; a larger one
+#: only in the journal (which the code's replay needs) and as a preview in the record.
+RECORD_RESULT_BYTES = 16 * 1024
+#: Longest error message or traceback we write into a failure (failures are not payloads:
+#: external storage does not offload them).
+MAX_ERROR_CHARS = 8 * 1024
 
-class CallRequest(BaseModel):
+
+def human_bytes(n: float) -> str:
+    """``80 MB``, ``1.5 KB``: sizes in messages meant for people and models."""
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" or n >= 10 else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.0f} GB"
+
+
+def clip(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """A message cut to ``limit`` characters, saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"... [{len(text) - limit} more characters]"
+
+
+class CheckpointRef(CompactModel):
+    """A checkpoint in the object store: its SHA-256 (which is also its key) and size. The
+    restoring step verifies the hash before anything is loaded into a sandbox."""
+
+    sha256: str
+    size: int
+
+
+class CallRequest(CompactModel):
     """A tool call the code made, validated, with the tool's policy attached so the
     (deterministic) workflow can schedule it without knowing the registry."""
 
@@ -45,38 +74,46 @@ class CallRequest(BaseModel):
     requires_approval: bool = False
     max_attempts: int = 3
     timeout_seconds: float = 60.0
-    non_retryable: list[str] = Field(default_factory=list)
 
 
-class StartInput(BaseModel):
+class StartInput(CompactModel):
     execution_id: str
     runtime: str
     code: str
     inputs: dict[str, Any] = Field(default_factory=dict)
     tools: list[str] | None = None
     limits: ExecutionLimits = Field(default_factory=ExecutionLimits)
+    #: The first run's id: checkpoints are kept under it, so a later execution that reuses
+    #: the execution id never touches them.
+    first_run_id: str = ""
 
 
-class ResumeInput(BaseModel):
+class ResumeInput(CompactModel):
     execution_id: str
     runtime: str
-    #: Tier 1: the snapshot to restore.
-    checkpoint: Blob | None = None
+    first_run_id: str = ""
+    #: The checkpoint to continue from (tiers 1 and 2).
+    checkpoint: CheckpointRef | None = None
+    #: The checkpoint before it: recorded history has moved past it, so the step deletes it
+    #: (a run keeps at most two checkpoints in the store, whatever its length).
+    superseded: CheckpointRef | None = None
     #: A live sandbox held by a worker (tier 3 with keep-alive): tried first.
     session_id: str | None = None
     #: This step's answers: the outcomes of the calls the previous step returned.
     answers: list[JournalEntry] = Field(default_factory=list)
     #: The execution's tool allow-list (None = every registered tool).
     tools: list[str] | None = None
-    #: For journal replay when neither the session nor the checkpoint can be used: every
-    #: answered call so far, this step's answers included.
+    #: Only when the step must rebuild the run by journal replay (no live session, no
+    #: usable checkpoint): the start and every answered call so far, this step's included.
     start: StartInput | None = None
     journal: list[JournalEntry] = Field(default_factory=list)
+    #: Why the workflow sends the journal (for the audit): the previous attempt's refusal.
+    replay_reason: str | None = None
     #: Bytes of stdout already reported, skipped when a replay prints them again.
     stdout_offset: int = 0
 
 
-class StepResult(BaseModel):
+class StepResult(CompactModel):
     """What one sandbox step produced."""
 
     kind: Literal["calls", "result", "error"]
@@ -84,7 +121,7 @@ class StepResult(BaseModel):
     #: Calls answered inside the step without running a tool (invalid arguments,
     #: unknown tool): recorded in the journal and the audit, never run.
     rejected: list[JournalEntry] = Field(default_factory=list)
-    checkpoint: Blob | None = None
+    checkpoint: CheckpointRef | None = None
     session_id: str | None = None
     #: The task queue of the worker holding the live session (steps go there first).
     session_queue: str | None = None
@@ -93,17 +130,47 @@ class StepResult(BaseModel):
     stdout: str = ""
     stdout_truncated: bool = False
     #: How this step got its sandbox: started, restored (checkpoint), live (session), replayed.
-    via: Via = "started"
+    #: (Default "live", the common case of a resume, so the history does not repeat it.)
+    via: Via = "live"
+    #: Why a step that should have restored replayed instead (checkpoint missing, altered...).
+    fallback: str | None = None
 
 
-class ToolInput(BaseModel):
-    execution_id: str
+class ToolInput(CompactModel):
+    """A tool call as its activity sees it (the tool is the activity type, the execution is
+    the workflow id)."""
+
     call_id: str
-    tool: str
     args: list[Any] = Field(default_factory=list)
     kwargs: dict[str, Any] = Field(default_factory=dict)
 
 
-class ToolOutput(BaseModel):
+class ToolOutput(CompactModel):
     value: Any = None
     attempt: int = 1
+    #: Size of the value as JSON, so the workflow can decide what to keep without measuring.
+    size: int = 0
+
+
+class ReleaseInput(CompactModel):
+    """Let go of an execution's sandbox: pause it while the run waits for a person, or free
+    it (and its last checkpoint) when the execution is over."""
+
+    execution_id: str
+    runtime: str
+    first_run_id: str = ""
+    checkpoint: CheckpointRef | None = None
+    #: The checkpoint before it, if the run ended before a step could delete it.
+    superseded: CheckpointRef | None = None
+    session_id: str | None = None
+    mode: Literal["suspend", "discard"] = "discard"
+
+
+class CleanupInput(CompactModel):
+    """Delete what an execution stored, once its history is past retention."""
+
+    namespace: str
+    execution_id: str
+    workflow_type: str
+    first_run_id: str
+    run_ids: list[str] = Field(default_factory=list)

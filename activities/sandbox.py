@@ -1,17 +1,20 @@
-"""Sandbox steps as activities: start (type-check, run to the first calls) and resume
-(continue from a live session, a checkpoint, or by journal replay; answer; run on).
+"""Sandbox steps as activities: start (type-check, run to the first calls), resume
+(continue from a live session, a checkpoint, or by journal replay; answer; run on) and
+release (pause a parked run's sandbox, or free it when the execution is over).
 
 A step is idempotent under retry: for Monty it is a pure function of (checkpoint, answers),
-so any worker can run any step. Runtimes that cannot checkpoint keep their process live on
-the worker that ran the step (a keep-alive window), advertise that worker's own task queue,
-and are rebuilt by journal replay anywhere else.
+so any worker can run any step. Checkpoints go to the object store and the step returns
+only their reference (``activities/checkpoints.py``); the next step verifies the hash before
+loading one, and deletes the checkpoint before it, which recorded history has moved past.
+Runtimes that cannot checkpoint keep their process live on the worker that ran the step (a
+keep-alive window), advertise that worker's own task queue, and are rebuilt by journal
+replay anywhere else; only then does the workflow send the journal.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import uuid
 from collections import OrderedDict
@@ -19,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic_core import to_json
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -27,7 +31,21 @@ from runtimes.errors import SandboxError
 from runtimes.replay import JournalEntry, replay
 from workflows.models import ErrorInfo
 
-from .models import CHECKPOINT_REFUSED, CallRequest, ResumeInput, StartInput, StepResult, Via
+from .checkpoints import CheckpointScope, CheckpointStore, CheckpointUnusable
+from .models import (
+    CHECKPOINT_REFUSED,
+    MAX_VALUE_BYTES,
+    SESSION_GONE,
+    CallRequest,
+    CheckpointRef,
+    ReleaseInput,
+    ResumeInput,
+    StartInput,
+    StepResult,
+    Via,
+    clip,
+    human_bytes,
+)
 from .tools import ToolRegistry, ToolSpec
 
 log = logging.getLogger(__name__)
@@ -36,10 +54,10 @@ log = logging.getLogger(__name__)
 def error_info(err: CodeExecutionError) -> ErrorInfo:
     return ErrorInfo(
         type=err.error_type,
-        message=err.message,
+        message=clip(err.message),
         kind=err.kind,
         line=err.line,
-        traceback=err.traceback,
+        traceback=clip(err.traceback, 4 * 8192) if err.traceback else None,
     )
 
 
@@ -52,12 +70,13 @@ class _LiveSession:
 
 
 class SandboxActivities:
-    """The step activities of one worker. Holds the runtimes (one pool each) and, for
-    runtimes without checkpoints, the live sessions this worker keeps for a while."""
+    """The step activities of one worker. Holds the runtimes (one pool each), the checkpoint
+    store and, for runtimes without checkpoints, the live sessions this worker keeps a while."""
 
     def __init__(
         self,
         registry: ToolRegistry,
+        checkpoints: CheckpointStore,
         *,
         runtimes: Mapping[str, CodeRuntime] | None = None,
         session_queue: str | None = None,
@@ -65,16 +84,18 @@ class SandboxActivities:
         snapshot_cache_size: int = 4,
     ) -> None:
         self.registry = registry
+        self.checkpoints = checkpoints
         self._runtimes: dict[str, CodeRuntime] = dict(runtimes or {})
         self.session_queue = session_queue
         self.keep_alive_seconds = keep_alive_seconds
         self._sessions: dict[str, _LiveSession] = {}
-        #: Checkpointed executions kept live after their step, keyed by the checkpoint's hash:
-        #: the next step on this worker skips the restore when it is handed the very same
-        #: checkpoint. Purely a cache: the checkpoint stays the durable truth.
+        #: Checkpointed executions kept live after their step, keyed by execution and
+        #: checkpoint hash: the next step on this worker skips the load and restore when it
+        #: is handed the very same checkpoint. Purely a cache: the stored checkpoint stays
+        #: the durable truth.
         self.snapshot_cache_size = snapshot_cache_size
         self._snapshots: OrderedDict[str, _LiveSession] = OrderedDict()
-        self._closing: set[asyncio.Task[None]] = set()
+        self._background: set[asyncio.Task[Any]] = set()
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -89,8 +110,8 @@ class SandboxActivities:
         while self._snapshots:
             _, live = self._snapshots.popitem()
             await live.execution.close()
-        if self._closing:
-            await asyncio.gather(*self._closing, return_exceptions=True)
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
         for rt in self._runtimes.values():
             await rt.aclose()
 
@@ -104,15 +125,18 @@ class SandboxActivities:
     def _keep(self, live: _LiveSession) -> str:
         sid = uuid.uuid4().hex
         loop = asyncio.get_running_loop()
-        live.expiry = loop.call_later(self.keep_alive_seconds, lambda: asyncio.ensure_future(self._drop(sid)))
+        live.expiry = loop.call_later(self.keep_alive_seconds, lambda: self._in_background(self._drop(sid)))
         self._sessions[sid] = live
         return sid
 
+    def _in_background(self, coro: Any) -> None:
+        """Work off the step's critical path (closing a sandbox, deleting an old checkpoint)."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
     def _close_later(self, execution: CodeExecution) -> None:
-        """Release a sandbox off the step's critical path."""
-        task = asyncio.get_running_loop().create_task(execution.close())
-        self._closing.add(task)
-        task.add_done_callback(self._closing.discard)
+        self._in_background(execution.close())
 
     def _cache_snapshot(self, runtime: str, key: str, live: _LiveSession) -> None:
         # A cached execution holds one of the runtime's sandbox processes: keep at least
@@ -133,7 +157,7 @@ class SandboxActivities:
         return len(self._sessions)
 
     def activities(self) -> list[Any]:
-        return [self.start, self.resume]
+        return [self.start, self.resume, self.release]
 
     # -- activities ---------------------------------------------------------------------
 
@@ -147,47 +171,88 @@ class SandboxActivities:
         async with _heartbeating():
             return await self._resume(inp)
 
+    @activity.defn(name="sandbox_release")
+    async def release(self, inp: ReleaseInput) -> None:
+        """Drop this worker's live handle on the execution; then pause (``suspend``) or free
+        (``discard``) what its checkpoint names. Discard also deletes the last checkpoint."""
+        if inp.session_id:
+            await self._drop(inp.session_id)
+        if inp.checkpoint is None:
+            return
+        live = self._snapshots.pop(_cache_key(inp.execution_id, inp.checkpoint), None)
+        if live is not None:
+            await live.execution.close()
+        scope = _scope(inp.execution_id, inp.first_run_id)
+        if inp.mode == "discard" and inp.superseded is not None and inp.superseded != inp.checkpoint:
+            await self._delete_quietly(scope, inp.superseded)
+        runtime = self.runtime(inp.runtime)
+        try:
+            blob = await self.checkpoints.load(scope, inp.checkpoint)
+        except CheckpointUnusable:
+            return  # nothing left to pause or free
+        if inp.mode == "suspend":
+            await runtime.suspend(blob)
+        else:
+            await runtime.discard(blob)
+            await self.checkpoints.delete(scope, inp.checkpoint)
+
     async def _start(self, inp: StartInput) -> StepResult:
         try:
             specs = self.registry.select(inp.tools)
             runtime = self.runtime(inp.runtime)
         except (KeyError, ValueError, ImportError) as err:
             msg = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
-            return StepResult(kind="error", error=ErrorInfo(type="ValueError", message=str(msg), kind="input"))
+            return StepResult(
+                kind="error", error=ErrorInfo(type="ValueError", message=str(msg), kind="input"), via="started"
+            )
         sigs = {n: s.signature for n, s in specs.items()}
         try:
             execution = await runtime.execute(inp.code, functions=sigs, inputs=inp.inputs, limits=inp.limits)
         except CodeExecutionError as err:
-            return StepResult(kind="error", error=error_info(err))
+            return StepResult(kind="error", error=error_info(err), via="started")
         except SandboxError as err:
             raise ApplicationError(f"the {inp.runtime} sandbox failed to start: {err}", type="SandboxError") from err
-        return await self._drive(execution, specs, stdout_offset=0, via="started", execution_id=inp.execution_id)
+        scope = _scope(inp.execution_id, inp.first_run_id)
+        return await self._drive(execution, specs, scope, stdout_offset=0, via="started")
 
     async def _resume(self, inp: ResumeInput) -> StepResult:
         runtime = self.runtime(inp.runtime)
+        scope = _scope(inp.execution_id, inp.first_run_id)
+        if inp.superseded is not None and inp.superseded != inp.checkpoint:
+            self._in_background(self._delete_quietly(scope, inp.superseded))
         execution: CodeExecution | None = None
         specs: dict[str, ToolSpec] | None = None
         via: Via = "live"
         stdout_offset = inp.stdout_offset
-        if inp.session_id and inp.session_id in self._sessions:
-            live = self._sessions.pop(inp.session_id)
-            if live.expiry is not None:
-                live.expiry.cancel()
-            execution, specs, stdout_offset = live.execution, live.specs, live.stdout_offset
+        refused: str | None = inp.replay_reason
+        if inp.session_id:
+            live = self._sessions.pop(inp.session_id, None)
+            if live is not None:
+                if live.expiry is not None:
+                    live.expiry.cancel()
+                execution, specs, stdout_offset = live.execution, live.specs, live.stdout_offset
+            else:
+                refused = refused or "the live sandbox is gone (its worker restarted or its keep-alive expired)"
         elif inp.checkpoint is not None:
-            cached = self._snapshots.pop(_checkpoint_key(inp.execution_id, inp.checkpoint), None)
+            cached = self._snapshots.pop(_cache_key(inp.execution_id, inp.checkpoint), None)
             if cached is not None:
                 execution, specs, stdout_offset = cached.execution, cached.specs, cached.stdout_offset
             else:
-                execution = await runtime.restore(inp.checkpoint)
+                try:
+                    blob = await self.checkpoints.load(scope, inp.checkpoint)
+                    execution = await runtime.restore(blob)
+                    if execution is None:
+                        refused = f"the checkpoint was written by another version of the {inp.runtime} runtime"
+                except CheckpointUnusable as err:
+                    refused = str(err)
                 via = "restored"
                 stdout_offset = 0  # a restored handle prints only what comes after the checkpoint
-        if execution is None and inp.start is not None:
-            return await self._replay(runtime, inp)
         if execution is None:
+            if inp.start is not None:
+                return await self._replay(runtime, inp, scope, refused)
             raise ApplicationError(
-                "the checkpoint was refused (another runtime version?) and no journal was given to replay",
-                type=CHECKPOINT_REFUSED,
+                f"{refused or 'nothing to resume from'}; send the journal to replay",
+                type=SESSION_GONE if inp.session_id else CHECKPOINT_REFUSED,
                 non_retryable=True,
             )
         if specs is None:
@@ -198,11 +263,11 @@ class SandboxActivities:
         except CodeExecutionError as err:
             await execution.close()
             return StepResult(kind="error", error=error_info(err), via=via)
-        return await self._drive(
-            execution, specs, stdout_offset=stdout_offset, via=via, execution_id=inp.execution_id
-        )
+        return await self._drive(execution, specs, scope, stdout_offset=stdout_offset, via=via)
 
-    async def _replay(self, runtime: CodeRuntime, inp: ResumeInput) -> StepResult:
+    async def _replay(
+        self, runtime: CodeRuntime, inp: ResumeInput, scope: CheckpointScope, reason: str | None
+    ) -> StepResult:
         assert inp.start is not None
         specs = self.registry.select(inp.start.tools)
         sigs = {n: s.signature for n, s in specs.items()}
@@ -211,20 +276,21 @@ class SandboxActivities:
                 inp.start.code, functions=sigs, inputs=inp.start.inputs, limits=inp.start.limits
             )
         except CodeExecutionError as err:
-            return StepResult(kind="error", error=error_info(err), via="replayed")
+            return StepResult(kind="error", error=error_info(err), via="replayed", fallback=reason)
         try:
             first = await replay(execution, inp.journal)
         except CodeExecutionError as err:
             await execution.close()
-            return StepResult(kind="error", error=error_info(err), via="replayed")
+            return StepResult(kind="error", error=error_info(err), via="replayed", fallback=reason)
         return await self._drive(
-            execution,
-            specs,
-            stdout_offset=inp.stdout_offset,
-            via="replayed",
-            first=first,
-            execution_id=inp.execution_id,
+            execution, specs, scope, stdout_offset=inp.stdout_offset, via="replayed", first=first, fallback=reason
         )
+
+    async def _delete_quietly(self, scope: CheckpointScope, ref: CheckpointRef) -> None:
+        try:
+            await self.checkpoints.delete(scope, ref)
+        except Exception as err:  # a leftover is swept at retention; never fail a step for it
+            log.warning("could not delete superseded checkpoint %s: %s", ref.sha256[:12], err)
 
     # -- the step loop --------------------------------------------------------------------
 
@@ -232,11 +298,12 @@ class SandboxActivities:
         self,
         execution: CodeExecution,
         specs: dict[str, ToolSpec],
+        scope: CheckpointScope,
         *,
         stdout_offset: int,
         via: Via,
         first: list[FunctionCall] | ExecutionResult | None = None,
-        execution_id: str = "",
+        fallback: str | None = None,
     ) -> StepResult:
         """Run to the next batch of valid calls (answering invalid ones in place) or the end."""
         rejected: list[JournalEntry] = []
@@ -246,6 +313,16 @@ class SandboxActivities:
                 first = None
                 if isinstance(event, ExecutionResult):
                     self._close_later(execution)
+                    too_big = _oversize("the code's output", event.output)
+                    if too_big is not None:
+                        return StepResult(
+                            kind="error",
+                            error=ErrorInfo(type="ValueError", message=too_big, kind="resource"),
+                            rejected=rejected,
+                            stdout=event.stdout[stdout_offset:],
+                            via=via,
+                            fallback=fallback,
+                        )
                     return StepResult(
                         kind="result",
                         result=event,
@@ -253,6 +330,7 @@ class SandboxActivities:
                         stdout=event.stdout[stdout_offset:],
                         stdout_truncated=event.stdout_truncated,
                         via=via,
+                        fallback=fallback,
                     )
                 calls: list[CallRequest] = []
                 for call in event:
@@ -261,8 +339,11 @@ class SandboxActivities:
                         if spec is None:
                             raise NameError(f"name '{call.function_name}' is not defined")
                         spec.validate(call.args, call.kwargs)
+                        too_big = _oversize(f"the arguments of {call.function_name}()", [call.args, call.kwargs])
+                        if too_big is not None:
+                            raise ValueError(too_big)
                     except (TypeError, ValueError, NameError) as err:
-                        entry = JournalEntry.raised(call, type(err).__name__, str(err))
+                        entry = JournalEntry.raised(call, type(err).__name__, clip(str(err)))
                         rejected.append(entry)
                         await _answer(execution, entry)
                         continue
@@ -271,13 +352,20 @@ class SandboxActivities:
                     continue
                 stdout = execution.stdout
                 step = StepResult(
-                    kind="calls", calls=calls, rejected=rejected, stdout=stdout[stdout_offset:], via=via
+                    kind="calls",
+                    calls=calls,
+                    rejected=rejected,
+                    stdout=stdout[stdout_offset:],
+                    via=via,
+                    fallback=fallback,
                 )
                 checkpoint = execution.dump()
                 if checkpoint is not None:
-                    step.checkpoint = checkpoint
+                    step.checkpoint = await self.checkpoints.save(scope, checkpoint)
                     self._cache_snapshot(
-                        execution.runtime, _checkpoint_key(execution_id, checkpoint), _LiveSession(execution, specs, len(stdout))
+                        execution.runtime,
+                        _cache_key(scope.execution_id, step.checkpoint),
+                        _LiveSession(execution, specs, len(stdout)),
                     )
                 else:
                     step.session_id = self._keep(_LiveSession(execution, specs, len(stdout)))
@@ -287,7 +375,12 @@ class SandboxActivities:
             stdout = execution.stdout
             await execution.close()
             return StepResult(
-                kind="error", error=error_info(err), rejected=rejected, stdout=stdout[stdout_offset:], via=via
+                kind="error",
+                error=error_info(err),
+                rejected=rejected,
+                stdout=stdout[stdout_offset:],
+                via=via,
+                fallback=fallback,
             )
         except SandboxError as err:
             await execution.close()
@@ -318,8 +411,24 @@ async def _heartbeating() -> Any:
         task.cancel()
 
 
-def _checkpoint_key(execution_id: str, checkpoint: bytes) -> str:
-    return execution_id + ":" + hashlib.blake2b(checkpoint, digest_size=16).hexdigest()
+def _scope(execution_id: str, first_run_id: str) -> CheckpointScope:
+    namespace = activity.info().workflow_namespace if activity.in_activity() else "default"
+    return CheckpointScope(namespace=namespace, execution_id=execution_id, first_run_id=first_run_id)
+
+
+def _cache_key(execution_id: str, ref: CheckpointRef) -> str:
+    return f"{execution_id}:{ref.sha256}"
+
+
+def _oversize(what: str, value: Any) -> str | None:
+    """The error message when ``value`` is over the per-value cap, else None."""
+    try:
+        size = len(to_json(value, fallback=repr))
+    except Exception:  # unserialisable: let the normal path report it
+        return None
+    if size <= MAX_VALUE_BYTES:
+        return None
+    return f"{what} is {human_bytes(size)}, over the {human_bytes(MAX_VALUE_BYTES)} limit for one value"
 
 
 def _call_request(call: FunctionCall, spec: ToolSpec) -> CallRequest:
@@ -334,7 +443,6 @@ def _call_request(call: FunctionCall, spec: ToolSpec) -> CallRequest:
         requires_approval=opts.requires_approval,
         max_attempts=opts.max_attempts,
         timeout_seconds=opts.timeout.total_seconds(),
-        non_retryable=list(opts.non_retryable),
     )
 
 

@@ -28,8 +28,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 #: unless a tool says otherwise with ``non_retryable=``.
 DEFAULT_NON_RETRYABLE = ("TypeError", "ValueError", "KeyError", "PermissionError", "NotImplementedError")
 
-#: Activity names the sandbox steps use; a tool may not take them.
-RESERVED_NAMES = frozenset({"sandbox_start", "sandbox_resume", "sandbox_release"})
+#: Activity names of the sandbox steps and the storage upkeep; a tool may not take them.
+STEP_NAMES = frozenset({"sandbox_start", "sandbox_resume", "sandbox_release"})
+RESERVED_NAMES = STEP_NAMES | {"storage_retention", "storage_delete_execution"}
 
 
 @dataclass(frozen=True)

@@ -23,15 +23,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 from pydantic_core import to_jsonable_python
 
 from .errors import ExecutionProtocolError, NonDeterminismError
 from .execution import CallOutcome, CodeExecution
-from .types import ExecutionResult, FunctionCall
+from .types import CompactModel, ExecutionResult, FunctionCall
 
 
-class JournalEntry(BaseModel):
+class JournalEntry(CompactModel):
     """One recorded call and its outcome: a return value, or an exception to raise."""
 
     call_id: str

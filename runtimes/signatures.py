@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import inspect
 import keyword
+import reprlib
 import types
 import typing
 import warnings
@@ -141,11 +142,21 @@ class ToolSignature(BaseModel):
         """``get_weather(city='Paris')``: a readable one-line summary of a call."""
         try:
             bound = self.bind(args, kwargs)
-            parts = [f"{k}={v!r}" for k, v in bound.items()]
+            parts = [f"{k}={_short_repr(v)}" for k, v in bound.items()]
         except TypeError:
-            parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
+            parts = [_short_repr(a) for a in args] + [f"{k}={_short_repr(v)}" for k, v in kwargs.items()]
         text = f"{self.name}({', '.join(parts)})"
         return text if len(text) <= max_len else text[: max_len - 4] + "...)"
+
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 80
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 8
+
+
+def _short_repr(value: Any) -> str:
+    """A repr that stays short however large the value (a 40,000-row argument included)."""
+    return _REPR.repr(value)
 
 
 def _plural(n: int) -> str:

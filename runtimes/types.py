@@ -9,7 +9,45 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic_core import PydanticUndefined
+
+_NO_DEFAULT = object()
+
+
+class CompactModel(BaseModel):
+    """A model whose JSON leaves out fields that hold their default value.
+
+    For records written once per tool call into a workflow history (call requests, step
+    results, journal entries): the history pays for every byte, thousands of times per run,
+    and the receiving side fills the defaults back in."""
+
+    @model_serializer(mode="wrap")
+    def _drop_defaults(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if not isinstance(data, dict):
+            return data
+        defaults = _defaults_of(type(self))
+        return {k: v for k, v in data.items() if defaults.get(k, _NO_DEFAULT) != v}
+
+
+_DEFAULTS: dict[type, dict[str, Any]] = {}
+
+
+def _defaults_of(cls: type[BaseModel]) -> dict[str, Any]:
+    """Each field's default as it serializes (None, numbers, strings, empty containers)."""
+    found = _DEFAULTS.get(cls)
+    if found is None:
+        found = {}
+        for name, field in cls.model_fields.items():
+            if field.default_factory is not None:
+                value = field.default_factory()  # type: ignore[call-arg]
+                if value in ([], {}):
+                    found[name] = value
+            elif field.default is not PydanticUndefined and isinstance(field.default, (type(None), bool, int, float, str)):
+                found[name] = field.default
+        _DEFAULTS[cls] = found
+    return found
 
 
 class FunctionCall(BaseModel):

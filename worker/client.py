@@ -6,10 +6,13 @@ import os
 import uuid
 from typing import Any
 
+from pydantic_core import to_json
 from temporalio.client import Client, WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
 
+from activities.models import MAX_VALUE_BYTES, human_bytes
+from activities.storage import BlobStore
 from worker import telemetry
+from worker.converter import data_converter, default_store
 from workflows.models import SA_RUNTIME, SA_STATUS, TASK_QUEUE, WORKFLOW_TYPE, CodeExecutionRequest, ExecutionOutcome
 
 DEFAULT_ADDRESS = "localhost:7233"
@@ -19,15 +22,40 @@ def default_address() -> str:
     return os.environ.get("TEMPORAL_ADDRESS") or DEFAULT_ADDRESS
 
 
+class InputTooLarge(ValueError):
+    """A request whose inputs are over the per-value cap: refused before anything starts."""
+
+
 async def connect(
-    address: str | None = None, *, namespace: str = "default", tracer: Any | None = None, **kwargs: Any
+    address: str | None = None,
+    *,
+    namespace: str = "default",
+    tracer: Any | None = None,
+    store: BlobStore | None = None,
+    **kwargs: Any,
 ) -> Client:
-    """A client with the pydantic data converter (required by every client and worker) and
-    OpenTelemetry tracing (spans go to the application's tracer provider, or ``tracer``)."""
+    """A client with our data converter (pydantic JSON, large payloads in the object store;
+    every client and worker must use it) and OpenTelemetry tracing (spans go to the
+    application's tracer provider, or ``tracer``). ``store`` defaults to the one the
+    environment configures (``activities/storage.py``)."""
     kwargs.setdefault("interceptors", telemetry.interceptors(tracer))
-    return await Client.connect(
-        address or default_address(), namespace=namespace, data_converter=pydantic_data_converter, **kwargs
-    )
+    if "data_converter" not in kwargs:
+        kwargs["data_converter"] = data_converter(store or await default_store())
+    return await Client.connect(address or default_address(), namespace=namespace, **kwargs)
+
+
+def check_request_size(request: CodeExecutionRequest) -> None:
+    """Refuse inputs no execution should carry (each over ``MAX_VALUE_BYTES``), with the name."""
+    for name, value in request.inputs.items():
+        size = len(to_json(value, fallback=repr))
+        if size > MAX_VALUE_BYTES:
+            raise InputTooLarge(
+                f"input {name!r} is {human_bytes(size)}, over the {human_bytes(MAX_VALUE_BYTES)} limit for one "
+                "value; pass a reference (a path, a URL, an id) and let a tool fetch it"
+            )
+    size = len(request.code.encode())
+    if size > MAX_VALUE_BYTES:
+        raise InputTooLarge(f"the code is {human_bytes(size)}, over the {human_bytes(MAX_VALUE_BYTES)} limit")
 
 
 _indexed: dict[int, bool] = {}
@@ -67,7 +95,8 @@ async def start_execution(
     **options: Any,
 ) -> WorkflowHandle[Any, ExecutionOutcome]:
     """Start one CodeExecutionWorkflow; its workflow id is the execution id. ``options`` go to
-    ``Client.start_workflow`` (e.g. ``id_reuse_policy``)."""
+    ``Client.start_workflow`` (e.g. ``id_reuse_policy``). Raises ``InputTooLarge``."""
+    check_request_size(request)
     if request.index_search_attributes and not await search_attributes_registered(client):
         request = request.model_copy(update={"index_search_attributes": False})
     return await client.start_workflow(

@@ -5,11 +5,16 @@ run, every sandbox step (a local-activity marker or an activity), every tool act
 its arguments, final attempt number and result or failure, every approval signal with the
 approver's name, and the outcome. ``build_audit`` folds those events into one
 ``ExecutionAudit``; it needs no worker, so it also works for a run whose worker is gone.
+
+An execution may span several runs (continue-as-new keeps each history small):
+``fetch_audit`` follows the chain from the first run to the latest and folds them in order.
+Payloads are decoded through the client's full data converter, so values kept in the object
+store (external-storage references) are fetched and shown like inline ones.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -17,10 +22,10 @@ from pydantic import BaseModel, Field, ValidationError
 from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.api.failure.v1 import Failure
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
 
 from activities.models import StepResult, ToolInput, ToolOutput
-from activities.tools import RESERVED_NAMES
+from activities.tools import STEP_NAMES
 from workflows.models import (
     CODE_APPROVAL_ID,
     ApproveSignal,
@@ -33,7 +38,7 @@ from workflows.models import (
 )
 
 #: Activity types that are sandbox steps; every other activity type is a tool.
-STEP_TYPES = RESERVED_NAMES
+STEP_TYPES = STEP_NAMES
 LOCAL_ACTIVITY_MARKER = "core_local_activity"
 
 
@@ -80,6 +85,8 @@ class StepAudit(BaseModel):
     attempt: int = 1
     kind: str = ""
     via: str = ""
+    #: Why the step rebuilt the run by replay instead of restoring (checkpoint missing...).
+    fallback: str | None = None
     error: ErrorInfo | None = None
 
 
@@ -87,7 +94,7 @@ class AuditEvent(BaseModel):
     """One line of the timeline, in history order."""
 
     at: datetime
-    kind: Literal["started", "step", "requested", "approval", "call", "completed", "failed"]
+    kind: Literal["started", "step", "requested", "approval", "call", "completed", "failed", "continued"]
     call_id: str | None = None
     text: str
 
@@ -95,6 +102,8 @@ class AuditEvent(BaseModel):
 class ExecutionAudit(BaseModel):
     execution_id: str
     run_id: str = ""
+    #: Every run of the execution, first to latest (more than one after continue-as-new).
+    runs: list[str] = Field(default_factory=list)
     #: Temporal's view: running, completed, failed, terminated, canceled, timed_out.
     status: str = "running"
     runtime: str = ""
@@ -136,17 +145,30 @@ class ExecutionAudit(BaseModel):
 
 # -- decoding ----------------------------------------------------------------------------------
 
-_converter = pydantic_data_converter.payload_converter
+
+class _Decoder:
+    """Payloads to values through the full data converter: external-storage references are
+    fetched from the object store (and a codec, when one is configured, applied)."""
+
+    def __init__(self, converter: DataConverter) -> None:
+        self.converter = converter
+
+    async def __call__(self, payloads: Payloads | Iterable[Payload], type_hint: Any = None) -> Any:
+        items = list(payloads.payloads if isinstance(payloads, Payloads) else payloads)
+        if not items:
+            return None
+        items = items[:1]
+        try:
+            return (await self.converter.decode(items, [type_hint] if type_hint else None))[0]
+        except Exception:
+            try:
+                return (await self.converter.decode(items, None))[0]
+            except Exception as err:  # a blob past retention, a key we do not hold
+                return _Undecodable(f"{type(err).__name__}: {err}")
 
 
-def _decode(payloads: Payloads | Iterable[Payload], type_hint: Any = None) -> Any:
-    items = list(payloads.payloads if isinstance(payloads, Payloads) else payloads)
-    if not items:
-        return None
-    try:
-        return _converter.from_payloads(items, [type_hint] if type_hint else None)[0]
-    except Exception:
-        return _converter.from_payloads(items, None)[0]
+class _Undecodable(str):
+    """A payload that could not be read; shown in its place."""
 
 
 def _time(event: HistoryEvent) -> datetime:
@@ -178,13 +200,16 @@ def _as(model: type[BaseModel], value: Any) -> Any:
 
 
 class _Builder:
-    def __init__(self, execution_id: str) -> None:
+    def __init__(self, execution_id: str, decode: _Decoder) -> None:
         self.audit = ExecutionAudit(execution_id=execution_id)
+        self.decode = decode
         self.calls: dict[str, CallAudit] = {}
-        #: scheduled_event_id -> (activity type, call id or None for a step)
-        self.activities: dict[int, tuple[str, str | None]] = {}
-        #: scheduled_event_id -> attempt, for sandbox steps run as regular activities
-        self.step_attempts: dict[int, int] = {}
+        #: (run, scheduled_event_id) -> (activity type, call id or None for a step)
+        self.activities: dict[tuple[int, int], tuple[str, str | None]] = {}
+        #: (run, scheduled_event_id) -> attempt, for sandbox steps run as regular activities
+        self.step_attempts: dict[tuple[int, int], int] = {}
+        #: Index of the run being folded (event ids restart in every run).
+        self.run = 0
 
     def event(self, at: datetime, kind: Any, text: str, call_id: str | None = None) -> None:
         self.audit.events.append(AuditEvent(at=at, kind=kind, call_id=call_id, text=text))
@@ -198,10 +223,14 @@ class _Builder:
         step = _as(StepResult, result)
         audit = StepAudit(name=name, local=local, at=at, attempt=attempt)
         if step is not None:
-            audit.kind, audit.via, audit.error = step.kind, step.via, step.error
+            audit.kind, audit.via, audit.error, audit.fallback = step.kind, step.via, step.error, step.fallback
         self.audit.steps.append(audit)
         what = {"calls": "paused at a tool call", "result": "finished the code", "error": "stopped on an error"}
-        self.event(at, "step", f"{name}{' (local)' if local else ''}: {what.get(audit.kind, 'ran')}")
+        how = _VIA.get(audit.via, "")
+        if audit.fallback:
+            how = f"{how} because {audit.fallback}" if how else audit.fallback
+        text = f"{name}{' (local)' if local else ''}: {what.get(audit.kind, 'ran')}" + (f" [{how}]" if how else "")
+        self.event(at, "step", text)
         if step is not None:
             self.audit.stdout += step.stdout
             for req in step.calls:
@@ -212,23 +241,25 @@ class _Builder:
                     c.status = "awaiting_approval"
                     self.event(at, "requested", f"{req.summary} needs approval", req.call_id)
             for entry in step.rejected:
-                c = self.call(entry.call_id, entry.tool)
+                c = self.call(entry.call_id, entry.function_name)
                 c.args, c.kwargs, c.requested_at, c.status = entry.args, entry.kwargs, at, "error"
-                c.summary = c.summary or f"{entry.tool}(...)"
-                c.error = ErrorInfo(
-                    type=entry.answer.error_type, message=entry.answer.error_message, kind="invalid_call"
-                )
+                c.summary = c.summary or entry.describe()
+                c.error = ErrorInfo(type=entry.error_type or "Error", message=entry.error_message, kind="invalid_call")
                 self.event(
                     at, "call", f"{c.summary} rejected before running: {c.error.type}: {c.error.message}", c.call_id
                 )
 
-    def feed(self, e: HistoryEvent) -> None:
+    async def feed(self, e: HistoryEvent) -> None:
         at = _time(e)
         kind = e.WhichOneof("attributes")
         a = self.audit
+        decode = self.decode
         if kind == "workflow_execution_started_event_attributes":
             attrs = e.workflow_execution_started_event_attributes
-            req = _as(CodeExecutionRequest, _decode(attrs.input, CodeExecutionRequest))
+            if attrs.continued_execution_run_id:  # a later run of the chain: its input is the carry
+                self.event(at, "continued", f"continued as new: run {self.run + 1} ({attrs.original_execution_run_id})")
+                return
+            req = _as(CodeExecutionRequest, await decode(attrs.input, CodeExecutionRequest))
             a.started_at, a.started_by, a.run_id = at, attrs.identity, attrs.original_execution_run_id
             if req is not None:
                 a.runtime, a.code, a.require_code_approval = req.runtime, req.code, req.require_code_approval
@@ -242,7 +273,9 @@ class _Builder:
             attrs = e.marker_recorded_event_attributes
             if attrs.marker_name != LOCAL_ACTIVITY_MARKER:
                 return
-            data = _decode(attrs.details["data"]) if "data" in attrs.details else {}
+            data = await decode(attrs.details["data"]) if "data" in attrs.details else {}
+            if not isinstance(data, dict):
+                data = {}
             name = (data or {}).get("activity_type", "local activity")
             if attrs.HasField("failure"):
                 self.audit.steps.append(
@@ -250,50 +283,53 @@ class _Builder:
                 )
                 self.event(at, "step", f"{name} (local) failed: {attrs.failure.message}")
                 return
-            result = _decode(attrs.details["result"], StepResult) if "result" in attrs.details else None
+            result = await decode(attrs.details["result"], StepResult) if "result" in attrs.details else None
             self.step(at, name, local=True, attempt=int((data or {}).get("attempt", 1)), result=result)
         elif kind == "activity_task_scheduled_event_attributes":
             attrs = e.activity_task_scheduled_event_attributes
             name = attrs.activity_type.name
-            if name in STEP_TYPES:
-                self.activities[e.event_id] = (name, None)
+            if name in STEP_TYPES or name.startswith("storage_"):
+                self.activities[(self.run, e.event_id)] = (name, None)
                 return
-            inp = _as(ToolInput, _decode(attrs.input, ToolInput))
+            inp = _as(ToolInput, await decode(attrs.input, ToolInput))
             call_id = inp.call_id if inp else attrs.activity_id.removeprefix("call-")
             c = self.call(call_id, name)
             c.tool, c.scheduled_at, c.status = name, at, "running"
             if inp is not None:
                 c.args, c.kwargs = inp.args, inp.kwargs
             if e.user_metadata.HasField("summary"):
-                c.summary = _decode([e.user_metadata.summary], str) or c.summary
+                summary = await decode([e.user_metadata.summary], str)
+                c.summary = summary if isinstance(summary, str) and summary else c.summary
             c.summary = c.summary or f"{name}(...)"
-            self.activities[e.event_id] = (name, call_id)
+            self.activities[(self.run, e.event_id)] = (name, call_id)
         elif kind == "activity_task_started_event_attributes":
             attrs = e.activity_task_started_event_attributes
-            name, call_id = self.activities.get(attrs.scheduled_event_id, ("?", None))
+            name, call_id = self.activities.get((self.run, attrs.scheduled_event_id), ("?", None))
             if call_id is not None:
                 c = self.call(call_id, name)
                 c.attempts = attrs.attempt
                 if attrs.HasField("last_failure"):
                     c.retried_after = _failure_info(attrs.last_failure)
             else:
-                self.step_attempts[attrs.scheduled_event_id] = attrs.attempt
+                self.step_attempts[(self.run, attrs.scheduled_event_id)] = attrs.attempt
         elif kind == "activity_task_completed_event_attributes":
             attrs = e.activity_task_completed_event_attributes
-            name, call_id = self.activities.get(attrs.scheduled_event_id, ("?", None))
+            name, call_id = self.activities.get((self.run, attrs.scheduled_event_id), ("?", None))
             if call_id is None:
-                attempt = self.step_attempts.get(attrs.scheduled_event_id, 1)
-                self.step(at, name, local=False, attempt=attempt, result=_decode(attrs.result, StepResult))
+                if name in STEP_TYPES and name != "sandbox_release":
+                    attempt = self.step_attempts.get((self.run, attrs.scheduled_event_id), 1)
+                    result = await decode(attrs.result, StepResult)
+                    self.step(at, name, local=False, attempt=attempt, result=result)
                 return
             c = self.call(call_id, name)
-            out = _as(ToolOutput, _decode(attrs.result, ToolOutput))
+            out = _as(ToolOutput, await decode(attrs.result, ToolOutput))
             c.status, c.finished_at = "ok", at
             c.result = out.value if out else None
             c.attempts = out.attempt if out else c.attempts
             self.event(at, "call", _call_text(c), call_id)
         elif kind in ("activity_task_failed_event_attributes", "activity_task_timed_out_event_attributes"):
             attrs = getattr(e, kind)
-            name, call_id = self.activities.get(attrs.scheduled_event_id, ("?", None))
+            name, call_id = self.activities.get((self.run, attrs.scheduled_event_id), ("?", None))
             err = _failure_info(attrs.failure)
             if call_id is None:
                 self.audit.steps.append(StepAudit(name=name, local=False, at=at, error=err, kind="error"))
@@ -307,7 +343,7 @@ class _Builder:
             if attrs.signal_name not in ("approve", "deny"):
                 return
             model = ApproveSignal if attrs.signal_name == "approve" else DenySignal
-            sig = _as(model, _decode(attrs.input, model))
+            sig = _as(model, await decode(attrs.input, model))
             if sig is None:
                 return
             approval = ApprovalAudit(
@@ -321,7 +357,7 @@ class _Builder:
             self._approval(approval)
         elif kind == "workflow_execution_completed_event_attributes":
             outcome = _as(
-                ExecutionOutcome, _decode(e.workflow_execution_completed_event_attributes.result, ExecutionOutcome)
+                ExecutionOutcome, await decode(e.workflow_execution_completed_event_attributes.result, ExecutionOutcome)
             )
             a.status, a.closed_at = "completed", at
             if outcome is not None:
@@ -378,6 +414,12 @@ class _Builder:
                 c.status, c.error = rec.status, rec.error
 
 
+_VIA = {
+    "restored": "restored from its checkpoint",
+    "live": "its live sandbox",
+    "replayed": "replayed the journal",
+}
+
 _CLOSED = {
     "workflow_execution_failed_event_attributes": "failed",
     "workflow_execution_terminated_event_attributes": "terminated",
@@ -393,15 +435,36 @@ def _call_text(c: CallAudit) -> str:
     return f"{c.summary} failed{attempts}: {c.error.type}: {c.error.message}" if c.error else f"{c.summary} failed"
 
 
-def build_audit(execution_id: str, events: Iterable[HistoryEvent]) -> ExecutionAudit:
-    builder = _Builder(execution_id)
-    for e in events:
-        builder.feed(e)
+async def build_audit(
+    execution_id: str, runs: Sequence[Iterable[HistoryEvent]], converter: DataConverter, run_ids: Sequence[str] = ()
+) -> ExecutionAudit:
+    """Fold the histories of an execution's runs (first to latest) into one audit."""
+    builder = _Builder(execution_id, _Decoder(converter))
+    builder.audit.runs = list(run_ids)
+    for index, events in enumerate(runs):
+        builder.run = index
+        for e in events:
+            if e.WhichOneof("attributes") == "workflow_execution_continued_as_new_event_attributes":
+                continue  # the next run's start says it
+            await builder.feed(e)
     builder.audit.calls = list(builder.calls.values())
     return builder.audit
 
 
 async def fetch_audit(client: Any, execution_id: str) -> ExecutionAudit:
-    """The audit of an execution's latest run, from the server's history."""
-    history = await client.get_workflow_handle(execution_id).fetch_history()
-    return build_audit(execution_id, history.events)
+    """The audit of an execution: every run of its continue-as-new chain, from the server's
+    history, decoded with the client's data converter."""
+    histories = []
+    run_ids: list[str] = []
+    run_id: str | None = None
+    while True:
+        history = await client.get_workflow_handle(execution_id, run_id=run_id).fetch_history()
+        histories.append(history.events)
+        first = history.events[0].workflow_execution_started_event_attributes if history.events else None
+        run_ids.append(run_id or (first.original_execution_run_id if first else ""))
+        if first is None or not first.continued_execution_run_id:
+            break
+        run_id = first.continued_execution_run_id
+    histories.reverse()
+    run_ids.reverse()
+    return await build_audit(execution_id, histories, client.data_converter, run_ids)

@@ -37,18 +37,27 @@ LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0"})
 DYNAMIC_CONFIG = ["--dynamic-config-value", "system.enableActivityEagerExecution=true"]
 
 
-async def start_local_environment(*, eager: bool = True, **kwargs: Any) -> WorkflowEnvironment:
+async def start_local_environment(
+    *, eager: bool = True, dynamic_config: dict[str, Any] | None = None, **kwargs: Any
+) -> WorkflowEnvironment:
     """The same dev server, as temporalio's ``WorkflowEnvironment`` (in memory, a free port):
-    what tests and benchmarks run against, configured like ``codemode server``."""
+    what tests and benchmarks run against, configured like ``codemode server``. Its client
+    uses our data converter (``data_converter=`` to choose the store); ``dynamic_config``
+    sets server limits (e.g. ``{"limit.historyCount.suggestContinueAsNew": 200}``)."""
     from temporalio.common import SearchAttributeKey
-    from temporalio.contrib.pydantic import pydantic_data_converter
 
+    from worker.converter import data_converter, default_store
+
+    if "data_converter" not in kwargs:
+        kwargs["data_converter"] = data_converter(await default_store())
+    extra = list(DYNAMIC_CONFIG) if eager else []
+    for key, value in (dynamic_config or {}).items():
+        extra += ["--dynamic-config-value", f"{key}={value}"]
     return await WorkflowEnvironment.start_local(
         dev_server_existing_path=temporal_cli_path(),
-        data_converter=pydantic_data_converter,
         search_attributes=[SearchAttributeKey.for_keyword(SA_STATUS), SearchAttributeKey.for_keyword(SA_RUNTIME)],
         dev_server_log_level="error",
-        dev_server_extra_args=DYNAMIC_CONFIG if eager else [],
+        dev_server_extra_args=extra,
         ui=False,
         **kwargs,
     )

@@ -11,17 +11,27 @@ import contextlib
 import os
 import socket
 import uuid
+from importlib.metadata import version as _version
 from collections.abc import AsyncIterator, Mapping
 
 from temporalio.client import Client
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
+from activities.checkpoints import CheckpointStore
 from activities.sandbox import SandboxActivities
+from activities.storage import BlobStore
 from activities.tool_activity import tool_activities
 from activities.tools import ToolRegistry
 from runtimes import CodeRuntime
 from workflows.code_execution import CodeExecutionWorkflow
+from worker.converter import store_of
 from workflows.models import TASK_QUEUE
+
+
+#: Stamped on every workflow task and activity attempt in the history. The SDK's default is
+#: a 32-character hash of every loaded module (computed at start-up, and written three times
+#: per tool call); the package version says which code ran just as well.
+BUILD_ID = f"codemode-{_version('durable-codemode')}"
 
 
 def session_queue_name(task_queue: str) -> str:
@@ -40,13 +50,25 @@ class CodeModeWorker:
         runtimes: Mapping[str, CodeRuntime] | None = None,
         keep_alive_seconds: float = 60.0,
         max_concurrent_activities: int = 200,
+        store: BlobStore | None = None,
     ) -> None:
         self.client = client
         self.registry = registry
         self.task_queue = task_queue
         self.session_queue = session_queue_name(task_queue)
+        store = store or store_of(client.data_converter)
+        if store is None:
+            raise ValueError(
+                "the client's data converter has no object store: connect with worker.client.connect() "
+                "(or pass data_converter=worker.converter.data_converter(store))"
+            )
+        self.store = store
         self.sandbox = SandboxActivities(
-            registry, runtimes=runtimes, session_queue=self.session_queue, keep_alive_seconds=keep_alive_seconds
+            registry,
+            CheckpointStore(store),
+            runtimes=runtimes,
+            session_queue=self.session_queue,
+            keep_alive_seconds=keep_alive_seconds,
         )
         self.shared = Worker(
             client,
@@ -59,8 +81,11 @@ class CodeModeWorker:
             # with eager activity execution, receive with the workflow task) several at once.
             activity_task_poller_behavior=PollerBehaviorSimpleMaximum(maximum=16),
             max_eager_activity_reservations_per_workflow_task=16,
+            build_id=BUILD_ID,
         )
-        self.sticky = Worker(client, task_queue=self.session_queue, activities=self.sandbox.activities())
+        self.sticky = Worker(
+            client, task_queue=self.session_queue, activities=self.sandbox.activities(), build_id=BUILD_ID
+        )
 
     async def run(self) -> None:
         try:

@@ -20,8 +20,9 @@ SA_RUNTIME = "CodeModeRuntime"
 #: The pseudo call id under which `require_code_approval` parks before the code runs.
 CODE_APPROVAL_ID = "code"
 
-CallStatus = Literal["pending", "awaiting_approval", "running", "ok", "error", "denied", "timed_out"]
-ExecutionState = Literal["running", "awaiting_approval", "completed", "failed"]
+CallStatus = Literal["pending", "awaiting_approval", "running", "ok", "error", "denied", "timed_out", "cancelled"]
+#: The words every surface uses (CLI, search attribute, memo, status query).
+ExecutionState = Literal["running", "awaiting_approval", "completed", "failed", "cancelled", "timed_out"]
 
 
 class ErrorInfo(BaseModel):
@@ -49,7 +50,11 @@ class ToolCallRecord(BaseModel):
     args: list[Any] = Field(default_factory=list)
     kwargs: dict[str, Any] = Field(default_factory=dict)
     status: CallStatus = "pending"
+    #: The result, when it is small; a large one lives in the journal and the tool's activity
+    #: result, and the record keeps its size and the start of its JSON.
     result: Any = None
+    result_size: int = 0
+    result_preview: str | None = None
     error: ErrorInfo | None = None
     attempts: int = 0
     approval: ApprovalRecord | None = None
@@ -74,6 +79,8 @@ class CodeExecutionRequest(BaseModel):
 
 class ExecutionOutcome(BaseModel):
     execution_id: str
+    #: How many workflow runs the execution took (continue-as-new keeps long runs small).
+    runs: int = 1
     success: bool
     output: Any = None
     stdout: str = ""
@@ -95,7 +102,11 @@ class ExecutionStatus(BaseModel):
     state: ExecutionState
     runtime: str = "monty"
     pending_approvals: list[PendingApproval] = Field(default_factory=list)
+    #: The calls from index ``calls_from`` on (a long run answers in pages: ``status(since)``).
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    calls_from: int = 0
+    call_count: int = 0
+    runs: int = 1
     stdout: str = ""
     error: ErrorInfo | None = None
 

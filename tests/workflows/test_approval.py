@@ -6,7 +6,6 @@ import asyncio
 from datetime import timedelta
 
 from temporalio.client import WorkflowExecutionStatus
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from activities import ToolRegistry
@@ -78,9 +77,9 @@ async def test_code_approval_parks_before_running(client, task_queue, worker) ->
     assert outcome.success and outcome.output == {"city": "Paris"}
 
 
-async def test_seven_day_approval_timeout_on_time_skipping_server() -> None:
+async def test_seven_day_approval_timeout_on_time_skipping_server(converter) -> None:
     env = await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=test_server_path(), data_converter=pydantic_data_converter
+        test_server_existing_path=test_server_path(), data_converter=converter
     )
     async with env:
         registry = ToolRegistry.from_module(TOOLS_MODULE)

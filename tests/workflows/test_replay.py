@@ -12,7 +12,6 @@ import os
 from pathlib import Path
 
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from worker.client import start_execution
@@ -70,16 +69,16 @@ async def test_recorded_histories_replay(client, task_queue, worker, events_file
         HISTORIES.mkdir(exist_ok=True)
         for name, history in histories.items():
             (HISTORIES / f"{name}.json").write_text(history.to_json())
-    replayer = Replayer(workflows=[CodeExecutionWorkflow], data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=[CodeExecutionWorkflow], data_converter=client.data_converter)
     results = await replayer.replay_workflows(_aiter(histories.values()), raise_on_replay_failure=False)
     failures = {wid: str(err) for wid, err in results.replay_failures.items()}
     assert not failures
 
 
-async def test_committed_histories_replay() -> None:
+async def test_committed_histories_replay(converter) -> None:
     files = sorted(HISTORIES.glob("*.json"))
     assert len(files) >= len(SCENARIOS)
     histories = [WorkflowHistory.from_json(f.stem, f.read_text()) for f in files]
-    replayer = Replayer(workflows=[CodeExecutionWorkflow], data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=[CodeExecutionWorkflow], data_converter=converter)
     results = await replayer.replay_workflows(_aiter(histories), raise_on_replay_failure=False)
     assert not {wid: str(err) for wid, err in results.replay_failures.items()}

@@ -71,3 +71,22 @@ def lookup(city: str) -> dict:
     if city == "Atlantis":
         raise ValueError(f"unknown city: {city}")
     return {"city": city}
+
+
+def fetch_rows(n: int) -> list[dict]:
+    """n rows of a realistic table (about 50 bytes of JSON each): 40,000 make 2 MB."""
+    return [{"id": i, "region": ("north", "south", "east", "west")[i % 4], "amount": i % 997} for i in range(n)]
+
+
+def count(xs: list) -> int:
+    """Takes a large argument."""
+    return len(xs)
+
+
+def blob(megabytes: int) -> str:
+    """A string of that many megabytes: past the per-value cap when asked for too much."""
+    return "x" * (megabytes * 1024 * 1024)
+
+
+def add(a: int, b: int) -> int:
+    return a + b

@@ -1,0 +1,72 @@
+"""The one data converter every client, worker, replayer and test environment uses.
+
+pydantic JSON for our models, then Temporal's own claim check: any payload at or above
+``PAYLOAD_THRESHOLD`` bytes (a tool's 40,000 rows, a large input, the state a long run
+carries into its next run) goes to the object store through the SDK's ``S3StorageDriver``
+and the history holds a reference with its SHA-256. The same ``BlobStore`` keeps the
+checkpoints (``activities/checkpoints.py``). Where the store is: ``activities/storage.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from temporalio.contrib.aws.s3driver import S3StorageDriver
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter, ExternalStorage
+
+from activities.storage import BlobStore, FileBlobStore
+
+#: Payloads this large or larger are stored outside the history (the SDK's default).
+PAYLOAD_THRESHOLD = int(os.environ.get("CODEMODE_PAYLOAD_THRESHOLD") or 256 * 1024)
+#: The driver's own ceiling. Our values are capped far lower (activities.models
+#: MAX_VALUE_BYTES); this only has to let state made of many of them through.
+MAX_STORED_PAYLOAD = 4 * 1024 * 1024 * 1024
+
+
+class StoreDriver(S3StorageDriver):
+    """The SDK's S3 driver on one of our stores (any ``BlobStore``), keeping the store at hand
+    so workers and the CLI reach the same store the converter writes to."""
+
+    def __init__(self, store: BlobStore) -> None:
+        super().__init__(
+            client=store, bucket=store.bucket, driver_name=store.driver_name, max_payload_size=MAX_STORED_PAYLOAD
+        )
+        self.blob_store = store
+
+
+def data_converter(store: BlobStore, *, threshold: int = PAYLOAD_THRESHOLD) -> DataConverter:
+    """pydantic JSON with large payloads claim-checked into ``store``."""
+    return dataclasses.replace(
+        pydantic_data_converter,
+        external_storage=ExternalStorage(drivers=[StoreDriver(store)], payload_size_threshold=threshold),
+    )
+
+
+def store_of(converter: DataConverter) -> BlobStore | None:
+    """The object store behind a converter made by ``data_converter`` (None for any other)."""
+    storage = converter.external_storage
+    if storage is None:
+        return None
+    for driver in storage.drivers:
+        if isinstance(driver, StoreDriver):
+            return driver.blob_store
+    return None
+
+
+_process_store: BlobStore | None = None
+
+
+async def default_store() -> BlobStore:
+    """This process's store, configured from the environment (opened once, kept open)."""
+    global _process_store
+    if _process_store is None:
+        _process_store = await open_store_from_env()
+    return _process_store
+
+
+async def open_store_from_env() -> BlobStore:
+    from worker.server import data_dir
+
+    return FileBlobStore(data_dir() / "blobs")
