@@ -322,6 +322,11 @@ class S3BlobStore(BlobStore):
         return store
 
     @property
+    def client(self) -> S3Client:
+        """The aioboto3 client, for what this interface does not cover (lifecycle rules)."""
+        return self._client
+
+    @property
     def endpoint_url(self) -> str:
         """The endpoint botocore resolved (AWS's regional one when none was given)."""
         return str(self._client.meta.endpoint_url)
