@@ -40,7 +40,7 @@ from temporalio.contrib.aws.s3driver import S3StorageDriverClient
 
 if TYPE_CHECKING:  # aioboto3/botocore are imported only when an S3 store is opened
     import aioboto3
-    from botocore.config import Config
+    from aiobotocore.config import AioConfig
     from types_aiobotocore_s3.client import S3Client
 
 #: Bucket used when none is configured (a directory under the data dir for the file store).
@@ -193,7 +193,6 @@ def _list(base: Path, prefix: str) -> list[str]:
     return sorted(keys)
 
 
-
 # --- S3-compatible services -------------------------------------------------------------
 
 #: Environment variables read by ``StorageSettings.from_env`` (credentials are not among
@@ -220,11 +219,12 @@ def is_aws_endpoint(endpoint_url: str | None) -> bool:
     return host.endswith((".amazonaws.com", ".amazonaws.com.cn"))
 
 
-def s3_client_config(addressing_style: str | None = None) -> Config:
+def s3_client_config(addressing_style: str | None = None) -> AioConfig:
     """The botocore settings every S3 client of ours uses."""
-    from botocore.config import Config
+    from aiobotocore.config import AioConfig
 
-    return Config(
+    s3: Any = {"addressing_style": addressing_style} if addressing_style else None
+    return AioConfig(
         # boto >= 1.36 adds a CRC32 checksum to every upload (for streamed bodies as an
         # aws-chunked body with a trailer) and asks for one on every download. Several
         # S3-compatible stores reject the first or never send the second, so only checksum
@@ -233,7 +233,7 @@ def s3_client_config(addressing_style: str | None = None) -> Config:
         response_checksum_validation="when_required",
         # Virtual-hosted buckets (bucket.host) need wildcard DNS that a store at
         # http://10.0.0.5:8333 does not have; AWS itself keeps its default.
-        s3={"addressing_style": addressing_style} if addressing_style else None,
+        s3=s3,
         retries={"mode": "standard", "max_attempts": 3},
         connect_timeout=10,
         read_timeout=120,
@@ -438,8 +438,7 @@ class S3BlobStore(BlobStore):
             raise
         except (NoCredentialsError, PartialCredentialsError) as e:
             raise BlobStoreError(
-                f"no AWS credentials for {where}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
-                f"or AWS_PROFILE ({e})"
+                f"no AWS credentials for {where}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE ({e})"
             ) from e
         except ConnectionError as e:
             raise BlobStoreError(f"cannot reach the S3 endpoint {self.endpoint_url} (bucket {bucket!r}): {e}") from e

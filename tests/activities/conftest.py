@@ -20,9 +20,9 @@ def s3_session(s3: S3Endpoint) -> aioboto3.Session:
     return aioboto3.Session(aws_access_key_id=s3.access_key, aws_secret_access_key=s3.secret_key, region_name=s3.region)
 
 
-async def open_s3_store(s3: S3Endpoint, bucket: str | None = None, **kwargs: object) -> S3BlobStore:
+async def open_s3_store(s3: S3Endpoint, bucket: str | None = None, *, create_bucket: bool = False) -> S3BlobStore:
     return await S3BlobStore.open(
-        bucket or s3.bucket, endpoint_url=s3.endpoint_url, session=s3_session(s3), **kwargs  # type: ignore[arg-type]
+        bucket or s3.bucket, endpoint_url=s3.endpoint_url, session=s3_session(s3), create_bucket=create_bucket
     )
 
 

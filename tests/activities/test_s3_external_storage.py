@@ -93,7 +93,9 @@ class BigResultWorkflow:
 @pytest.fixture
 async def s3_client(client: Client, s3_store: S3BlobStore) -> AsyncIterator[Client]:
     """A client on the session's dev server whose converter offloads to SeaweedFS."""
-    yield Client(**{**client.config(), "data_converter": s3_converter(s3_store)})
+    config = client.config()
+    config["data_converter"] = s3_converter(s3_store)
+    yield Client(**config)
 
 
 async def test_activity_result_travels_through_s3(s3_client: Client, s3_store: S3BlobStore) -> None:

@@ -127,9 +127,7 @@ async def test_wrong_secret_is_access_denied(s3_server: S3Endpoint) -> None:
     assert s3_server.endpoint_url in str(e.value) and s3_server.bucket in str(e.value)
 
 
-async def test_no_credentials_anywhere(
-    s3_server: S3Endpoint, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
-) -> None:
+async def test_no_credentials_anywhere(s3_server: S3Endpoint, monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
