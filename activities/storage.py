@@ -261,9 +261,11 @@ class S3BlobStore(BlobStore):
     """Any S3-compatible service (AWS S3, SeaweedFS, MinIO, Ceph, R2, ...) through one
     aioboto3 client. Open it with ``await S3BlobStore.open(...)``; it keeps the client for
     the life of the process (the SDK driver uploads from the worker's event loop at any
-    time) and ``aclose()`` releases it. put/get/exists are the SDK's own aioboto3 adapter
-    (multipart uploads above 8 MiB); errors come back as ``BlobNotFound`` for a missing
-    key and ``BlobStoreError`` naming the endpoint and bucket for a store we cannot use."""
+    time) and ``aclose()`` releases it. Like any aiohttp client it belongs to the event
+    loop that opened it: open it in the loop that runs the worker. put/get/exists are the
+    SDK's own aioboto3 adapter (multipart uploads above 8 MiB); errors come back as
+    ``BlobNotFound`` for a missing key and ``BlobStoreError`` naming the endpoint and
+    bucket for a store we cannot use."""
 
     #: S3's limit on keys per DeleteObjects request and per listing page.
     delete_batch_size = 1000
