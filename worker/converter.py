@@ -16,7 +16,7 @@ from temporalio.contrib.aws.s3driver import S3StorageDriver
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, ExternalStorage
 
-from activities.storage import BlobStore, FileBlobStore
+from activities.storage import BlobStore, StorageSettings, open_blob_store
 
 #: Payloads this large or larger are stored outside the history (the SDK's default).
 PAYLOAD_THRESHOLD = int(os.environ.get("CODEMODE_PAYLOAD_THRESHOLD") or 256 * 1024)
@@ -67,6 +67,5 @@ async def default_store() -> BlobStore:
 
 
 async def open_store_from_env() -> BlobStore:
-    from worker.server import data_dir
-
-    return FileBlobStore(data_dir() / "blobs")
+    """S3 when ``CODEMODE_S3_BUCKET`` is set, else files under ``<data dir>/blobs``."""
+    return await open_blob_store(StorageSettings.from_env())
