@@ -164,13 +164,3 @@ class ReleaseInput(CompactModel):
     superseded: CheckpointRef | None = None
     session_id: str | None = None
     mode: Literal["suspend", "discard"] = "discard"
-
-
-class CleanupInput(CompactModel):
-    """Delete what an execution stored, once its history is past retention."""
-
-    namespace: str
-    execution_id: str
-    workflow_type: str
-    first_run_id: str
-    run_ids: list[str] = Field(default_factory=list)

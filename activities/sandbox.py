@@ -339,7 +339,7 @@ class SandboxActivities:
                         if spec is None:
                             raise NameError(f"name '{call.function_name}' is not defined")
                         spec.validate(call.args, call.kwargs)
-                        too_big = _oversize(f"the arguments of {call.function_name}()", [call.args, call.kwargs])
+                        too_big = _oversize(f"the arguments of {call.function_name}()", [call.args, call.kwargs], "are")
                         if too_big is not None:
                             raise ValueError(too_big)
                     except (TypeError, ValueError, NameError) as err:
@@ -420,7 +420,7 @@ def _cache_key(execution_id: str, ref: CheckpointRef) -> str:
     return f"{execution_id}:{ref.sha256}"
 
 
-def _oversize(what: str, value: Any) -> str | None:
+def _oversize(what: str, value: Any, verb: str = "is") -> str | None:
     """The error message when ``value`` is over the per-value cap, else None."""
     try:
         size = len(to_json(value, fallback=repr))
@@ -428,7 +428,7 @@ def _oversize(what: str, value: Any) -> str | None:
         return None
     if size <= MAX_VALUE_BYTES:
         return None
-    return f"{what} is {human_bytes(size)}, over the {human_bytes(MAX_VALUE_BYTES)} limit for one value"
+    return f"{what} {verb} {human_bytes(size)}, over the {human_bytes(MAX_VALUE_BYTES)} limit for one value"
 
 
 def _call_request(call: FunctionCall, spec: ToolSpec) -> CallRequest:

