@@ -1,0 +1,67 @@
+"""``codemode approve`` and ``codemode deny``: a person's decision on a tool call waiting for
+approval, sent as a signal (it is recorded even while no worker runs)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import click
+from temporalio.client import WorkflowExecutionStatus
+
+from worker.cli.common import (
+    EXIT_OK,
+    Fail,
+    address_option,
+    existing_handle,
+    has_workers,
+    note,
+    open_client,
+    os_user,
+    query_status,
+)
+from worker.history import fetch_audit
+from workflows.models import ApproveSignal, DenySignal
+
+
+def _decision_command(approve: bool) -> click.Command:
+    verb = "approve" if approve else "deny"
+    text_flag = "--comment" if approve else "--reason"
+
+    @click.argument("execution_id", metavar="ID")
+    @click.argument("call_id")
+    @click.option("--by", default=None, help="Who decides [default: the OS user].")
+    @click.option(text_flag, "text", default=None, help="A comment." if approve else "Why it is denied.")
+    @address_option
+    def command(execution_id: str, call_id: str, by: str | None, text: str | None, address: str) -> int:
+        return asyncio.run(_decide(approve, execution_id, call_id, by or os_user(), text, address))
+
+    command.__doc__ = f"{verb.capitalize()} a tool call waiting for approval (CALL_ID as printed by run/status)."
+    return click.command(name=verb)(command)
+
+
+async def _decide(approve: bool, execution_id: str, call_id: str, by: str, text: str | None, address: str) -> int:
+    client = await open_client(address)
+    handle, desc = await existing_handle(client, execution_id)
+    if desc.status != WorkflowExecutionStatus.RUNNING:
+        raise Fail(f"execution {execution_id} is already closed ({desc.status.name.lower()}); nothing to decide")
+    status = await query_status(handle) if await has_workers(client, desc.task_queue) else None
+    from_history = status is None
+    pending = status.pending_approvals if status else (await fetch_audit(client, execution_id)).pending_approvals()
+    by_id = {p.call_id: p for p in pending}
+    if call_id not in by_id:
+        ids = ", ".join(by_id) or "none"
+        raise Fail(f"call {call_id!r} of {execution_id} is not waiting for approval; pending call ids: {ids}")
+    if approve:
+        await handle.signal("approve", ApproveSignal(call_id=call_id, by=by, comment=text))
+    else:
+        await handle.signal("deny", DenySignal(call_id=call_id, by=by, reason=text))
+    verb = "approved" if approve else "denied"
+    click.echo(f"✓ {verb} call {call_id} ({by_id[call_id].summary}) of {execution_id} as {by}")
+    if from_history:
+        note("note: no worker is running; the decision is recorded and takes effect when one starts.")
+    note(f"See the outcome with: codemode result {execution_id}")
+    return EXIT_OK
+
+
+approve = _decision_command(approve=True)
+deny = _decision_command(approve=False)
