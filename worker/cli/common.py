@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 import sys
 from datetime import timedelta
 from typing import Any
@@ -65,6 +66,60 @@ ui_port_option = click.option("--ui-port", type=int, default=None, help="Web UI 
 db_option = click.option(
     "--db", type=click.Path(dir_okay=False), default=None, help=f"SQLite file [default: {default_db_path()}]."
 )
+
+
+class Size(click.ParamType):
+    """A number of bytes: ``1048576``, or with a binary suffix ``512K``, ``256M``, ``1.5G`` (also ``MB``, ``MiB``)."""
+
+    name = "SIZE"
+    _PATTERN = re.compile(r"(\d+(?:\.\d+)?|\.\d+)\s*([kmgt]?)(?:i?b)?", re.IGNORECASE)
+    _POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        m = self._PATTERN.fullmatch(str(value).strip())
+        if not m:
+            self.fail(f"{value!r} is not a size: give bytes, or a number with K, M, G or T (e.g. 256M, 1G)", param, ctx)
+        size = int(float(m.group(1)) * 1024 ** self._POWERS[m.group(2).lower()])
+        if size <= 0:
+            self.fail(f"{value!r}: the size must be more than 0 bytes", param, ctx)
+        return size
+
+
+class Count(click.IntRange):
+    """A whole number, 0 or more."""
+
+    name = "whole number"
+
+    def __init__(self) -> None:
+        super().__init__(min=0)
+
+
+class Duration(click.ParamType):
+    """A length of time: seconds (``90``), or numbers with units ms, s, m, h, d (``30m``, ``1h30m``, ``7d``)."""
+
+    name = "DURATION"
+    _PART = re.compile(r"(\d+(?:\.\d+)?|\.\d+)\s*(ms|s|m|h|d)", re.IGNORECASE)
+    _SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> timedelta:
+        if isinstance(value, timedelta):
+            return value
+        text = str(value).strip().replace(" ", "")
+        try:
+            seconds = float(text)
+        except ValueError:
+            parts = self._PART.findall(text)
+            if not parts or "".join(n + u for n, u in parts) != text:
+                self.fail(f"{value!r} is not a duration: give seconds, or e.g. 90s, 30m, 2h, 7d, 1h30m", param, ctx)
+            seconds = sum(float(n) * self._SECONDS[u.lower()] for n, u in parts)
+        if not seconds > 0:  # also refuses nan
+            self.fail(f"{value!r}: the duration must be more than 0", param, ctx)
+        try:
+            return timedelta(seconds=seconds)
+        except OverflowError:
+            self.fail(f"{value!r} is too long", param, ctx)
 
 
 def printed_address_flag(ctx: click.Context) -> str:

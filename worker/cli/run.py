@@ -9,6 +9,7 @@ import json
 import logging
 import sys
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +20,16 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from activities.tools import ToolRegistry
 from runtimes import RUNTIMES
+from runtimes.types import ExecutionLimits
 from worker import display
 from worker.cli.common import (
     EXIT_AWAITING_APPROVAL,
     EXIT_CODE_ERROR,
     EXIT_OK,
+    Count,
+    Duration,
     Fail,
+    Size,
     address_option,
     existing_handle,
     has_workers,
@@ -43,6 +48,7 @@ from worker.cli.common import (
 from worker.client import connect, start_execution
 from worker.server import is_local, server_answers, split_address
 from workflows.models import (
+    CODE_APPROVAL_ID,
     ApproveSignal,
     CodeExecutionRequest,
     DenySignal,
@@ -52,6 +58,9 @@ from workflows.models import (
 )
 
 POLL_SECONDS = 0.3
+#: The defaults the help text shows (the models hold them; the flags only override).
+_LIMITS = ExecutionLimits()
+_APPROVAL_TIMEOUT = CodeExecutionRequest.model_fields["approval_timeout"].default
 
 
 def parse_inputs(pairs: tuple[str, ...]) -> dict[str, Any]:
@@ -210,6 +219,36 @@ async def follow(
 @click.option("--id", "execution_id", help="Execution id [default: exec-<random>].")
 @json_option
 @click.option("--no-wait", is_flag=True, help="Print the execution id and exit at once.")
+@click.option(
+    "--timeout",
+    type=Duration(),
+    default=None,
+    help=f"Compute time of the code (seconds, or e.g. 90s, 2m) [default: {_LIMITS.timeout_seconds:g}s].",
+)
+@click.option(
+    "--memory",
+    type=Size(),
+    default=None,
+    help=f"Memory of the sandbox (bytes, or e.g. 256M, 1G) [default: {_LIMITS.max_memory_bytes // 2**20}M].",
+)
+@click.option(
+    "--max-calls",
+    type=Count(),
+    default=None,
+    metavar="N",
+    help=f"Tool calls the code may make [default: {_LIMITS.max_tool_calls}].",
+)
+@click.option(
+    "--approval-timeout",
+    type=Duration(),
+    default=None,
+    help=f"How long a call waits for a decision (e.g. 90s, 30m, 2h, 7d) [default: {_APPROVAL_TIMEOUT.days}d].",
+)
+@click.option(
+    "--require-code-approval",
+    is_flag=True,
+    help=f"Park before the code runs, until the code itself is approved (call id {CODE_APPROVAL_ID!r}).",
+)
 @address_option
 @task_queue_option
 @click.pass_context
@@ -222,14 +261,33 @@ def run(
     execution_id: str | None,
     as_json: bool,
     no_wait: bool,
+    timeout: timedelta | None,
+    memory: int | None,
+    max_calls: int | None,
+    approval_timeout: timedelta | None,
+    require_code_approval: bool,
     address: str,
     task_queue: str,
 ) -> int:
     """Run a code file (or - for stdin) and show each tool call as it happens.
 
     Starts the embedded server and a worker in this process when no server answers."""
+    limits = {
+        "timeout_seconds": timeout.total_seconds() if timeout else None,
+        "max_memory_bytes": memory,
+        "max_tool_calls": max_calls,
+    }
+    given = {"approval_timeout": approval_timeout}
+    request = CodeExecutionRequest(
+        code=read_code(file),
+        runtime=runtime,
+        inputs=parse_inputs(inputs),
+        limits=ExecutionLimits(**{k: v for k, v in limits.items() if v is not None}),
+        require_code_approval=require_code_approval,
+        **{k: v for k, v in given.items() if v is not None},
+    )
     opts = RunOptions(
-        request=CodeExecutionRequest(code=read_code(file), runtime=runtime, inputs=parse_inputs(inputs)),
+        request=request,
         registry=load_tools(tools_module) if tools_module else None,
         tools_module=tools_module,
         execution_id=execution_id,
