@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -98,3 +99,63 @@ async def test_approve_lands_while_no_worker_runs(temporal_address: str, cli_env
         done = await codemode("result", execution_id, "--json", env=env)
     assert done.rc == 0, done
     assert json.loads(done.out)["tool_calls"][-1]["approval"]["by"] == "carol"
+
+
+GATHERED = """import asyncio
+a, b = await asyncio.gather(notify("ana", "hi"), notify("bob", "hi"))
+[a["notified"], b["notified"]]
+"""
+
+
+@pytest.fixture
+async def gather_env(temporal_address: str, cli_env: dict[str, str]) -> AsyncIterator[dict[str, str]]:
+    """A worker (in this process) for tests/cli/gather_tools.py on a task queue of its own."""
+    queue = f"cli-gather-{uuid.uuid4().hex[:6]}"
+    client = await connect(temporal_address)
+    registry = ToolRegistry.from_module("tests.cli.gather_tools")
+    async with CodeModeWorker(client, registry, task_queue=queue).running():
+        yield {**cli_env, "CODEMODE_TASK_QUEUE": queue}
+
+
+async def park_gathered(env: dict[str, str]) -> str:
+    res = await codemode("run", "-", "--json", env=env, stdin=GATHERED)
+    assert res.rc == 3, res
+    parked = json.loads(res.out)
+    assert sorted(p["summary"] for p in parked["pending_approvals"]) == [
+        "notify(who='ana', text='hi')",
+        "notify(who='bob', text='hi')",
+    ]
+    return str(parked["execution_id"])
+
+
+async def test_approve_all_decides_every_gathered_call(gather_env: dict[str, str]) -> None:
+    execution_id = await park_gathered(gather_env)
+    res = await codemode("approve", execution_id, "--all", "--by", "erin", env=gather_env)
+    assert res.rc == 0, res
+    assert res.out.count("✓ approved call") == 2 and "notify(who='bob', text='hi')" in res.out, res
+    done = await codemode("result", execution_id, "--json", env=gather_env)
+    assert done.rc == 0, done
+    outcome = json.loads(done.out)
+    assert outcome["output"] == ["ana", "bob"]
+    assert [c["approval"]["by"] for c in outcome["tool_calls"]] == ["erin", "erin"]
+
+
+async def test_deny_all_denies_every_gathered_call(gather_env: dict[str, str]) -> None:
+    execution_id = await park_gathered(gather_env)
+    res = await codemode("deny", execution_id, "--all", "--reason", "no spam", env=gather_env)
+    assert res.rc == 0 and res.out.count("✓ denied call") == 2, res
+    done = await codemode("result", execution_id, "--json", env=gather_env)
+    assert done.rc == 1, done
+    assert [c["status"] for c in json.loads(done.out)["tool_calls"]] == ["denied", "denied"]
+
+
+async def test_decide_needs_one_call_id_or_all(cli_env: dict[str, str]) -> None:
+    execution_id, call_id = await park_email(cli_env)
+    neither = await codemode("approve", execution_id, env=cli_env)
+    assert neither.rc == 2 and f"missing CALL_ID; pending call ids of {execution_id}: {call_id}" in neither.err
+    both = await codemode("deny", execution_id, call_id, "--all", env=cli_env)
+    assert both.rc == 2 and "not both" in both.err, both
+    assert (await codemode("deny", execution_id, "--all", env=cli_env)).rc == 0
+    nothing = await codemode("approve", execution_id, "--all", env=cli_env)
+    assert nothing.rc == 2, nothing  # closed by now, or at least nothing pending
+    assert (await codemode("result", execution_id, env=cli_env)).rc == 1

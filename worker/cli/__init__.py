@@ -4,7 +4,7 @@ One module per command group, so a command is found by its file name:
 
 - ``run.py``: ``run``, ``result`` (and the follower that shows tool calls as they happen)
 - ``decide.py``: ``approve``, ``deny``
-- ``inspect.py``: ``status``, ``history``
+- ``inspect.py``: ``status``, ``history``, ``list``
 - ``serve.py``: ``worker``, ``server``, ``dev``
 - ``tools.py``: ``tools``
 - ``common.py``: options, ``Fail``, exit codes and helpers they share
@@ -39,6 +39,7 @@ for _command in (
     decide.deny,
     inspect.status,
     inspect.history,
+    inspect.list_executions,
     serve.worker,
     serve.server,
     serve.dev,

@@ -28,18 +28,29 @@ def _decision_command(approve: bool) -> click.Command:
     text_flag = "--comment" if approve else "--reason"
 
     @click.argument("execution_id", metavar="ID")
-    @click.argument("call_id")
+    @click.argument("call_id", required=False)
+    @click.option("--all", "every", is_flag=True, help=f"{verb.capitalize()} every call waiting for approval.")
     @click.option("--by", default=None, help="Who decides [default: the OS user].")
     @click.option(text_flag, "text", default=None, help="A comment." if approve else "Why it is denied.")
     @address_option
-    def command(execution_id: str, call_id: str, by: str | None, text: str | None, address: str) -> int:
-        return asyncio.run(_decide(approve, execution_id, call_id, by or os_user(), text, address))
+    def command(
+        execution_id: str, call_id: str | None, every: bool, by: str | None, text: str | None, address: str
+    ) -> int:
+        if call_id is not None and every:
+            raise Fail("give a CALL_ID or --all, not both")
+        return asyncio.run(_decide(approve, execution_id, call_id, every, by or os_user(), text, address))
 
-    command.__doc__ = f"{verb.capitalize()} a tool call waiting for approval (CALL_ID as printed by run/status)."
+    command.__doc__ = (
+        f"{verb.capitalize()} a tool call waiting for approval (CALL_ID as printed by run/status), "
+        "or every waiting call with --all."
+    )
     return click.command(name=verb)(command)
 
 
-async def _decide(approve: bool, execution_id: str, call_id: str, by: str, text: str | None, address: str) -> int:
+async def _decide(
+    approve: bool, execution_id: str, call_id: str | None, every: bool, by: str, text: str | None, address: str
+) -> int:
+    """Decide one pending call, or every pending call (``--all``)."""
     client = await open_client(address)
     handle, desc = await existing_handle(client, execution_id)
     if desc.status != WorkflowExecutionStatus.RUNNING:
@@ -47,16 +58,24 @@ async def _decide(approve: bool, execution_id: str, call_id: str, by: str, text:
     status = await query_status(handle) if await has_workers(client, desc.task_queue) else None
     from_history = status is None
     pending = status.pending_approvals if status else (await fetch_audit(client, execution_id)).pending_approvals()
-    by_id = {p.call_id: p for p in pending}
-    if call_id not in by_id:
-        ids = ", ".join(by_id) or "none"
-        raise Fail(f"call {call_id!r} of {execution_id} is not waiting for approval; pending call ids: {ids}")
-    if approve:
-        await handle.signal("approve", ApproveSignal(call_id=call_id, by=by, comment=text))
+    ids = ", ".join(p.call_id for p in pending) or "none"
+    if every:
+        if not pending:
+            raise Fail(f"no call of {execution_id} is waiting for approval")
+        chosen = pending
+    elif call_id is None:
+        raise Fail(f"missing CALL_ID; pending call ids of {execution_id}: {ids} (or --all for every one)")
     else:
-        await handle.signal("deny", DenySignal(call_id=call_id, by=by, reason=text))
+        chosen = [p for p in pending if p.call_id == call_id]
+        if not chosen:
+            raise Fail(f"call {call_id!r} of {execution_id} is not waiting for approval; pending call ids: {ids}")
     verb = "approved" if approve else "denied"
-    click.echo(f"✓ {verb} call {call_id} ({by_id[call_id].summary}) of {execution_id} as {by}")
+    for p in chosen:
+        if approve:
+            await handle.signal("approve", ApproveSignal(call_id=p.call_id, by=by, comment=text))
+        else:
+            await handle.signal("deny", DenySignal(call_id=p.call_id, by=by, reason=text))
+        click.echo(f"✓ {verb} call {p.call_id} ({p.summary}) of {execution_id} as {by}")
     if from_history:
         note("note: no worker is running; the decision is recorded and takes effect when one starts.")
     note(f"See the outcome with: codemode result {execution_id}")
