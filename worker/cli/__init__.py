@@ -3,7 +3,7 @@
 One module per command group, so a command is found by its file name:
 
 - ``run.py``: ``run``, ``result`` (and the follower that shows tool calls as they happen)
-- ``decide.py``: ``approve``, ``deny``
+- ``decide.py``: ``approve``, ``deny``, ``cancel``
 - ``inspect.py``: ``status``, ``history``, ``list``
 - ``serve.py``: ``worker``, ``server``, ``dev``
 - ``tools.py``: ``tools``
@@ -37,6 +37,7 @@ for _command in (
     run.result,
     decide.approve,
     decide.deny,
+    decide.cancel,
     inspect.status,
     inspect.history,
     inspect.list_executions,

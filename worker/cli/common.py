@@ -12,7 +12,13 @@ from typing import Any
 
 import click
 from pydantic import BaseModel
-from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError, WorkflowQueryRejectedError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowQueryRejectedError,
+)
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.tools import ToolRegistry
@@ -22,6 +28,23 @@ from workflows.models import TASK_QUEUE, ExecutionOutcome, ExecutionStatus
 
 EXIT_OK, EXIT_CODE_ERROR, EXIT_USAGE, EXIT_AWAITING_APPROVAL = 0, 1, 2, 3
 QUERY_TIMEOUT = timedelta(seconds=5)
+
+
+#: How Temporal closed an execution, in our state words, for the closings the workflow may not
+#: have recorded in its own state (a terminate; a cancel or a timeout it did not see through).
+CLOSED_STATES = {
+    WorkflowExecutionStatus.FAILED: "failed",
+    WorkflowExecutionStatus.TERMINATED: "failed",
+    WorkflowExecutionStatus.CANCELED: "cancelled",
+    WorkflowExecutionStatus.TIMED_OUT: "timed_out",
+}
+
+
+def closed_word(status: WorkflowExecutionStatus | None) -> str:
+    """How an execution closed, in our state words where Temporal's differ (canceled)."""
+    if status in CLOSED_STATES:
+        return CLOSED_STATES[status]
+    return status.name.lower() if status is not None else "unknown"
 
 
 class Fail(click.ClickException):

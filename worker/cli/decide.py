@@ -1,17 +1,21 @@
-"""``codemode approve`` and ``codemode deny``: a person's decision on a tool call waiting for
-approval, sent as a signal (it is recorded even while no worker runs)."""
+"""``codemode approve``, ``codemode deny`` and ``codemode cancel``: a person's decisions on a
+running execution. Approve and deny answer tool calls waiting for approval (signals, recorded
+even while no worker runs); cancel asks Temporal to cancel the whole execution."""
 
 from __future__ import annotations
 
 import asyncio
 
 import click
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.exceptions import CancelledError
 
+from worker import display
 from worker.cli.common import (
     EXIT_OK,
     Fail,
     address_option,
+    closed_word,
     existing_handle,
     has_workers,
     note,
@@ -54,7 +58,7 @@ async def _decide(
     client = await open_client(address)
     handle, desc = await existing_handle(client, execution_id)
     if desc.status != WorkflowExecutionStatus.RUNNING:
-        raise Fail(f"execution {execution_id} is already closed ({desc.status.name.lower()}); nothing to decide")
+        raise Fail(f"execution {execution_id} is already closed ({closed_word(desc.status)}); nothing to decide")
     status = await query_status(handle) if await has_workers(client, desc.task_queue) else None
     from_history = status is None
     pending = status.pending_approvals if status else (await fetch_audit(client, execution_id)).pending_approvals()
@@ -84,3 +88,46 @@ async def _decide(
 
 approve = _decision_command(approve=True)
 deny = _decision_command(approve=False)
+
+
+# -- cancel ---------------------------------------------------------------------------------------------
+
+#: How long `cancel` waits to report how the execution closed, when a worker is there to close it.
+CANCEL_WAIT_SECONDS = 10.0
+
+
+@click.command()
+@click.argument("execution_id", metavar="ID")
+@click.option("--reason", default=None, help="Why, recorded in the history [default: cancelled by the OS user].")
+@address_option
+def cancel(execution_id: str, reason: str | None, address: str) -> int:
+    """Cancel an execution: it stops where it is, even while it waits for approval."""
+    return asyncio.run(_cancel(execution_id, reason or f"cancelled by {os_user()}", address))
+
+
+async def _cancel(execution_id: str, reason: str, address: str) -> int:
+    client = await open_client(address)
+    handle, desc = await existing_handle(client, execution_id)
+    if desc.status != WorkflowExecutionStatus.RUNNING:
+        raise Fail(f"execution {execution_id} is already closed ({closed_word(desc.status)}); nothing to cancel")
+    await handle.cancel(reason=reason)
+    if not await has_workers(client, desc.task_queue):
+        click.echo(f"✓ cancellation of {execution_id} requested ({reason})")
+        note("note: no worker is running; the execution is cancelled when one starts.")
+        return EXIT_OK
+    try:
+        outcome = await asyncio.wait_for(handle.result(), CANCEL_WAIT_SECONDS)
+    except WorkflowFailureError as err:
+        if isinstance(err.cause, CancelledError):
+            click.echo(f"✓ cancelled {execution_id} ({reason})")
+        else:
+            click.echo(f"✓ cancellation of {execution_id} requested; it closed as failed: {err.cause or err}")
+        return EXIT_OK
+    except TimeoutError:
+        click.echo(f"✓ cancellation of {execution_id} requested ({reason}); it has not closed yet")
+        note(f"It closes when a worker next runs it; see where it stands with: codemode status {execution_id}")
+        return EXIT_OK
+    # The workflow saw the cancellation through and returned an outcome of its own.
+    click.echo(f"✓ cancelled {execution_id} ({reason})")
+    note(display.outcome_summary(outcome))
+    return EXIT_OK

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime
+from typing import get_args
 
 import click
 from pydantic import BaseModel
@@ -16,6 +17,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from runtimes import RUNTIMES
 from worker import display
 from worker.cli.common import (
+    CLOSED_STATES,
     EXIT_OK,
     Fail,
     address_option,
@@ -28,7 +30,26 @@ from worker.cli.common import (
     query_status,
 )
 from worker.history import ExecutionAudit, fetch_audit
-from workflows.models import SA_RUNTIME, SA_STATUS, WORKFLOW_TYPE, ApprovalRecord, ExecutionStatus, ToolCallRecord
+from workflows.models import (
+    SA_RUNTIME,
+    SA_STATUS,
+    WORKFLOW_TYPE,
+    ApprovalRecord,
+    ExecutionState,
+    ExecutionStatus,
+    ToolCallRecord,
+)
+
+_MODEL_STATES = frozenset(get_args(ExecutionState))
+
+
+def settle(status: ExecutionStatus, closed_as: WorkflowExecutionStatus | None) -> ExecutionStatus:
+    """Temporal's close status wins over the workflow's last word: a run cancelled while parked
+    is not awaiting approval any more. (A word the status model does not know yet reads failed.)"""
+    if closed_as not in CLOSED_STATES:
+        return status
+    word = CLOSED_STATES[closed_as]
+    return status.model_copy(update={"state": word if word in _MODEL_STATES else "failed", "pending_approvals": []})
 
 
 def status_from_audit(audit: ExecutionAudit) -> ExecutionStatus:
@@ -74,6 +95,7 @@ async def _status(execution_id: str, as_json: bool, address: str) -> int:
         current = status_from_audit(await fetch_audit(client, execution_id))
         if not as_json:
             note("(no worker answered the status query: read from the history)")
+    current = settle(current, desc.status)
     emit(current, display.status_lines(execution_id, current), as_json=as_json)
     return EXIT_OK
 
@@ -112,12 +134,6 @@ STATE_QUERIES = {
     "cancelled": f'(ExecutionStatus="Canceled" OR {SA_STATUS}="cancelled")',
     "timed_out": f'(ExecutionStatus="TimedOut" OR {SA_STATUS}="timed_out")',
 }
-_CLOSED_STATES = {
-    WorkflowExecutionStatus.FAILED: "failed",
-    WorkflowExecutionStatus.TERMINATED: "failed",
-    WorkflowExecutionStatus.CANCELED: "cancelled",
-    WorkflowExecutionStatus.TIMED_OUT: "timed_out",
-}
 DESCRIBE_AT_ONCE = 8
 
 
@@ -151,8 +167,8 @@ def state_of(execution: WorkflowExecution) -> str:
     indexed = execution.typed_search_attributes.get(STATUS_KEY)
     if execution.status == WorkflowExecutionStatus.RUNNING:
         return indexed if indexed in ("running", "awaiting_approval") else "running"
-    if execution.status in _CLOSED_STATES:
-        return _CLOSED_STATES[execution.status]
+    if execution.status in CLOSED_STATES:
+        return CLOSED_STATES[execution.status]
     return indexed if indexed in STATES[2:] else "completed"
 
 

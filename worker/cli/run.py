@@ -16,7 +16,7 @@ from typing import Any
 import click
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.common import WorkflowIDReusePolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.exceptions import CancelledError, WorkflowAlreadyStartedError
 
 from activities.tools import ToolRegistry
 from runtimes import RUNTIMES
@@ -189,6 +189,23 @@ def report_parked(
     return EXIT_AWAITING_APPROVAL
 
 
+async def cancel_reason(handle: WorkflowHandle[Any, Any]) -> str:
+    """The reason given with the cancellation request, from the history."""
+    async for event in handle.fetch_history_events():
+        if event.HasField("workflow_execution_cancel_requested_event_attributes"):
+            return event.workflow_execution_cancel_requested_event_attributes.cause
+    return ""
+
+
+async def report_cancelled(handle: WorkflowHandle[Any, Any], *, as_json: bool) -> int:
+    """A cancelled execution has no outcome: say so, with the reason, and exit 1."""
+    reason = await cancel_reason(handle)
+    if as_json:
+        click.echo(json.dumps({"execution_id": handle.id, "state": "cancelled", "reason": reason}))
+    note(f"✗ execution {handle.id} was cancelled" + (f": {reason}" if reason else ""))
+    return EXIT_CODE_ERROR
+
+
 async def follow(
     handle: WorkflowHandle[Any, ExecutionOutcome],
     *,
@@ -200,8 +217,9 @@ async def follow(
     try:
         got = await Follower(handle, as_json=as_json, interactive=interactive).wait()
     except WorkflowFailureError as err:
-        cause = err.cause
-        note(f"✗ execution {handle.id} failed: {cause or err}")
+        if isinstance(err.cause, CancelledError):
+            return await report_cancelled(handle, as_json=as_json)
+        note(f"✗ execution {handle.id} failed: {err.cause or err}")
         return EXIT_CODE_ERROR
     if isinstance(got, ExecutionOutcome):
         return report_outcome(got, as_json=as_json)
