@@ -175,14 +175,15 @@ def require_tools(tools_module: str | None) -> str:
     return tools_module
 
 
-async def open_client(address: str) -> Client:
+async def open_client(address: str, **options: Any) -> Client:
+    """A client for ``address`` (``options`` go to ``Client.connect``, e.g. ``runtime``)."""
     if not server_answers(address):
         raise Fail(
             f"no Temporal server answers at {address}; start one with `codemode server` "
             "(or `codemode dev --tools MODULE`), or point TEMPORAL_ADDRESS / --address at yours"
         )
     try:
-        return await connect(address)
+        return await connect(address, **options)
     except Exception as err:
         raise Fail(f"cannot connect to Temporal at {address}: {err}") from None
 
