@@ -1,4 +1,4 @@
-"""`codemode run` reaches every request field: limits, approval timeout, code approval."""
+"""`codemode run` reaches every request field: limits, allowed tools, approval timeout, code approval."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ async def test_every_flag_lands_in_the_request(temporal_address: str, cli_env: d
         "run", "-", "--no-wait", "--id", execution_id,
         "--timeout", "90s", "--memory", "64M", "--max-calls", "7",
         "--approval-timeout", "2h", "--require-code-approval",
+        "--max-stdout", "64K", "--allow-tool", "get_weather", "--allow-tool", "get_forecast",
         env=cli_env, stdin="1 + 1",
     )  # fmt: skip
     assert res.rc == 0, res
@@ -39,6 +40,8 @@ async def test_every_flag_lands_in_the_request(temporal_address: str, cli_env: d
     assert request.limits.max_tool_calls == 7
     assert request.approval_timeout == timedelta(hours=2)
     assert request.require_code_approval is True
+    assert request.limits.max_stdout_bytes == 64 * 1024
+    assert request.tools == ["get_weather", "get_forecast"]
 
     # the code itself waits for approval (call id "code"), as the status shows
     status = json.loads((await codemode("status", execution_id, "--json", env=cli_env)).out)
@@ -78,6 +81,7 @@ async def test_values_with_units(
     [
         (["--max-calls", "1"], 'get_weather("Paris")\nget_weather("London")\n', "too many tool calls: the limit is 1"),
         (["--memory", "512K"], "1", "MemoryError: memory limit exceeded"),
+        (["--allow-tool", "get_forecast"], 'get_weather("Paris")', "Name `get_weather` used when not defined"),
     ],
 )
 async def test_limits_reach_the_sandbox(cli_env: dict[str, str], args: list[str], code: str, error: str) -> None:
@@ -97,6 +101,8 @@ async def test_limits_reach_the_sandbox(cli_env: dict[str, str], args: list[str]
         (["--approval-timeout", "0s"], "the duration must be more than 0"),
         (["--max-calls", "-1"], "Invalid value for '--max-calls'"),
         (["--max-calls", "many"], "'many' is not a valid whole number"),
+        (["--max-stdout", "lots"], "Invalid value for '--max-stdout': 'lots' is not a size"),
+        (["--tools", "examples.tools", "--allow-tool", "nope"], "--allow-tool: nope not in examples.tools"),
     ],
 )
 async def test_bad_values_exit_2(cli_env: dict[str, str], args: list[str], message: str) -> None:

@@ -257,6 +257,19 @@ async def follow(
     help=f"Tool calls the code may make [default: {_LIMITS.max_tool_calls}].",
 )
 @click.option(
+    "--max-stdout",
+    type=Size(),
+    default=None,
+    help=f"Output of the code kept (bytes, or e.g. 64K) [default: {_LIMITS.max_stdout_bytes // 2**20}M].",
+)
+@click.option(
+    "--allow-tool",
+    "allowed_tools",
+    multiple=True,
+    metavar="NAME",
+    help="Only these tools may be called (repeatable) [default: every tool of the worker].",
+)
+@click.option(
     "--approval-timeout",
     type=Duration(),
     default=None,
@@ -282,6 +295,8 @@ def run(
     timeout: timedelta | None,
     memory: int | None,
     max_calls: int | None,
+    max_stdout: int | None,
+    allowed_tools: tuple[str, ...],
     approval_timeout: timedelta | None,
     require_code_approval: bool,
     address: str,
@@ -294,8 +309,9 @@ def run(
         "timeout_seconds": timeout.total_seconds() if timeout else None,
         "max_memory_bytes": memory,
         "max_tool_calls": max_calls,
+        "max_stdout_bytes": max_stdout,
     }
-    given = {"approval_timeout": approval_timeout}
+    given = {"approval_timeout": approval_timeout, "tools": list(allowed_tools) or None}
     request = CodeExecutionRequest(
         code=read_code(file),
         runtime=runtime,
@@ -304,9 +320,16 @@ def run(
         require_code_approval=require_code_approval,
         **{k: v for k, v in given.items() if v is not None},
     )
+    registry = load_tools(tools_module) if tools_module else None
+    if registry is not None and allowed_tools:
+        unknown = [name for name in allowed_tools if name not in registry.names]
+        if unknown:
+            raise Fail(
+                f"--allow-tool: {', '.join(unknown)} not in {tools_module} (its tools: {', '.join(registry.names)})"
+            )
     opts = RunOptions(
         request=request,
-        registry=load_tools(tools_module) if tools_module else None,
+        registry=registry,
         tools_module=tools_module,
         execution_id=execution_id,
         as_json=as_json,
