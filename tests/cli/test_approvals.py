@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import get_args
 
 import pytest
 
@@ -11,6 +14,7 @@ from activities import ToolRegistry
 from tests.cli.runner import approve_command, codemode
 from worker.client import connect
 from worker.worker import CodeModeWorker
+from workflows.models import ExecutionState
 
 pytestmark = pytest.mark.usefixtures("cli_worker")
 
@@ -82,19 +86,136 @@ async def test_deny_defaults_to_the_os_user(cli_env: dict[str, str]) -> None:
     assert (await codemode("result", execution_id, env=cli_env)).rc == 1
 
 
-async def test_approve_lands_while_no_worker_runs(temporal_address: str, cli_env: dict[str, str]) -> None:
+WorkerFactory = Callable[[], AbstractAsyncContextManager[object]]
+OwnQueue = Callable[[str], Awaitable[tuple[dict[str, str], WorkerFactory]]]
+
+
+@pytest.fixture
+def own_queue(temporal_address: str, cli_env: dict[str, str]) -> OwnQueue:
+    """A task queue of its own, and a worker for it that runs in this process and can come and go."""
+
+    async def make(tools_module: str) -> tuple[dict[str, str], WorkerFactory]:
+        queue = f"cli-own-{uuid.uuid4().hex[:6]}"
+        client = await connect(temporal_address)
+        registry = ToolRegistry.from_module(tools_module)
+        env = {**cli_env, "CODEMODE_TASK_QUEUE": queue}
+        return env, lambda: CodeModeWorker(client, registry, task_queue=queue).running()
+
+    return make
+
+
+async def test_approve_lands_while_no_worker_runs(own_queue: OwnQueue) -> None:
     """The worker is gone during the wait: approve reads the pending call from the history,
     the signal is recorded, and a new worker finishes the run."""
-    queue = f"cli-alone-{uuid.uuid4().hex[:6]}"
-    env = {**cli_env, "CODEMODE_TASK_QUEUE": queue}
-    client = await connect(temporal_address)
-    registry = ToolRegistry.from_module("examples.tools")
-    async with CodeModeWorker(client, registry, task_queue=queue).running():
+    env, worker = await own_queue("examples.tools")
+    async with worker():
         execution_id, call_id = await park_email(env)
     res = await codemode("approve", execution_id, call_id, "--by", "carol", env=env)
     assert res.rc == 0, res
     assert "no worker" in res.err
-    async with CodeModeWorker(client, registry, task_queue=queue).running():
+    async with worker():
         done = await codemode("result", execution_id, "--json", env=env)
     assert done.rc == 0, done
     assert json.loads(done.out)["tool_calls"][-1]["approval"]["by"] == "carol"
+
+
+GATHERED = """import asyncio
+a, b = await asyncio.gather(notify("ana", "hi"), notify("bob", "hi"))
+[a["notified"], b["notified"]]
+"""
+
+
+@pytest.fixture
+async def gather_env(own_queue: OwnQueue) -> AsyncIterator[dict[str, str]]:
+    """A worker (in this process) for tests/cli/gather_tools.py on a task queue of its own."""
+    env, worker = await own_queue("tests.cli.gather_tools")
+    async with worker():
+        yield env
+
+
+async def park_gathered(env: dict[str, str]) -> str:
+    res = await codemode("run", "-", "--json", env=env, stdin=GATHERED)
+    assert res.rc == 3, res
+    parked = json.loads(res.out)
+    assert sorted(p["summary"] for p in parked["pending_approvals"]) == [
+        "notify(who='ana', text='hi')",
+        "notify(who='bob', text='hi')",
+    ]
+    return str(parked["execution_id"])
+
+
+async def test_approve_all_decides_every_gathered_call(gather_env: dict[str, str]) -> None:
+    execution_id = await park_gathered(gather_env)
+    res = await codemode("approve", execution_id, "--all", "--by", "erin", env=gather_env)
+    assert res.rc == 0, res
+    assert res.out.count("✓ approved call") == 2 and "notify(who='bob', text='hi')" in res.out, res
+    done = await codemode("result", execution_id, "--json", env=gather_env)
+    assert done.rc == 0, done
+    outcome = json.loads(done.out)
+    assert outcome["output"] == ["ana", "bob"]
+    assert [c["approval"]["by"] for c in outcome["tool_calls"]] == ["erin", "erin"]
+
+
+async def test_deny_all_denies_every_gathered_call(gather_env: dict[str, str]) -> None:
+    execution_id = await park_gathered(gather_env)
+    res = await codemode("deny", execution_id, "--all", "--reason", "no spam", env=gather_env)
+    assert res.rc == 0 and res.out.count("✓ denied call") == 2, res
+    done = await codemode("result", execution_id, "--json", env=gather_env)
+    assert done.rc == 1, done
+    assert [c["status"] for c in json.loads(done.out)["tool_calls"]] == ["denied", "denied"]
+
+
+async def test_decide_needs_one_call_id_or_all(cli_env: dict[str, str]) -> None:
+    execution_id, call_id = await park_email(cli_env)
+    neither = await codemode("approve", execution_id, env=cli_env)
+    assert neither.rc == 2 and f"missing CALL_ID; pending call ids of {execution_id}: {call_id}" in neither.err
+    both = await codemode("deny", execution_id, call_id, "--all", env=cli_env)
+    assert both.rc == 2 and "not both" in both.err, both
+    assert (await codemode("deny", execution_id, "--all", env=cli_env)).rc == 0
+    nothing = await codemode("approve", execution_id, "--all", env=cli_env)
+    assert nothing.rc == 2, nothing  # closed by now, or at least nothing pending
+    assert (await codemode("result", execution_id, env=cli_env)).rc == 1
+
+
+async def test_cancel_a_parked_run(cli_env: dict[str, str]) -> None:
+    from tests.cli.test_list import ids, listed
+
+    execution_id, _ = await park_email(cli_env)
+    res = await codemode("cancel", execution_id, "--reason", "changed my mind", env=cli_env)
+    assert res.rc == 0, res
+    assert f"cancelled {execution_id} (changed my mind)" in res.out
+
+    got = await codemode("result", execution_id, env=cli_env)
+    assert got.rc == 1, got
+    assert f"execution {execution_id} was cancelled: changed my mind" in got.err
+    got = await codemode("result", execution_id, "--json", env=cli_env)
+    assert got.rc == 1 and json.loads(got.out) == {
+        "execution_id": execution_id,
+        "state": "cancelled",
+        "reason": "changed my mind",
+    }, got
+
+    # Not waiting for anyone any more. (The status model says "cancelled" once the workflow has
+    # that word; until then a run Temporal closed as cancelled reads "failed".)
+    status = json.loads((await codemode("status", execution_id, "--json", env=cli_env)).out)
+    assert status["state"] == ("cancelled" if "cancelled" in get_args(ExecutionState) else "failed")
+    assert status["pending_approvals"] == []
+    await listed(cli_env, "--status", "cancelled", until=lambda es: execution_id in ids(es))
+
+    again = await codemode("cancel", execution_id, env=cli_env)
+    assert again.rc == 2 and "already closed (cancelled); nothing to cancel" in again.err, again
+    nobody = await codemode("cancel", "no-such-execution", env=cli_env)
+    assert nobody.rc == 2 and "no execution 'no-such-execution'" in nobody.err, nobody
+
+
+async def test_cancel_while_no_worker_runs(own_queue: OwnQueue) -> None:
+    env, worker = await own_queue("examples.tools")
+    async with worker():
+        execution_id, _ = await park_email(env)
+    res = await codemode("cancel", execution_id, env=env)
+    assert res.rc == 0, res
+    # (The server may still list the stopped worker as a poller: then cancel waits a while.)
+    assert f"cancellation of {execution_id} requested (cancelled by " in res.out, res
+    async with worker():
+        got = await codemode("result", execution_id, env=env)
+    assert got.rc == 1 and "was cancelled: cancelled by" in got.err, got

@@ -1,0 +1,78 @@
+"""``codemode``: run code durably, decide approvals, read the audit, run a worker or a server.
+
+One module per command group, so a command is found by its file name:
+
+- ``run.py``: ``run``, ``result`` (and the follower that shows tool calls as they happen)
+- ``decide.py``: ``approve``, ``deny``, ``cancel``
+- ``inspect.py``: ``status``, ``history``, ``list``
+- ``serve.py``: ``worker``, ``server``, ``dev``
+- ``tools.py``: ``tools``
+- ``common.py``: options, ``Fail``, exit codes and helpers they share
+
+Exit codes: 0 success, 1 code error (or a failed execution), 2 usage or input error,
+3 awaiting approval. Every client command honours ``TEMPORAL_ADDRESS`` and ``--address``.
+Progress (tool calls as they happen) goes to stderr; results go to stdout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+
+import click
+
+from worker.cli import decide, inspect, run, serve, tools
+from worker.cli.common import note
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """Durable code mode: run LLM-written Python in a sandbox, every step durable on Temporal."""
+
+
+for _command in (
+    run.run,
+    run.result,
+    decide.approve,
+    decide.deny,
+    decide.cancel,
+    inspect.status,
+    inspect.history,
+    inspect.list_executions,
+    serve.worker,
+    serve.server,
+    serve.dev,
+    tools.tools,
+):
+    cli.add_command(_command)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI and leave with ``os._exit``: temporalio can crash at interpreter exit."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.reconfigure(errors="replace")  # type: ignore[union-attr]
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        code = cli.main(args=argv, prog_name="codemode", standalone_mode=False)
+    except click.exceptions.Exit as err:
+        code = err.exit_code
+    except click.ClickException as err:
+        err.show()
+        code = err.exit_code
+    except (click.Abort, KeyboardInterrupt):
+        note("Interrupted.")
+        code = 130
+    except Exception as err:  # an unexpected fault: say what it was, not a traceback wall
+        if os.environ.get("CODEMODE_DEBUG"):
+            import traceback
+
+            traceback.print_exc()
+        note(f"error: {type(err).__name__}: {err}")
+        code = 1
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,244 @@
+"""What every command group shares: exit codes, ``Fail``, the common options, and helpers that
+reach the server (connect, find an execution, ask it for its status) or load a tools module."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+import sys
+from datetime import timedelta
+from typing import Any
+
+import click
+from pydantic import BaseModel
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowQueryRejectedError,
+)
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.tools import ToolRegistry
+from worker.client import DEFAULT_ADDRESS, connect
+from worker.server import EmbeddedServer, ServerStartError, default_db_path, server_answers
+from workflows.models import TASK_QUEUE, ExecutionOutcome, ExecutionStatus
+
+EXIT_OK, EXIT_CODE_ERROR, EXIT_USAGE, EXIT_AWAITING_APPROVAL = 0, 1, 2, 3
+QUERY_TIMEOUT = timedelta(seconds=5)
+
+
+#: How Temporal closed an execution, in our state words, for the closings the workflow may not
+#: have recorded in its own state (a terminate; a cancel or a timeout it did not see through).
+CLOSED_STATES = {
+    WorkflowExecutionStatus.FAILED: "failed",
+    WorkflowExecutionStatus.TERMINATED: "failed",
+    WorkflowExecutionStatus.CANCELED: "cancelled",
+    WorkflowExecutionStatus.TIMED_OUT: "timed_out",
+}
+
+
+def closed_word(status: WorkflowExecutionStatus | None) -> str:
+    """How an execution closed, in our state words where Temporal's differ (canceled)."""
+    if status in CLOSED_STATES:
+        return CLOSED_STATES[status]
+    return status.name.lower() if status is not None else "unknown"
+
+
+class Fail(click.ClickException):
+    """A clean failure with a message and an exit code (2 unless said otherwise)."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def note(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def emit(model: BaseModel, lines: list[str], *, as_json: bool) -> None:
+    """A model as one JSON object, or its human lines, on stdout."""
+    click.echo(model.model_dump_json() if as_json else "\n".join(lines))
+
+
+# -- options shared by commands ----------------------------------------------------------------
+
+address_option = click.option(
+    "--address",
+    envvar="TEMPORAL_ADDRESS",
+    default=DEFAULT_ADDRESS,
+    show_default=True,
+    show_envvar=True,
+    help="Temporal frontend HOST:PORT.",
+)
+task_queue_option = click.option(
+    "--task-queue",
+    envvar="CODEMODE_TASK_QUEUE",
+    default=TASK_QUEUE,
+    show_default=True,
+    show_envvar=True,
+    help="Task queue the workers poll.",
+)
+tools_option = click.option("--tools", "tools_module", metavar="MODULE", help="Tools module (importable from here).")
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+port_option = click.option("--port", type=int, default=7233, show_default=True, help="gRPC port of the server.")
+ui_port_option = click.option("--ui-port", type=int, default=None, help="Web UI port [default: port + 1000].")
+db_option = click.option(
+    "--db", type=click.Path(dir_okay=False), default=None, help=f"SQLite file [default: {default_db_path()}]."
+)
+
+
+class Size(click.ParamType):
+    """A number of bytes: ``1048576``, or with a binary suffix ``512K``, ``256M``, ``1.5G`` (also ``MB``, ``MiB``)."""
+
+    name = "SIZE"
+    _PATTERN = re.compile(r"(\d+(?:\.\d+)?|\.\d+)\s*([kmgt]?)(?:i?b)?", re.IGNORECASE)
+    _POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        m = self._PATTERN.fullmatch(str(value).strip())
+        if not m:
+            self.fail(f"{value!r} is not a size: give bytes, or a number with K, M, G or T (e.g. 256M, 1G)", param, ctx)
+        size = int(float(m.group(1)) * 1024 ** self._POWERS[m.group(2).lower()])
+        if size <= 0:
+            self.fail(f"{value!r}: the size must be more than 0 bytes", param, ctx)
+        return size
+
+
+class Count(click.IntRange):
+    """A whole number, 0 or more."""
+
+    name = "whole number"
+
+    def __init__(self) -> None:
+        super().__init__(min=0)
+
+
+class Duration(click.ParamType):
+    """A length of time: seconds (``90``), or numbers with units ms, s, m, h, d (``30m``, ``1h30m``, ``7d``)."""
+
+    name = "DURATION"
+    _PART = re.compile(r"(\d+(?:\.\d+)?|\.\d+)\s*(ms|s|m|h|d)", re.IGNORECASE)
+    _SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> timedelta:
+        if isinstance(value, timedelta):
+            return value
+        text = str(value).strip().replace(" ", "")
+        try:
+            seconds = float(text)
+        except ValueError:
+            parts = self._PART.findall(text)
+            if not parts or "".join(n + u for n, u in parts) != text:
+                self.fail(f"{value!r} is not a duration: give seconds, or e.g. 90s, 30m, 2h, 7d, 1h30m", param, ctx)
+            seconds = sum(float(n) * self._SECONDS[u.lower()] for n, u in parts)
+        if not seconds > 0:  # also refuses nan
+            self.fail(f"{value!r}: the duration must be more than 0", param, ctx)
+        try:
+            return timedelta(seconds=seconds)
+        except OverflowError:
+            self.fail(f"{value!r} is too long", param, ctx)
+
+
+def printed_address_flag(ctx: click.Context) -> str:
+    """`` --address X`` when the address came from the flag, so printed commands are exact."""
+    source = ctx.get_parameter_source("address")
+    return f" --address {ctx.params['address']}" if source == click.core.ParameterSource.COMMANDLINE else ""
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+def load_tools(module: str) -> ToolRegistry:
+    """Import a tools module from the current directory (a dotted name or a ``.py`` path)."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    name = module[:-3].replace(os.sep, ".").strip(".") if module.endswith(".py") else module
+    try:
+        return ToolRegistry.from_module(name)
+    except ModuleNotFoundError as err:
+        raise Fail(f"cannot import tools module {module!r}: {err} (run from the folder that contains it)") from None
+    except ValueError as err:
+        raise Fail(f"tools module {module!r}: {err}") from None
+    except Exception as err:
+        raise Fail(f"importing tools module {module!r} failed: {type(err).__name__}: {err}") from None
+
+
+def require_tools(tools_module: str | None) -> str:
+    if not tools_module:
+        raise Fail("missing --tools MODULE (the module whose public functions are the tools)")
+    return tools_module
+
+
+async def open_client(address: str, **options: Any) -> Client:
+    """A client for ``address`` (``options`` go to ``Client.connect``, e.g. ``runtime``)."""
+    if not server_answers(address):
+        raise Fail(
+            f"no Temporal server answers at {address}; start one with `codemode server` "
+            "(or `codemode dev --tools MODULE`), or point TEMPORAL_ADDRESS / --address at yours"
+        )
+    try:
+        return await connect(address, **options)
+    except Exception as err:
+        raise Fail(f"cannot connect to Temporal at {address}: {err}") from None
+
+
+async def has_workers(client: Client, task_queue: str) -> bool:
+    """Whether any worker polls the task queue for workflow tasks."""
+    from temporalio.api.enums.v1 import TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+    try:
+        resp = await client.workflow_service.describe_task_queue(
+            DescribeTaskQueueRequest(
+                namespace=client.namespace,
+                task_queue=TaskQueue(name=task_queue),
+                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+            )
+        )
+    except RPCError:
+        return True  # cannot tell: assume yes rather than start a second worker
+    return len(resp.pollers) > 0
+
+
+async def existing_handle(client: Client, execution_id: str) -> tuple[WorkflowHandle[Any, Any], Any]:
+    handle = client.get_workflow_handle(execution_id, result_type=ExecutionOutcome)
+    try:
+        return handle, await handle.describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise Fail(f"no execution {execution_id!r} at {client.service_client.config.target_host}") from None
+        raise
+
+
+async def query_status(handle: WorkflowHandle[Any, Any]) -> ExecutionStatus | None:
+    """The workflow's status query, or None when no worker answers in time."""
+    try:
+        return await handle.query("status", result_type=ExecutionStatus, rpc_timeout=QUERY_TIMEOUT)
+    except (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError):
+        return None
+
+
+def os_user() -> str:
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):
+        return "unknown"
+
+
+def interactive_terminal() -> bool:
+    return sys.stdin.isatty() and os.environ.get("CI", "").lower() not in ("1", "true", "yes")
+
+
+async def start_server(port: int, ui_port: int | None, db: str | None) -> EmbeddedServer:
+    server = EmbeddedServer(port=port, ui_port=ui_port, db=db)
+    try:
+        return await server.start()
+    except (ServerStartError, FileNotFoundError) as err:
+        raise Fail(f"cannot start the embedded Temporal server: {err}") from None

@@ -1,0 +1,133 @@
+"""``codemode approve``, ``codemode deny`` and ``codemode cancel``: a person's decisions on a
+running execution. Approve and deny answer tool calls waiting for approval (signals, recorded
+even while no worker runs); cancel asks Temporal to cancel the whole execution."""
+
+from __future__ import annotations
+
+import asyncio
+
+import click
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.exceptions import CancelledError
+
+from worker import display
+from worker.cli.common import (
+    EXIT_OK,
+    Fail,
+    address_option,
+    closed_word,
+    existing_handle,
+    has_workers,
+    note,
+    open_client,
+    os_user,
+    query_status,
+)
+from worker.history import fetch_audit
+from workflows.models import ApproveSignal, DenySignal
+
+
+def _decision_command(approve: bool) -> click.Command:
+    verb = "approve" if approve else "deny"
+    text_flag = "--comment" if approve else "--reason"
+
+    @click.argument("execution_id", metavar="ID")
+    @click.argument("call_id", required=False)
+    @click.option("--all", "every", is_flag=True, help=f"{verb.capitalize()} every call waiting for approval.")
+    @click.option("--by", default=None, help="Who decides [default: the OS user].")
+    @click.option(text_flag, "text", default=None, help="A comment." if approve else "Why it is denied.")
+    @address_option
+    def command(
+        execution_id: str, call_id: str | None, every: bool, by: str | None, text: str | None, address: str
+    ) -> int:
+        if call_id is not None and every:
+            raise Fail("give a CALL_ID or --all, not both")
+        return asyncio.run(_decide(approve, execution_id, call_id, every, by or os_user(), text, address))
+
+    command.__doc__ = (
+        f"{verb.capitalize()} a tool call waiting for approval (CALL_ID as printed by run/status), "
+        "or every waiting call with --all."
+    )
+    return click.command(name=verb)(command)
+
+
+async def _decide(
+    approve: bool, execution_id: str, call_id: str | None, every: bool, by: str, text: str | None, address: str
+) -> int:
+    """Decide one pending call, or every pending call (``--all``)."""
+    client = await open_client(address)
+    handle, desc = await existing_handle(client, execution_id)
+    if desc.status != WorkflowExecutionStatus.RUNNING:
+        raise Fail(f"execution {execution_id} is already closed ({closed_word(desc.status)}); nothing to decide")
+    status = await query_status(handle) if await has_workers(client, desc.task_queue) else None
+    from_history = status is None
+    pending = status.pending_approvals if status else (await fetch_audit(client, execution_id)).pending_approvals()
+    ids = ", ".join(p.call_id for p in pending) or "none"
+    if every:
+        if not pending:
+            raise Fail(f"no call of {execution_id} is waiting for approval")
+        chosen = pending
+    elif call_id is None:
+        raise Fail(f"missing CALL_ID; pending call ids of {execution_id}: {ids} (or --all for every one)")
+    else:
+        chosen = [p for p in pending if p.call_id == call_id]
+        if not chosen:
+            raise Fail(f"call {call_id!r} of {execution_id} is not waiting for approval; pending call ids: {ids}")
+    verb = "approved" if approve else "denied"
+    for p in chosen:
+        if approve:
+            await handle.signal("approve", ApproveSignal(call_id=p.call_id, by=by, comment=text))
+        else:
+            await handle.signal("deny", DenySignal(call_id=p.call_id, by=by, reason=text))
+        click.echo(f"✓ {verb} call {p.call_id} ({p.summary}) of {execution_id} as {by}")
+    if from_history:
+        note("note: no worker is running; the decision is recorded and takes effect when one starts.")
+    note(f"See the outcome with: codemode result {execution_id}")
+    return EXIT_OK
+
+
+approve = _decision_command(approve=True)
+deny = _decision_command(approve=False)
+
+
+# -- cancel ---------------------------------------------------------------------------------------------
+
+#: How long `cancel` waits to report how the execution closed, when a worker is there to close it.
+CANCEL_WAIT_SECONDS = 10.0
+
+
+@click.command()
+@click.argument("execution_id", metavar="ID")
+@click.option("--reason", default=None, help="Why, recorded in the history [default: cancelled by the OS user].")
+@address_option
+def cancel(execution_id: str, reason: str | None, address: str) -> int:
+    """Cancel an execution: it stops where it is, even while it waits for approval."""
+    return asyncio.run(_cancel(execution_id, reason or f"cancelled by {os_user()}", address))
+
+
+async def _cancel(execution_id: str, reason: str, address: str) -> int:
+    client = await open_client(address)
+    handle, desc = await existing_handle(client, execution_id)
+    if desc.status != WorkflowExecutionStatus.RUNNING:
+        raise Fail(f"execution {execution_id} is already closed ({closed_word(desc.status)}); nothing to cancel")
+    await handle.cancel(reason=reason)
+    if not await has_workers(client, desc.task_queue):
+        click.echo(f"✓ cancellation of {execution_id} requested ({reason})")
+        note("note: no worker is running; the execution is cancelled when one starts.")
+        return EXIT_OK
+    try:
+        outcome = await asyncio.wait_for(handle.result(), CANCEL_WAIT_SECONDS)
+    except WorkflowFailureError as err:
+        if isinstance(err.cause, CancelledError):
+            click.echo(f"✓ cancelled {execution_id} ({reason})")
+        else:
+            click.echo(f"✓ cancellation of {execution_id} requested; it closed as failed: {err.cause or err}")
+        return EXIT_OK
+    except TimeoutError:
+        click.echo(f"✓ cancellation of {execution_id} requested ({reason}); it has not closed yet")
+        note(f"It closes when a worker next runs it; see where it stands with: codemode status {execution_id}")
+        return EXIT_OK
+    # The workflow saw the cancellation through and returned an outcome of its own.
+    click.echo(f"✓ cancelled {execution_id} ({reason})")
+    note(display.outcome_summary(outcome))
+    return EXIT_OK

@@ -1,0 +1,450 @@
+"""``codemode run`` and ``codemode result``: start an execution (with the embedded server and a
+worker when nothing else is up), follow its tool calls as they happen, report the outcome."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import sys
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import click
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.common import WorkflowIDReusePolicy
+from temporalio.exceptions import CancelledError, WorkflowAlreadyStartedError
+
+from activities.tools import ToolRegistry
+from runtimes import RUNTIMES
+from runtimes.types import ExecutionLimits
+from worker import display
+from worker.cli.common import (
+    EXIT_AWAITING_APPROVAL,
+    EXIT_CODE_ERROR,
+    EXIT_OK,
+    Count,
+    Duration,
+    Fail,
+    Size,
+    address_option,
+    existing_handle,
+    has_workers,
+    interactive_terminal,
+    json_option,
+    load_tools,
+    note,
+    open_client,
+    os_user,
+    printed_address_flag,
+    query_status,
+    start_server,
+    task_queue_option,
+    tools_option,
+)
+from worker.client import connect, start_execution
+from worker.server import is_local, server_answers, split_address
+from workflows.models import (
+    CODE_APPROVAL_ID,
+    ApproveSignal,
+    CodeExecutionRequest,
+    DenySignal,
+    ExecutionOutcome,
+    PendingApproval,
+    ToolCallRecord,
+)
+
+POLL_SECONDS = 0.3
+#: The defaults the help text shows (the models hold them; the flags only override).
+_LIMITS = ExecutionLimits()
+_APPROVAL_TIMEOUT = CodeExecutionRequest.model_fields["approval_timeout"].default
+
+
+def parse_inputs(pairs: tuple[str, ...]) -> dict[str, Any]:
+    inputs: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, raw = pair.partition("=")
+        if not sep or not name.isidentifier():
+            raise Fail(f"bad --input {pair!r}: expected NAME=JSON, e.g. --input city='\"Paris\"' or --input n=3")
+        try:
+            inputs[name] = json.loads(raw)
+        except json.JSONDecodeError as err:
+            raise Fail(
+                f"bad --input {pair!r}: the value is not JSON ({err.msg}); quote strings: {name}='\"...\"'"
+            ) from None
+    return inputs
+
+
+def read_code(file: str) -> str:
+    if file == "-":
+        return sys.stdin.read()
+    path = Path(file)
+    if not path.is_file():
+        raise Fail(f"no such file: {file}")
+    return path.read_text()
+
+
+# -- following a run ------------------------------------------------------------------------------
+
+
+class Follower:
+    """Shows each tool call as it happens (polling the status query) and waits for the outcome."""
+
+    def __init__(self, handle: WorkflowHandle[Any, ExecutionOutcome], *, as_json: bool, interactive: bool) -> None:
+        self.handle = handle
+        self.as_json = as_json
+        self.interactive = interactive
+        self.shown: dict[str, str] = {}
+        self.stdout_seen = 0
+        self.decided: set[str] = set()
+
+    def show_calls(self, calls: list[ToolCallRecord]) -> None:
+        for call in calls:
+            showable = call.status in display.FINAL_CALL_STATES or call.status == "awaiting_approval"
+            if showable and self.shown.get(call.call_id) != call.status:
+                self.shown[call.call_id] = call.status
+                note(display.call_line(call))
+
+    def show_stdout(self, stdout: str) -> None:
+        if len(stdout) > self.stdout_seen:
+            if not self.as_json:
+                click.echo(stdout[self.stdout_seen :], nl=False)
+            self.stdout_seen = len(stdout)
+
+    async def ask(self, pending: list[PendingApproval]) -> None:
+        """Interactive terminal: decide each pending call here and now."""
+        by = os_user()
+        for p in pending:
+            if p.call_id in self.decided:
+                continue
+            ok = await asyncio.to_thread(click.confirm, f"Approve {p.summary or p.tool}?", default=False, err=True)
+            self.decided.add(p.call_id)
+            if ok:
+                await self.handle.signal(
+                    "approve", ApproveSignal(call_id=p.call_id, by=by, comment="approved at the terminal")
+                )
+            else:
+                await self.handle.signal("deny", DenySignal(call_id=p.call_id, by=by, reason="denied at the terminal"))
+
+    async def wait(self) -> ExecutionOutcome | list[PendingApproval]:
+        """The outcome, or the pending approvals when the run parks and nobody here can decide."""
+        result = asyncio.ensure_future(self.handle.result())
+        try:
+            while True:
+                done, _ = await asyncio.wait({result}, timeout=POLL_SECONDS)
+                if done:
+                    break
+                status = await query_status(self.handle)
+                if status is None:
+                    continue
+                self.show_calls(status.tool_calls)
+                self.show_stdout(status.stdout)
+                pending = [p for p in status.pending_approvals if p.call_id not in self.decided]
+                if pending and status.state == "awaiting_approval":
+                    if not self.interactive:
+                        return status.pending_approvals
+                    await self.ask(pending)
+            outcome = result.result()
+        finally:
+            if not result.done():
+                result.cancel()
+        self.show_calls(outcome.tool_calls)
+        self.show_stdout(outcome.stdout)
+        return outcome
+
+
+def report_outcome(outcome: ExecutionOutcome, *, as_json: bool) -> int:
+    if as_json:
+        click.echo(outcome.model_dump_json())
+    else:
+        if outcome.stdout and not outcome.stdout.endswith("\n"):
+            click.echo()
+        note(display.outcome_summary(outcome))
+        if outcome.success and outcome.output is not None:
+            click.echo(json.dumps(outcome.output, indent=2, ensure_ascii=False, default=str))
+    return EXIT_OK if outcome.success else EXIT_CODE_ERROR
+
+
+def report_parked(
+    execution_id: str, pending: list[PendingApproval], *, as_json: bool, address_flag: str, extra: list[str]
+) -> int:
+    lines = display.approval_help(execution_id, pending, address_flag)
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "execution_id": execution_id,
+                    "state": "awaiting_approval",
+                    "pending_approvals": [p.model_dump(mode="json") for p in pending],
+                    "approve": [f"codemode approve {execution_id} {p.call_id}{address_flag}" for p in pending],
+                    "deny": [f"codemode deny {execution_id} {p.call_id}{address_flag}" for p in pending],
+                }
+            )
+        )
+    for line in [*lines, *extra]:
+        note(line)
+    return EXIT_AWAITING_APPROVAL
+
+
+async def cancel_reason(handle: WorkflowHandle[Any, Any]) -> str:
+    """The reason given with the cancellation request, from the history."""
+    async for event in handle.fetch_history_events():
+        if event.HasField("workflow_execution_cancel_requested_event_attributes"):
+            return event.workflow_execution_cancel_requested_event_attributes.cause
+    return ""
+
+
+async def report_cancelled(handle: WorkflowHandle[Any, Any], *, as_json: bool) -> int:
+    """A cancelled execution has no outcome: say so, with the reason, and exit 1."""
+    reason = await cancel_reason(handle)
+    if as_json:
+        click.echo(json.dumps({"execution_id": handle.id, "state": "cancelled", "reason": reason}))
+    note(f"✗ execution {handle.id} was cancelled" + (f": {reason}" if reason else ""))
+    return EXIT_CODE_ERROR
+
+
+async def follow(
+    handle: WorkflowHandle[Any, ExecutionOutcome],
+    *,
+    as_json: bool,
+    interactive: bool,
+    address_flag: str,
+    parked_extra: list[str],
+) -> int:
+    try:
+        got = await Follower(handle, as_json=as_json, interactive=interactive).wait()
+    except WorkflowFailureError as err:
+        if isinstance(err.cause, CancelledError):
+            return await report_cancelled(handle, as_json=as_json)
+        note(f"✗ execution {handle.id} failed: {err.cause or err}")
+        return EXIT_CODE_ERROR
+    if isinstance(got, ExecutionOutcome):
+        return report_outcome(got, as_json=as_json)
+    return report_parked(handle.id, got, as_json=as_json, address_flag=address_flag, extra=parked_extra)
+
+
+# -- run ------------------------------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("file", metavar="FILE|-")
+@tools_option
+@click.option("--runtime", type=click.Choice(sorted(RUNTIMES)), default="monty", show_default=True)
+@click.option("--input", "inputs", multiple=True, metavar="NAME=JSON", help="A variable for the code (repeatable).")
+@click.option("--id", "execution_id", help="Execution id [default: exec-<random>].")
+@json_option
+@click.option("--no-wait", is_flag=True, help="Print the execution id and exit at once.")
+@click.option(
+    "--timeout",
+    type=Duration(),
+    default=None,
+    help=f"Compute time of the code (seconds, or e.g. 90s, 2m) [default: {_LIMITS.timeout_seconds:g}s].",
+)
+@click.option(
+    "--memory",
+    type=Size(),
+    default=None,
+    help=f"Memory of the sandbox (bytes, or e.g. 256M, 1G) [default: {_LIMITS.max_memory_bytes // 2**20}M].",
+)
+@click.option(
+    "--max-calls",
+    type=Count(),
+    default=None,
+    metavar="N",
+    help=f"Tool calls the code may make [default: {_LIMITS.max_tool_calls}].",
+)
+@click.option(
+    "--max-stdout",
+    type=Size(),
+    default=None,
+    help=f"Output of the code kept (bytes, or e.g. 64K) [default: {_LIMITS.max_stdout_bytes // 2**20}M].",
+)
+@click.option(
+    "--allow-tool",
+    "allowed_tools",
+    multiple=True,
+    metavar="NAME",
+    help="Only these tools may be called (repeatable) [default: every tool of the worker].",
+)
+@click.option(
+    "--approval-timeout",
+    type=Duration(),
+    default=None,
+    help=f"How long a call waits for a decision (e.g. 90s, 30m, 2h, 7d) [default: {_APPROVAL_TIMEOUT.days}d].",
+)
+@click.option(
+    "--require-code-approval",
+    is_flag=True,
+    help=f"Park before the code runs, until the code itself is approved (call id {CODE_APPROVAL_ID!r}).",
+)
+@address_option
+@task_queue_option
+@click.pass_context
+def run(
+    ctx: click.Context,
+    file: str,
+    tools_module: str | None,
+    runtime: str,
+    inputs: tuple[str, ...],
+    execution_id: str | None,
+    as_json: bool,
+    no_wait: bool,
+    timeout: timedelta | None,
+    memory: int | None,
+    max_calls: int | None,
+    max_stdout: int | None,
+    allowed_tools: tuple[str, ...],
+    approval_timeout: timedelta | None,
+    require_code_approval: bool,
+    address: str,
+    task_queue: str,
+) -> int:
+    """Run a code file (or - for stdin) and show each tool call as it happens.
+
+    Starts the embedded server and a worker in this process when no server answers."""
+    limits = {
+        "timeout_seconds": timeout.total_seconds() if timeout else None,
+        "max_memory_bytes": memory,
+        "max_tool_calls": max_calls,
+        "max_stdout_bytes": max_stdout,
+    }
+    given = {"approval_timeout": approval_timeout, "tools": list(allowed_tools) or None}
+    request = CodeExecutionRequest(
+        code=read_code(file),
+        runtime=runtime,
+        inputs=parse_inputs(inputs),
+        limits=ExecutionLimits(**{k: v for k, v in limits.items() if v is not None}),
+        require_code_approval=require_code_approval,
+        **{k: v for k, v in given.items() if v is not None},
+    )
+    registry = load_tools(tools_module) if tools_module else None
+    if registry is not None and allowed_tools:
+        unknown = [name for name in allowed_tools if name not in registry.names]
+        if unknown:
+            raise Fail(
+                f"--allow-tool: {', '.join(unknown)} not in {tools_module} (its tools: {', '.join(registry.names)})"
+            )
+    opts = RunOptions(
+        request=request,
+        registry=registry,
+        tools_module=tools_module,
+        execution_id=execution_id,
+        as_json=as_json,
+        no_wait=no_wait,
+        address=address,
+        task_queue=task_queue,
+        interactive=file != "-" and not as_json and interactive_terminal(),
+        address_flag=printed_address_flag(ctx),
+    )
+    return asyncio.run(_run(opts))
+
+
+@dataclass
+class RunOptions:
+    request: CodeExecutionRequest
+    registry: ToolRegistry | None
+    tools_module: str | None
+    execution_id: str | None
+    as_json: bool
+    no_wait: bool
+    address: str
+    task_queue: str
+    interactive: bool
+    address_flag: str
+
+
+async def _run(opts: RunOptions) -> int:
+    async with contextlib.AsyncExitStack() as stack:
+        client, own_worker, parked_extra = await _client_and_worker_for_run(opts, stack)
+        try:
+            handle = await start_execution(
+                client,
+                opts.request,
+                execution_id=opts.execution_id,
+                task_queue=opts.task_queue,
+                # An execution id names one audit trail: never start a second run under it.
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            )
+        except WorkflowAlreadyStartedError:
+            raise Fail(
+                f"an execution with id {opts.execution_id!r} already exists; see `codemode result {opts.execution_id}`"
+            ) from None
+        if opts.no_wait:
+            click.echo(handle.id)
+            if own_worker:
+                note("note: no worker stays up after this command; the execution continues when one runs.")
+            return EXIT_OK
+        if not opts.as_json:
+            note(f"Execution {handle.id} started.")
+        return await follow(
+            handle,
+            as_json=opts.as_json,
+            interactive=opts.interactive,
+            address_flag=opts.address_flag,
+            parked_extra=parked_extra,
+        )
+
+
+async def _client_and_worker_for_run(
+    opts: RunOptions, stack: contextlib.AsyncExitStack
+) -> tuple[Client, bool, list[str]]:
+    """A client, plus whatever this process must run itself: the embedded server when nothing
+    answers at a local address, a worker when none polls the task queue. Returns the client,
+    whether a worker runs here, and what to add to the approval message."""
+    from worker.worker import CodeModeWorker
+
+    address, registry, parked_extra = opts.address, opts.registry, []
+    if server_answers(address):
+        client = await open_client(address)
+        own_worker = not await has_workers(client, opts.task_queue)
+        if own_worker and registry is None:
+            note(
+                f"warning: no worker polls task queue {opts.task_queue!r}; start one with `codemode worker --tools MODULE`"
+            )
+            return client, False, parked_extra
+        if own_worker:
+            note(f"No worker polls task queue {opts.task_queue!r}: running one in this process.")
+    else:
+        if not is_local(address):
+            raise Fail(f"no Temporal server answers at {address}")
+        if registry is None:
+            raise Fail(f"no Temporal server answers at {address}; pass --tools MODULE to start one here with a worker")
+        server = await start_server(split_address(address)[1], None, None)
+        stack.push_async_callback(server.stop)
+        note(f"No Temporal server at {address}: started the embedded one (UI {server.ui_url}, db {server.db}).")
+        client = await connect(server.address)
+        own_worker = True
+        parked_extra = [
+            "The embedded server stops with this command; the execution is saved in its database.",
+            f"Run `codemode dev --tools {opts.tools_module}` first, so a server and a worker are up to act on the decision.",
+        ]
+    if own_worker:
+        assert registry is not None
+        # Tool failures are shown as call lines; the worker's tracebacks would only be noise here.
+        for name in ("temporalio.activity", "temporalio.workflow"):
+            logging.getLogger(name).setLevel(logging.ERROR)
+        await stack.enter_async_context(CodeModeWorker(client, registry, task_queue=opts.task_queue).running())
+    return client, own_worker, parked_extra
+
+
+# -- result ---------------------------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("execution_id", metavar="ID")
+@json_option
+@address_option
+@click.pass_context
+def result(ctx: click.Context, execution_id: str, as_json: bool, address: str) -> int:
+    """Wait for an execution's outcome (same output and exit codes as run)."""
+    return asyncio.run(_result(execution_id, as_json, address, printed_address_flag(ctx)))
+
+
+async def _result(execution_id: str, as_json: bool, address: str, address_flag: str) -> int:
+    client = await open_client(address)
+    handle, _ = await existing_handle(client, execution_id)
+    interactive = not as_json and interactive_terminal()
+    return await follow(handle, as_json=as_json, interactive=interactive, address_flag=address_flag, parked_extra=[])

@@ -1,0 +1,187 @@
+"""``codemode worker``, ``codemode server`` and ``codemode dev``: the long-running processes,
+each until Ctrl-C or SIGTERM. Workers can expose Prometheus metrics (temporalio's runtime
+telemetry: workflow, activity, task-queue and request metrics) with ``--metrics-port``."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import signal
+from typing import Any
+
+import click
+from temporalio.client import Client
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+
+from activities.tools import ToolRegistry
+from worker.cli.common import (
+    EXIT_OK,
+    Fail,
+    address_option,
+    db_option,
+    load_tools,
+    note,
+    open_client,
+    port_option,
+    require_tools,
+    start_server,
+    task_queue_option,
+    tools_option,
+    ui_port_option,
+)
+from worker.client import connect
+from worker.server import EmbeddedServer
+
+
+class MetricsAddress(click.ParamType):
+    """Where to serve /metrics: ``PORT`` (every interface, for a scraper in another container)
+    or ``IP:PORT`` (e.g. ``127.0.0.1:9464``)."""
+
+    name = "[IP:]PORT"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        host, _, port = str(value).strip().rpartition(":")
+        host = {"": "0.0.0.0", "localhost": "127.0.0.1"}.get(host, host)
+        try:
+            ip = ipaddress.ip_address(host.strip("[]"))
+        except ValueError:
+            self.fail(f"{value!r}: expected PORT or IP:PORT, e.g. 9464 or 127.0.0.1:9464", param, ctx)
+        if not port.isdigit() or not 0 < int(port) < 65536:
+            self.fail(f"{value!r}: the port must be a number from 1 to 65535", param, ctx)
+        return f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
+
+
+metrics_option = click.option(
+    "--metrics-port",
+    "metrics",
+    type=MetricsAddress(),
+    default=None,
+    envvar="CODEMODE_METRICS_PORT",
+    show_envvar=True,
+    help="Serve Prometheus metrics at http://[IP:]PORT/metrics (a bare PORT listens on every interface).",
+)
+
+
+def metrics_runtime(bind: str | None) -> Runtime | None:
+    """A temporalio Runtime that exports the SDK's metrics to Prometheus at ``bind`` (None: the default runtime)."""
+    if bind is None:
+        return None
+    try:
+        return Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=bind)))
+    except ValueError as err:  # a busy port, mostly
+        raise Fail(f"cannot serve metrics at {bind}: {err}") from None
+
+
+def client_options(runtime: Runtime | None) -> dict[str, Any]:
+    return {"runtime": runtime} if runtime is not None else {}
+
+
+def metrics_banner(bind: str | None) -> list[str]:
+    if bind is None:
+        return []
+    host, _, port = bind.rpartition(":")
+    if host == "0.0.0.0":
+        return [f"Metrics:         http://localhost:{port}/metrics (listening on every interface)"]
+    return [f"Metrics:         http://{bind}/metrics"]
+
+
+async def until_stopped() -> None:
+    """Wait for SIGINT or SIGTERM."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+def server_banner(server: EmbeddedServer) -> list[str]:
+    return [
+        f"Temporal server: {server.address}",
+        f"Web UI:          {server.ui_url}",
+        f"Database:        {server.db}",
+    ]
+
+
+async def _serve_worker(client: Client, registry: ToolRegistry, task_queue: str, address: str) -> None:
+    from worker.worker import CodeModeWorker
+
+    w = CodeModeWorker(client, registry, task_queue=task_queue)
+    async with w.running():
+        note(f"Worker ready on task queue {task_queue!r} at {address}; tools: {', '.join(registry.names)}")
+        await until_stopped()
+        note("Stopping the worker...")
+
+
+@click.command()
+@tools_option
+@address_option
+@task_queue_option
+@metrics_option
+def worker(tools_module: str | None, address: str, task_queue: str, metrics: str | None) -> int:
+    """Run a worker for the workflow, the sandbox steps and the tools, until Ctrl-C."""
+    registry = load_tools(require_tools(tools_module))
+    return asyncio.run(_worker(registry, address, task_queue, metrics))
+
+
+async def _worker(registry: ToolRegistry, address: str, task_queue: str, metrics: str | None) -> int:
+    runtime = metrics_runtime(metrics)
+    client = await open_client(address, **client_options(runtime))
+    for line in metrics_banner(metrics):
+        note(line)
+    await _serve_worker(client, registry, task_queue, address)
+    return EXIT_OK
+
+
+@click.command()
+@port_option
+@ui_port_option
+@db_option
+def server(port: int, ui_port: int | None, db: str | None) -> int:
+    """Run the embedded Temporal dev server (SQLite, web UI) until Ctrl-C."""
+    return asyncio.run(_server(port, ui_port, db))
+
+
+async def _server(port: int, ui_port: int | None, db: str | None) -> int:
+    srv = await start_server(port, ui_port, db)
+    try:
+        for line in server_banner(srv):
+            note(line)
+        note("Ready. Ctrl-C to stop.")
+        await until_stopped()
+    finally:
+        await srv.stop()
+    return EXIT_OK
+
+
+@click.command()
+@tools_option
+@port_option
+@ui_port_option
+@db_option
+@task_queue_option
+@metrics_option
+def dev(
+    tools_module: str | None, port: int, ui_port: int | None, db: str | None, task_queue: str, metrics: str | None
+) -> int:
+    """The embedded server and a worker in one process, until Ctrl-C."""
+    registry = load_tools(require_tools(tools_module))
+    return asyncio.run(_dev(registry, port, ui_port, db, task_queue, metrics))
+
+
+async def _dev(
+    registry: ToolRegistry, port: int, ui_port: int | None, db: str | None, task_queue: str, metrics: str | None
+) -> int:
+    runtime = metrics_runtime(metrics)  # first: a busy metrics port fails before the server starts
+    srv = await start_server(port, ui_port, db)
+    try:
+        for line in [*server_banner(srv), *metrics_banner(metrics)]:
+            note(line)
+        client = await connect(srv.address, **client_options(runtime))
+        await _serve_worker(client, registry, task_queue, srv.address)
+    finally:
+        await srv.stop()
+    return EXIT_OK
