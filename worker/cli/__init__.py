@@ -23,7 +23,7 @@ import sys
 
 import click
 
-from worker.cli import decide, inspect, run, serve, tools
+from worker.cli import decide, inspect, run, serve, storage, tools
 from worker.cli.common import note
 
 
@@ -44,6 +44,7 @@ for _command in (
     serve.worker,
     serve.server,
     serve.dev,
+    storage.gc,
     tools.tools,
 ):
     cli.add_command(_command)

@@ -21,8 +21,10 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.storage import BlobStore, BlobStoreError
 from activities.tools import ToolRegistry
 from worker.client import DEFAULT_ADDRESS, connect
+from worker.converter import default_store
 from worker.server import EmbeddedServer, ServerStartError, default_db_path, server_answers
 from workflows.models import TASK_QUEUE, ExecutionOutcome, ExecutionStatus
 
@@ -123,6 +125,10 @@ class Duration(click.ParamType):
     """A length of time: seconds (``90``), or numbers with units ms, s, m, h, d (``30m``, ``1h30m``, ``7d``)."""
 
     name = "DURATION"
+
+    def __init__(self, *, allow_zero: bool = False) -> None:
+        self.allow_zero = allow_zero
+
     _PART = re.compile(r"(\d+(?:\.\d+)?|\.\d+)\s*(ms|s|m|h|d)", re.IGNORECASE)
     _SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -137,7 +143,7 @@ class Duration(click.ParamType):
             if not parts or "".join(n + u for n, u in parts) != text:
                 self.fail(f"{value!r} is not a duration: give seconds, or e.g. 90s, 30m, 2h, 7d, 1h30m", param, ctx)
             seconds = sum(float(n) * self._SECONDS[u.lower()] for n, u in parts)
-        if not seconds > 0:  # also refuses nan
+        if not (seconds > 0 or (self.allow_zero and seconds == 0)):  # also refuses nan
             self.fail(f"{value!r}: the duration must be more than 0", param, ctx)
         try:
             return timedelta(seconds=seconds)
@@ -182,10 +188,19 @@ async def open_client(address: str, **options: Any) -> Client:
             f"no Temporal server answers at {address}; start one with `codemode server` "
             "(or `codemode dev --tools MODULE`), or point TEMPORAL_ADDRESS / --address at yours"
         )
+    await open_store()
     try:
         return await connect(address, **options)
     except Exception as err:
         raise Fail(f"cannot connect to Temporal at {address}: {err}") from None
+
+
+async def open_store() -> BlobStore:
+    """The object store the environment configures (payloads and checkpoints live there)."""
+    try:
+        return await default_store()
+    except (BlobStoreError, ValueError) as err:
+        raise Fail(f"cannot open the object store: {err}") from None
 
 
 async def has_workers(client: Client, task_queue: str) -> bool:
@@ -217,10 +232,12 @@ async def existing_handle(client: Client, execution_id: str) -> tuple[WorkflowHa
         raise
 
 
-async def query_status(handle: WorkflowHandle[Any, Any]) -> ExecutionStatus | None:
-    """The workflow's status query, or None when no worker answers in time."""
+async def query_status(handle: WorkflowHandle[Any, Any], since: int | None = None) -> ExecutionStatus | None:
+    """The workflow's status query (the calls from index ``since``, or the latest page), or
+    None when no worker answers in time."""
+    args = [] if since is None else [since]
     try:
-        return await handle.query("status", result_type=ExecutionStatus, rpc_timeout=QUERY_TIMEOUT)
+        return await handle.query("status", *args, result_type=ExecutionStatus, rpc_timeout=QUERY_TIMEOUT)
     except (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError):
         return None
 

@@ -45,7 +45,7 @@ from worker.cli.common import (
     task_queue_option,
     tools_option,
 )
-from worker.client import connect, start_execution
+from worker.client import InputTooLarge, check_request_size, connect, start_execution
 from worker.server import is_local, server_answers, split_address
 from workflows.models import (
     CODE_APPROVAL_ID,
@@ -100,6 +100,8 @@ class Follower:
         self.shown: dict[str, str] = {}
         self.stdout_seen = 0
         self.decided: set[str] = set()
+        #: Index of the first call not final yet: each poll asks only from there on.
+        self.since = 0
 
     def show_calls(self, calls: list[ToolCallRecord]) -> None:
         for call in calls:
@@ -137,10 +139,14 @@ class Follower:
                 done, _ = await asyncio.wait({result}, timeout=POLL_SECONDS)
                 if done:
                     break
-                status = await query_status(self.handle)
+                status = await query_status(self.handle, self.since)
                 if status is None:
                     continue
                 self.show_calls(status.tool_calls)
+                self.since = status.calls_from + next(
+                    (i for i, c in enumerate(status.tool_calls) if c.status not in display.FINAL_CALL_STATES),
+                    len(status.tool_calls),
+                )
                 self.show_stdout(status.stdout)
                 pending = [p for p in status.pending_approvals if p.call_id not in self.decided]
                 if pending and status.state == "awaiting_approval":
@@ -357,6 +363,10 @@ class RunOptions:
 
 
 async def _run(opts: RunOptions) -> int:
+    try:  # before any server or worker starts: an oversized input can never run
+        check_request_size(opts.request)
+    except InputTooLarge as err:
+        raise Fail(str(err)) from None
     async with contextlib.AsyncExitStack() as stack:
         client, own_worker, parked_extra = await _client_and_worker_for_run(opts, stack)
         try:

@@ -111,6 +111,8 @@ async def _serve_worker(client: Client, registry: ToolRegistry, task_queue: str,
 
     w = CodeModeWorker(client, registry, task_queue=task_queue)
     async with w.running():
+        if await w.ensure_sweep_schedule():
+            note("Scheduled the hourly retention sweep of the object store (codemode-storage-sweep).")
         note(f"Worker ready on task queue {task_queue!r} at {address}; tools: {', '.join(registry.names)}")
         await until_stopped()
         note("Stopping the worker...")
