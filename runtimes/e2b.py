@@ -126,6 +126,9 @@ class _E2BRun(RunnerDriver):
         #: The last checkpoint taken (or restored) is still where the runner is.
         self.parked = False
         self.discarded = False
+        #: False once another handle drove the runner past this one's checkpoint: closing
+        #: it must not kill a sandbox someone else is using.
+        self.owned = True
         self._watcher: asyncio.Task[None] | None = None
 
     def _on_output(self, text: str) -> None:
@@ -220,16 +223,17 @@ class _E2BRun(RunnerDriver):
 
     # -- restore ------------------------------------------------------------------------
 
-    async def reattach(self, *, connect: bool) -> bool:
+    async def reattach(self, *, connect: bool) -> str:
         """Attach to the runner again and check it is where the checkpoint says (``calls``
-        issued, waiting on exactly the pending ones). False: the sandbox or the process is
-        gone, or the runner moved on (what it emitted meanwhile is lost)."""
+        issued, waiting on exactly the pending ones). Returns ``"in_step"``, ``"gone"``
+        (the sandbox or the process), ``"silent"`` (no answer to the sync) or
+        ``"moved_on"`` (another handle drove it further: what it emitted meanwhile is lost)."""
         rt = self.runtime
         if connect:
             try:
                 self.sandbox = await rt.Sandbox.connect(self.sandbox_id, timeout=rt.sandbox_timeout)
             except SandboxNotFoundException:
-                return False
+                return "gone"
             except SandboxException as exc:
                 raise SandboxError(f"cannot reach E2B sandbox {self.sandbox_id}: {exc}") from exc
         self.channel.reset()
@@ -239,7 +243,7 @@ class _E2BRun(RunnerDriver):
                 self.pid, timeout=0, on_stdout=self.channel.feed_stdout, on_stderr=self.channel.feed_stderr
             )
         except NotFoundException:
-            return False
+            return "gone"
         except SandboxException as exc:
             raise SandboxError(f"cannot re-attach to the runner in E2B sandbox {self.sandbox_id}: {exc}") from exc
         self._attach(handle)
@@ -249,18 +253,20 @@ class _E2BRun(RunnerDriver):
             reply = await asyncio.wait_for(self.receive(), rt.sync_timeout)
         except (SandboxError, CodeExecutionError, asyncio.TimeoutError) as exc:
             log.info("E2B sandbox %s: no answer to sync (%s)", self.sandbox_id, exc)
-            return False
+            return "silent"
+        if reply is None:
+            return "gone"  # the process ended (its end event was still retained)
         if not isinstance(reply, SyncedMessage) or reply.nonce != nonce:
             log.info("E2B sandbox %s: runner sent %r instead of its position", self.sandbox_id, reply)
-            return False
+            return "moved_on"
         expected = set(self.outstanding)
         if reply.calls != self.tool_calls or set(reply.waiting) != expected:
             log.info(
                 "E2B sandbox %s: runner is at %d calls waiting on %s, the checkpoint at %d waiting on %s",
                 self.sandbox_id, reply.calls, reply.waiting, self.tool_calls, sorted(expected),
             )  # fmt: skip
-            return False
-        return True
+            return "moved_on"
+        return "in_step"
 
     async def _unpark(self) -> None:
         """First use of a handle after its checkpoint: go on as is when it watched the whole
@@ -269,10 +275,14 @@ class _E2BRun(RunnerDriver):
         if self.attached and self.channel.idle:
             return
         await self.detach()
-        if not await self.reattach(connect=True):
+        state = await self.reattach(connect=True)
+        if state != "in_step":
+            if state == "moved_on":
+                self.owned = False  # someone else drives it: closing this handle must not kill it
+            await self.detach()
             raise SandboxError(
-                f"E2B sandbox {self.sandbox_id} is gone or its runner moved on since this checkpoint: "
-                "restore the checkpoint (or replay the journal) instead"
+                f"E2B sandbox {self.sandbox_id} is {'ahead of' if state == 'moved_on' else 'lost to'} this "
+                "checkpoint: restore the current checkpoint (or replay the journal) instead"
             )
 
     # -- driver hooks -------------------------------------------------------------------
@@ -331,7 +341,7 @@ class _E2BRun(RunnerDriver):
         keep = self.parked and self.failed is None and not self.done and not self.discarded
         try:
             await self.detach()
-            if not keep and self.sandbox_id:
+            if not keep and self.owned and self.sandbox_id:
                 try:
                     await self.runtime.kill_sandbox(self.sandbox_id)
                 except SandboxError as exc:  # close() runs in finally blocks: never mask the cause
@@ -515,13 +525,14 @@ class E2BRuntime(CodeRuntime):
             return None
         self._live.add(run)
         try:
-            in_step = await run.reattach(connect=True)
+            state = await run.reattach(connect=True)
         except BaseException:
             self._live.discard(run)
             await run.detach()
             raise
-        if not in_step:
-            log.info("E2B sandbox %s cannot continue this checkpoint: killing it (the caller replays)", run.sandbox_id)
+        if state != "in_step":
+            # Whatever is left cannot continue this run: the caller replays in a fresh sandbox.
+            log.info("E2B sandbox %s cannot continue this checkpoint (%s): killing it", run.sandbox_id, state)
             run.discarded = True
             await run.close()  # kills the sandbox
             return None
