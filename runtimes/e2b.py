@@ -44,6 +44,7 @@ import logging
 import os
 import secrets
 import shlex
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -129,6 +130,7 @@ class _E2BRun(RunnerDriver):
         #: False once another handle drove the runner past this one's checkpoint: closing
         #: it must not kill a sandbox someone else is using.
         self.owned = True
+        self._ttl_set = time.monotonic()  # when the sandbox's timeout was last pushed back
         self._watcher: asyncio.Task[None] | None = None
 
     def _on_output(self, text: str) -> None:
@@ -140,6 +142,7 @@ class _E2BRun(RunnerDriver):
         rt = self.runtime
         self.sandbox = await rt.create_sandbox()
         self.sandbox_id = self.sandbox.sandbox_id
+        self._ttl_set = time.monotonic()
         written = await self.sandbox.files.write(RUNNER_FILE, _RUNNER_SOURCE)
         boot = build_bootstrap(
             code,
@@ -236,6 +239,7 @@ class _E2BRun(RunnerDriver):
                 return "gone"
             except SandboxException as exc:
                 raise SandboxError(f"cannot reach E2B sandbox {self.sandbox_id}: {exc}") from exc
+            self._ttl_set = time.monotonic()
         self.channel.reset()
         self.lost = None
         try:
@@ -330,7 +334,20 @@ class _E2BRun(RunnerDriver):
     async def advance(self) -> Step:
         if self.parked:
             await self._unpark()
+        await self._keep_alive()
         return await super().advance()
+
+    async def _keep_alive(self) -> None:
+        """Push the sandbox's timeout back when half of it has gone by, so a run whose
+        steps keep coming never reaches it (a run that stops coming is paused at it)."""
+        rt = self.runtime
+        if time.monotonic() - self._ttl_set < rt.sandbox_timeout / 2 or self.sandbox is None:
+            return
+        self._ttl_set = time.monotonic()
+        try:
+            await self.sandbox.set_timeout(rt.sandbox_timeout)
+        except SandboxException as exc:  # the step itself will tell if the sandbox is gone
+            log.info("E2B sandbox %s: could not extend its timeout: %s", self.sandbox_id, exc)
 
     async def answer(self, call_id: str, outcome: CallOutcome) -> None:
         if self.parked and not self.closed:
@@ -548,6 +565,9 @@ class E2BRuntime(CodeRuntime):
             return
         for run in self._local_runs(meta["sandbox_id"]):
             await run.detach()
+            if not run.parked:  # it ran past this checkpoint: it cannot go on after the pause
+                run.lost = SandboxError("the sandbox was paused under this handle")
+                run.channel.sandbox_exited()
         try:
             await self.Sandbox.pause(meta["sandbox_id"])  # False when already paused
         except SandboxNotFoundException:
