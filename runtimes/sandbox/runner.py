@@ -1,7 +1,9 @@
 """The sandbox side of the real-CPython runtime: one file, standard library only.
 
-The host copies (or bind-mounts) this file into the sandbox and runs it with
-``python -I -S runner.py [--drop-to UID:GID]``. It reads one JSON line (the bootstrap) on
+The host copies (or bind-mounts, or uploads) this file into the sandbox and runs it with
+``python -I -S runner.py [--drop-to UID:GID]`` (``-s -S -P`` with ``PYTHONHASHSEED`` set
+when the execution has a seed; plain ``python3 runner.py`` in an E2B sandbox, whose
+packages the code may use). It reads one JSON line (the bootstrap) on
 stdin, defines one stub per host tool, runs the user's code and talks to the host over a
 callback channel:
 
@@ -16,6 +18,23 @@ Either way, everything the code prints goes to fd 2, which the host drains with 
 Messages to the host: ``ready``, ``call``, ``blocked``, ``done``, ``error`` (see
 ``runtimes/transports/protocol.py``, which validates them on the host). Answers from the
 host: ``{"type": "answer", "call_id", "ok", "value" | "exc_type" + "message"}``.
+
+Two additions for hosts that reach the runner through a provider's API (E2B), stdio only:
+
+* **output marks** (bootstrap ``output_marks``): before each message the runner flushes
+  the code's output and writes ``\x1ecm:N\x1f`` on it, and the message carries
+  ``"mark": N``, so a host that receives output and protocol on two unordered streams
+  can wait for the output that preceded a message.
+* **sync**: ``{"type": "sync", "nonce"}`` from the host, answered at once from the reader
+  thread with ``{"type": "synced", "nonce", "calls", "waiting"}``: call ids issued so far
+  and those without an answer. A host re-attaching after a gap (output emitted while
+  nobody listened is lost) trusts the runner only if that matches its checkpoint. A sync
+  never changes the runner's state, so it is safe to repeat.
+
+Determinism (bootstrap ``determinism``, ``runtimes.types.Determinism``): ``random`` and
+``uuid.uuid4`` are seeded per execution when first imported, and with an ``epoch`` the
+wall clock (``time.time``, ``datetime.now`` ...) is a virtual one, so that a journal
+replay of the same code makes the same calls.
 
 Sync tools block the calling thread until the host answers. ``async def`` tools return a
 coroutine: each call is sent when its task first runs, so ``asyncio.gather(f(1), f(2))``
