@@ -171,7 +171,7 @@ class _E2BRun(RunnerDriver):
         )
         self.pid = self.handle.pid
         self._attach(self.handle)
-        await self.channel.send(boot.model_dump(mode="json"))
+        await self.channel.send(boot.model_dump(mode="json"), fresh_line=False)
         try:
             msg = await asyncio.wait_for(self.receive(), rt.startup_timeout)
         except asyncio.TimeoutError:

@@ -31,8 +31,11 @@ from ..execution import CallOutcome
 from .base import CallbackChannel, CallbackTransport
 from .protocol import MAX_MESSAGE_BYTES, MessageTooLarge, SandboxMessage, answer_payload, parse_message
 
-#: How long a message waits for its output mark before it is handled anyway.
+#: How long a message waits for its output mark before it is handled anyway (after one
+#: such wait, marks are not waited for again: the code moved its output elsewhere).
 MARK_WAIT_SECONDS = 5.0
+#: Answers go out in pieces of at most this many bytes (one API request each).
+SEND_CHUNK_BYTES = 1 << 20
 _MARK = re.compile(r"\x1ecm:(\d{1,18})\x1f")
 _MARK_PREFIX = "\x1ecm:"
 _EOF = object()
@@ -54,11 +57,14 @@ class CommandChannel(CallbackChannel):
         self._on_output = on_output
         self._max = max_message_bytes
         self._send: SendFn | None = None
+        self._send_lock = asyncio.Lock()  # one answer's pieces are never interleaved with another's
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
-        self._line = ""
+        self._parts: list[str] = []  # the line being received
+        self._size = 0
         self._stderr = ""
         self._mark = 0
         self._mark_seen = asyncio.Event()
+        self._marks_arrive = True
 
     def bind(self, send: SendFn) -> None:
         self._send = send
@@ -66,28 +72,29 @@ class CommandChannel(CallbackChannel):
     def reset(self) -> None:
         """Drop what arrived so far (before a re-attach to the same process)."""
         self._queue = asyncio.Queue()
-        self._line = ""
+        self._parts, self._size = [], 0
         self._stderr = ""
 
     @property
     def idle(self) -> bool:
         """Nothing arrived that was not read."""
-        return self._queue.empty() and not self._line
+        return self._queue.empty() and not self._parts
 
     # -- from the provider -------------------------------------------------------------
 
     def feed_stdout(self, text: str) -> None:
-        self._line += text
-        while True:
-            end = self._line.find("\n")
-            if end < 0:
-                break
-            line, self._line = self._line[:end], self._line[end + 1 :]
+        pieces = text.split("\n")
+        for complete in pieces[:-1]:
+            line = "".join(self._parts) + complete if self._parts else complete
+            self._parts, self._size = [], 0
             if line.strip():
                 self._queue.put_nowait(self._parse(line))
-        if len(self._line) > self._max:
-            self._line = ""
-            self._queue.put_nowait(MessageTooLarge("a message from the sandbox exceeded the size limit"))
+        if pieces[-1]:
+            self._parts.append(pieces[-1])
+            self._size += len(pieces[-1])
+            if self._size > self._max:
+                self._parts, self._size = [], 0
+                self._queue.put_nowait(MessageTooLarge("a message from the sandbox exceeded the size limit"))
 
     def _parse(self, line: str) -> Any:
         try:
@@ -136,14 +143,15 @@ class CommandChannel(CallbackChannel):
     async def _wait_mark(self, mark: int) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + MARK_WAIT_SECONDS
-        while self._mark < mark:
+        while self._mark < mark and self._marks_arrive:
             self._mark_seen.clear()
             left = deadline - loop.time()
-            if left <= 0:
-                return
             try:
+                if left <= 0:
+                    raise asyncio.TimeoutError
                 await asyncio.wait_for(self._mark_seen.wait(), left)
             except asyncio.TimeoutError:
+                self._marks_arrive = False
                 return
 
     async def receive(self) -> SandboxMessage | None:
@@ -158,12 +166,18 @@ class CommandChannel(CallbackChannel):
             await self._wait_mark(mark)
         return message
 
-    async def send(self, payload: dict[str, Any]) -> None:
+    async def send(self, payload: dict[str, Any], *, fresh_line: bool = True) -> None:
+        """Write one message. ``fresh_line``: start it with a newline, so that a message cut
+        short by a failed request (its first pieces went out) ends as a line the runner
+        skips instead of swallowing this one. Not for the bootstrap: the runner's first
+        line must be it."""
         if self._send is None:
             raise SandboxError("the command channel is not bound to a process")
-        data = json.dumps(payload, separators=(",", ":")).encode() + b"\n"
+        data = (b"\n" if fresh_line else b"") + json.dumps(payload, separators=(",", ":")).encode() + b"\n"
         try:
-            await self._send(data)
+            async with self._send_lock:
+                for start in range(0, len(data), SEND_CHUNK_BYTES):
+                    await self._send(data[start : start + SEND_CHUNK_BYTES])
         except asyncio.CancelledError:
             raise
         except Exception as exc:
