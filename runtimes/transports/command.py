@@ -13,6 +13,9 @@ Two differences from a local pipe (``stdio.py``), both handled here:
   (``\\x1ecm:N\\x1f``) on its output before message N and the message carries
   ``"mark": N``; ``receive()`` holds message N until mark N has come through the output.
   Marks are stripped from the output.
+* **A shell in front.** The provider starts the command through a login shell, whose
+  profile may print; lines before the runner's first message that are not JSON are the
+  code's output, not a protocol error.
 * **Sending fails loudly.** An answer goes out as an API request; if it cannot be
   delivered, ``send_answer`` raises ``SandboxError`` (the answer is lost, so waiting for
   the process would hang). The step fails and is retried from the checkpoint.
@@ -65,6 +68,7 @@ class CommandChannel(CallbackChannel):
         self._mark = 0
         self._mark_seen = asyncio.Event()
         self._marks_arrive = True
+        self._started = False  # a valid message arrived (before it, non-JSON lines are shell noise)
 
     def bind(self, send: SendFn) -> None:
         self._send = send
@@ -87,8 +91,12 @@ class CommandChannel(CallbackChannel):
         for complete in pieces[:-1]:
             line = "".join(self._parts) + complete if self._parts else complete
             self._parts, self._size = [], 0
-            if line.strip():
-                self._queue.put_nowait(self._parse(line))
+            if not line.strip():
+                continue
+            if not self._started and not line.lstrip().startswith("{"):
+                self._on_output(line + "\n")  # a login shell's profile talking
+                continue
+            self._queue.put_nowait(self._parse(line))
         if pieces[-1]:
             self._parts.append(pieces[-1])
             self._size += len(pieces[-1])
@@ -101,6 +109,7 @@ class CommandChannel(CallbackChannel):
             message = parse_message(line)
         except Exception as exc:  # SandboxError: surfaces from receive()
             return exc
+        self._started = True
         try:
             mark = json.loads(line).get("mark")
         except (ValueError, AttributeError):

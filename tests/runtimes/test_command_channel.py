@@ -110,3 +110,13 @@ async def test_a_failed_send_is_a_sandbox_error() -> None:
     channel.bind(send)
     with pytest.raises(SandboxError, match="could not write"):
         await channel.send_answer("1", CallOutcome.result(1))
+
+
+async def test_a_login_shell_talking_before_the_runner_is_output() -> None:
+    output: list[str] = []
+    channel = CommandChannel(on_output=output.append)
+    channel.feed_stdout("Welcome to the sandbox!\n" + call_line("1") + "not json\n")
+    assert isinstance(await channel.receive(), CallMessage)
+    assert output == ["Welcome to the sandbox!\n"]
+    with pytest.raises(SandboxError, match="malformed"):  # after the first message: an error
+        await channel.receive()
