@@ -104,15 +104,17 @@ async def per_call(server: LocalE2BServer, e2b: E2BRuntime, python: PythonRuntim
     e2b_ms, py_ms, floor_ms = [], [], []
     for _ in range(runs):
         for rt, out in ((e2b, e2b_ms), (python, py_ms)):
-            with_calls = await timed(lambda: execute(rt, code))
-            without = await timed(lambda: execute(rt, empty))
+            with_calls = await timed(lambda rt=rt: execute(rt, code))
+            without = await timed(lambda rt=rt: execute(rt, empty))
             out.append((with_calls - without) / calls)
         floor_ms.append(await bare_channel(server, calls))
     e, p, f = statistics.median(e2b_ms), statistics.median(py_ms), statistics.median(floor_ms)
     print(f"\nper-call round trip ({calls} sequential sync calls, median of {runs})")
     print(f"  PythonRuntime (stdio pipes)          {p:7.3f} ms/call   1.00x")
     print(f"  E2BRuntime (commands API)            {e:7.3f} ms/call   {e / p:5.2f}x")
-    print(f"    bare SDK echo (send_stdin+stream)  {f:7.3f} ms/call   {f / p:5.2f}x  (E2B runtime = {e / f:.2f}x this floor)")
+    print(
+        f"    bare SDK echo (send_stdin+stream)  {f:7.3f} ms/call   {f / p:5.2f}x  (E2B runtime = {e / f:.2f}x this floor)"
+    )
 
 
 async def durable_step(server: LocalE2BServer, calls: int, runs: int) -> None:
@@ -170,7 +172,6 @@ async def main() -> None:
         await durable_step(server, max(10, args.calls // 5), max(3, args.runs // 3))
         await e2b.aclose()
         await python.aclose()
-
 
 
 if __name__ == "__main__":

@@ -312,7 +312,9 @@ class _E2BRun(RunnerDriver):
             )
         limit = self.limits.timeout_seconds
         if self.timed_out:
-            return CodeTimeoutError(f"the code exceeded its time limit of {limit:g} s and was killed", error_type="TimeoutError")
+            return CodeTimeoutError(
+                f"the code exceeded its time limit of {limit:g} s and was killed", error_type="TimeoutError"
+            )
         if error and error.startswith("signal: killed"):
             return CodeResourceError(
                 "the code's process was killed (SIGKILL): it exceeded its CPU time or the sandbox ran out of memory",

@@ -39,7 +39,14 @@ from typing import Any, Literal
 
 from .base import CodeRuntime
 from .constraints import CodeConstraints
-from .errors import CodeExecutionError, CodeResourceError, CodeRuntimeError, CodeSyntaxError, CodeTimeoutError, SandboxError
+from .errors import (
+    CodeExecutionError,
+    CodeResourceError,
+    CodeRuntimeError,
+    CodeSyntaxError,
+    CodeTimeoutError,
+    SandboxError,
+)
 from .execution import CodeExecution
 from .sandbox.bootstrap import RUNNER_PATH, build_bootstrap, compiled_runner, runner_limits
 from .sandbox.bwrap import Interpreter, bwrap_argv, find_bwrap, interpreter_flags, probe_interpreter, sandbox_env
@@ -61,6 +68,7 @@ PYTHON_CONSTRAINTS = CodeConstraints(
         "import normally; /tmp and the working directory are private and small; there is no network."
     )
 )
+
 
 class _PythonRun(RunnerDriver):
     """The host state behind one CodeExecution: the process, its channel, the clock."""

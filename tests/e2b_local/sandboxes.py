@@ -385,7 +385,17 @@ class SandboxRegistry:
                 argv += ["--symlink", os.readlink(d), d]
             elif os.path.isdir(d):
                 argv += ["--ro-bind", d, d]
-        argv += ["--ro-bind", "/etc", "/etc", "--ro-bind", self.passwd, "/etc/passwd", "--ro-bind", self.group, "/etc/group"]
+        argv += [
+            "--ro-bind",
+            "/etc",
+            "/etc",
+            "--ro-bind",
+            self.passwd,
+            "/etc/passwd",
+            "--ro-bind",
+            self.group,
+            "/etc/group",
+        ]
         argv += ["--proc", "/proc", "--dev", "/dev", "--bind", sbx.home, HOME, "--bind", sbx.tmp, "/tmp"]
         if uid == 0:
             argv += ["--dir", "/root"]

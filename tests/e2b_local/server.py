@@ -215,12 +215,16 @@ class LocalE2B:
         if path == "/process.Process/Connect":
             return await self.stream(request, sbx, start=False, user=user)
         method = path.rsplit("/", 1)[-1]
-        handler = {
-            "SendInput": self.send_input,
-            "CloseStdin": self.close_stdin,
-            "SendSignal": self.send_signal,
-            "List": self.list_processes,
-        }.get(method) if path.startswith("/process.Process/") else None
+        handler = (
+            {
+                "SendInput": self.send_input,
+                "CloseStdin": self.close_stdin,
+                "SendSignal": self.send_signal,
+                "List": self.list_processes,
+            }.get(method)
+            if path.startswith("/process.Process/")
+            else None
+        )
         if handler is None:
             return rpc.unary_error(ConnectError("unimplemented", f"{path} is not implemented by the local server"))
         try:
@@ -430,4 +434,3 @@ async def serve(host: str, port: int, root: str, *, envd_version: str, api_key: 
     finally:
         await runner.cleanup()
         await server.registry.close()
-

@@ -62,7 +62,9 @@ lookup(str(random.randint(1, 10**9)))
 """
 
 
-async def record(rt: CodeRuntime, code: str, determinism: Determinism | None) -> tuple[ExecutionResult, list[JournalEntry]]:
+async def record(
+    rt: CodeRuntime, code: str, determinism: Determinism | None
+) -> tuple[ExecutionResult, list[JournalEntry]]:
     """Run to the end, answering every call (len(key) + 100) and journaling it."""
     journal: list[JournalEntry] = []
     execution = await rt.execute(code, functions=TOOLS, determinism=determinism)
@@ -162,5 +164,3 @@ async def test_a_replayed_call_still_differs_when_the_code_does() -> None:
         tampered = [journal[0].model_copy(update={"args": ["zz"]})]
         with pytest.raises(NonDeterminismError):
             await replayed(runtime, "import random\nlookup(random.choice('abc'))", tampered, Determinism(seed=3))
-
-
