@@ -91,7 +91,9 @@ class LocalE2B:
         try:
             body = await request.json()
         except ValueError:
-            raise web.HTTPBadRequest(text='{"code":400,"message":"body is not JSON"}', content_type="application/json")
+            raise web.HTTPBadRequest(
+                text='{"code":400,"message":"body is not JSON"}', content_type="application/json"
+            ) from None
         return body if isinstance(body, dict) else {}
 
     def _sandbox_json(self, sbx: Sandbox) -> dict[str, Any]:
