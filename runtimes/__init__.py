@@ -36,7 +36,7 @@ from .signatures import (
     signature_from_callable,
     signature_from_json_schema,
 )
-from .types import CheckpointTier, ExecutionLimits, ExecutionResult, FunctionCall, RuntimeCapabilities
+from .types import CheckpointTier, Determinism, ExecutionLimits, ExecutionResult, FunctionCall, RuntimeCapabilities
 
 #: name -> "module:Class", imported on first use so optional vendors stay optional.
 RUNTIMES: dict[str, str] = {
@@ -74,6 +74,7 @@ __all__ = [
     "CodeSyntaxError",
     "CodeTimeoutError",
     "CodeTypeError",
+    "Determinism",
     "ExecutionLimits",
     "ExecutionProtocolError",
     "ExecutionResult",

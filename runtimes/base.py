@@ -9,7 +9,7 @@ from typing import Any
 from .constraints import FULL_PYTHON, CodeConstraints, build_code_mode_prompt
 from .execution import CodeExecution
 from .signatures import FunctionsSpec, ToolSignature, normalize_functions
-from .types import ExecutionLimits, RuntimeCapabilities
+from .types import Determinism, ExecutionLimits, RuntimeCapabilities
 
 
 class CodeRuntime(ABC):
@@ -29,10 +29,15 @@ class CodeRuntime(ABC):
         functions: FunctionsSpec,
         inputs: Mapping[str, Any] | None = None,
         limits: ExecutionLimits | None = None,
+        determinism: Determinism | None = None,
     ) -> CodeExecution:
         """Start ``code`` with ``functions`` callable from it. Raises ``CodeSyntaxError`` /
         ``CodeTypeError`` / ``CapabilityError`` when the code cannot start; errors while
-        running surface from ``next()``."""
+        running surface from ``next()``.
+
+        ``determinism``: the seed and clock the code sees (see ``Determinism``). Pass the
+        same value when the run is rebuilt by journal replay; None derives a seed from the
+        code and inputs and leaves the real clock."""
 
     async def type_check(self, code: str, signatures: FunctionsSpec) -> None:
         """Check ``code`` against the tool stubs; raises ``CodeTypeError``. No-op by default."""

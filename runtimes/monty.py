@@ -43,7 +43,7 @@ from .errors import (
 )
 from .execution import Blocked, CallOutcome, CodeExecution, Step
 from .signatures import FunctionsSpec, ToolSignature, normalize_functions, render_stubs
-from .types import CheckpointTier, ExecutionLimits, ExecutionResult, FunctionCall, RuntimeCapabilities
+from .types import CheckpointTier, Determinism, ExecutionLimits, ExecutionResult, FunctionCall, RuntimeCapabilities
 
 log = logging.getLogger(__name__)
 
@@ -192,8 +192,10 @@ class _MontyRun:
         *,
         code: str | None = None,
         tool_calls: int = 0,
+        determinism: Determinism | None = None,
     ) -> None:
         self.code = code
+        self.determinism = determinism
         self.runtime = runtime
         self.session = session
         self.signatures = signatures
@@ -351,6 +353,7 @@ class _MontyRun:
             "tool_calls": self.tool_calls,
             "stdout_bytes": self.sink.used,
             "code": self.code,
+            "determinism": self.determinism.model_dump(mode="json") if self.determinism else None,
         }
         return encode_checkpoint("monty", MONTY_VERSION, meta, self.snap.dump())
 
@@ -481,6 +484,19 @@ class MontyRuntime(CodeRuntime):
             raise map_monty_error(err) from None
         return session
 
+    def _determinism_policy(self, determinism: Determinism | None) -> dict[str, Any] | None:
+        """Monty's own ``os_policy`` for a ``Determinism``: a seeded ``random`` and a clock
+        frozen at ``epoch`` (None: the runtime's policy, the worker's entropy and clock)."""
+        if determinism is None:
+            return None
+        import datetime
+
+        policy = dict(self._os_policy or {})
+        policy["random_start"] = {"seed": determinism.seed}
+        if determinism.epoch is not None:
+            policy["datetime"] = datetime.datetime.fromtimestamp(determinism.epoch, tz=datetime.timezone.utc)
+        return policy
+
     async def execute(
         self,
         code: str,
@@ -488,13 +504,19 @@ class MontyRuntime(CodeRuntime):
         functions: FunctionsSpec,
         inputs: Mapping[str, Any] | None = None,
         limits: ExecutionLimits | None = None,
+        determinism: Determinism | None = None,
     ) -> CodeExecution:
         limits = limits or ExecutionLimits()
         signatures = normalize_functions(functions)
         stubs = _type_check_stubs(signatures, inputs)
-        session = await self._checkout(limits=limits, stubs=stubs, type_check=self.type_check_enabled)
+        session = await self._checkout(
+            limits=limits,
+            stubs=stubs,
+            type_check=self.type_check_enabled,
+            os_policy=self._determinism_policy(determinism),
+        )
         sink = _StdoutSink(limits.max_stdout_bytes)
-        run = _MontyRun(self, session, signatures, limits, sink, code=code)
+        run = _MontyRun(self, session, signatures, limits, sink, code=code, determinism=determinism)
         try:
             started = session.feed_start(code, inputs=dict(inputs or {}), print_callback=sink)
         except pm.MontyError as err:  # refused before running: an input value Monty cannot hold
@@ -554,13 +576,23 @@ class MontyRuntime(CodeRuntime):
                 cid: CallOutcome(a["kind"], value=a["value"], exc_type=a["exc_type"], message=a["message"])
                 for cid, a in meta.get("answers", {}).items()
             }
+            determinism = Determinism.model_validate(meta["determinism"]) if meta.get("determinism") else None
         except (KeyError, TypeError, ValueError):
             log.warning("refusing a Monty checkpoint with an unreadable header")
             return None
         sink = _StdoutSink(limits.max_stdout_bytes, already=int(meta.get("stdout_bytes", 0)))
-        session = await self._checkout(limits=limits, stubs=None, type_check=False)
+        session = await self._checkout(
+            limits=limits, stubs=None, type_check=False, os_policy=self._determinism_policy(determinism)
+        )
         run = _MontyRun(
-            self, session, signatures, limits, sink, code=meta.get("code"), tool_calls=int(meta.get("tool_calls", 0))
+            self,
+            session,
+            signatures,
+            limits,
+            sink,
+            code=meta.get("code"),
+            tool_calls=int(meta.get("tool_calls", 0)),
+            determinism=determinism,
         )
         try:
             run.snap = await session.load_snapshot(payload, print_callback=sink)

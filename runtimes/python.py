@@ -27,14 +27,12 @@ runtime options; ``/tmp`` and ``/sandbox`` are size-capped tmpfs. Isolation: see
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import shutil
 import signal
 import sys
 import tempfile
-import time
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -47,26 +45,18 @@ from .errors import (
     CodeRuntimeError,
     CodeSyntaxError,
     CodeTimeoutError,
-    ExecutionProtocolError,
     SandboxError,
 )
-from .execution import Blocked, CallOutcome, CodeExecution, Step
+from .execution import CodeExecution
 from .sandbox.bootstrap import RUNNER_PATH, build_bootstrap, compiled_runner, runner_limits
-from .sandbox.bwrap import Interpreter, bwrap_argv, find_bwrap, probe_interpreter, sandbox_env
-from .sandbox.process import SandboxProcess, exit_signal
+from .sandbox.bwrap import Interpreter, bwrap_argv, find_bwrap, interpreter_flags, probe_interpreter, sandbox_env
+from .sandbox.driver import RunnerDriver, code_error
+from .sandbox.process import OutputSink, SandboxProcess, exit_signal
 from .sandbox.seccomp import filter_program
 from .signatures import FunctionsSpec, ToolSignature, normalize_functions
-from .transports import CallbackChannel, CallbackTransport, MessageTooLarge, get_transport
-from .transports.protocol import (
-    MAX_MESSAGE_BYTES,
-    BlockedMessage,
-    CallMessage,
-    DoneMessage,
-    ErrorMessage,
-    ReadyMessage,
-    SandboxMessage,
-)
-from .types import CheckpointTier, ExecutionLimits, ExecutionResult, FunctionCall, RuntimeCapabilities
+from .transports import CallbackChannel, CallbackTransport, get_transport
+from .transports.protocol import ErrorMessage, ReadyMessage
+from .types import CheckpointTier, Determinism, ExecutionLimits, RuntimeCapabilities
 
 log = logging.getLogger(__name__)
 
@@ -79,73 +69,29 @@ PYTHON_CONSTRAINTS = CodeConstraints(
     )
 )
 
-_ERRORS: dict[str, type[CodeExecutionError]] = {
-    "syntax": CodeSyntaxError,
-    "runtime": CodeRuntimeError,
-    "timeout": CodeTimeoutError,
-    "resource": CodeResourceError,
-}
 
-
-class _ComputeClock:
-    """Compute time used by the code: runs while the sandbox runs, paused while it waits for
-    the host (a sync call, or a ``blocked`` report)."""
-
-    def __init__(self, limit: float) -> None:
-        self.limit = limit
-        self.used = 0.0
-        self.since: float | None = None
-        self.resumed = asyncio.Event()
-
-    @property
-    def running(self) -> bool:
-        return self.since is not None
-
-    def resume(self) -> None:
-        if self.since is None:
-            self.since = time.monotonic()
-            self.resumed.set()
-
-    def pause(self) -> None:
-        if self.since is not None:
-            self.used += time.monotonic() - self.since
-            self.since = None
-            self.resumed.clear()
-
-    def elapsed(self) -> float:
-        return self.used + (time.monotonic() - self.since if self.since is not None else 0.0)
-
-
-class _PythonRun:
+class _PythonRun(RunnerDriver):
     """The host state behind one CodeExecution: the process, its channel, the clock."""
 
+    runtime_name = "python"
+
     def __init__(self, runtime: PythonRuntime, signatures: dict[str, ToolSignature], limits: ExecutionLimits) -> None:
+        super().__init__(signatures, limits, kill_grace=runtime.kill_grace)
         self.runtime = runtime
-        self.signatures = signatures
-        self.limits = limits
-        self.clock = _ComputeClock(limits.timeout_seconds)
-        self.channel: CallbackChannel | None = None
         self.process: SandboxProcess | None = None
-        self.outstanding: dict[str, FunctionCall] = {}
-        self.seen: set[str] = set()
-        self.tool_calls = 0
-        self.ready = False
-        self.done = False  # the runner sent its final message and is exiting
-        self.timed_out = False
-        self.failed: BaseException | None = None
-        self.closed = False
         self._workdir: str | None = None
-        self._tasks: list[asyncio.Task[Any]] = []
+        self._no_output = OutputSink(0)
 
     # -- start --------------------------------------------------------------------------
 
-    async def start(self, code: str, inputs: Mapping[str, Any] | None) -> None:
+    async def start(self, code: str, inputs: Mapping[str, Any] | None, determinism: Determinism | None) -> None:
         rt = self.runtime
+        determinism = determinism or Determinism.derived(code, inputs)
         interpreter = await asyncio.to_thread(probe_interpreter, rt.python)
         self.channel = channel = await rt.transport.open(sandboxed=rt.isolation == "bwrap", network=rt.network)
-        self.process = process = await self._launch(interpreter, channel)
+        self.process = process = await self._launch(interpreter, channel, determinism.hash_seed)
         channel.attach(process.proc)
-        self._tasks.append(asyncio.create_task(self._watch_exit()))
+        self.tasks.append(asyncio.create_task(self._watch_exit()))
         boot = build_bootstrap(
             code,
             self.signatures,
@@ -153,26 +99,27 @@ class _PythonRun:
             limits=runner_limits(self.limits, processes=rt.max_processes, file_bytes=rt.max_file_bytes),
             transport=channel.params,
             sys_path=list(interpreter.site_packages) if rt.site_packages else [],
+            determinism=determinism,
         )
         await process.send_line(boot.line())
         if not channel.uses_stdio:
             process.close_stdin()
         try:
-            msg = await asyncio.wait_for(self._receive(), rt.startup_timeout)
+            msg = await asyncio.wait_for(self.receive(), rt.startup_timeout)
         except asyncio.TimeoutError:
             raise SandboxError(f"the sandbox did not start within {rt.startup_timeout:g} s") from None
         if isinstance(msg, ReadyMessage):
             self.ready = True
             self.clock.resume()
-            self._tasks.append(asyncio.create_task(self._watchdog()))
+            self.start_watchdog()
             return
         if isinstance(msg, ErrorMessage):
-            raise _code_error(msg)
+            raise code_error(msg)
         if msg is None:
-            raise await self._death_error()
+            raise await self.death_error()
         raise SandboxError(f"the sandbox sent {msg.type!r} before 'ready'")
 
-    async def _launch(self, interpreter: Interpreter, channel: CallbackChannel) -> SandboxProcess:
+    async def _launch(self, interpreter: Interpreter, channel: CallbackChannel, hash_seed: int) -> SandboxProcess:
         """Start the runner: inside bubblewrap (with the seccomp filter on an inherited
         pipe), or as a bare process in a private temporary directory."""
         rt = self.runtime
@@ -199,12 +146,13 @@ class _PythonRun:
                 tmp_bytes=rt.tmpfs_bytes,
                 home_bytes=rt.tmpfs_bytes,
                 seccomp_fd=pass_fds[0] if pass_fds else None,
+                hash_seed=hash_seed,
             )
             env, cwd = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, "/"
         else:
             self._workdir = cwd = tempfile.mkdtemp(prefix="codemode-run-")
-            argv = [interpreter.executable, "-I", "-S", str(runner)]
-            env = sandbox_env(home=cwd, tmp=cwd)
+            argv = [interpreter.executable, *interpreter_flags(interpreter, hash_seed=hash_seed), str(runner)]
+            env = sandbox_env(home=cwd, tmp=cwd, hash_seed=hash_seed)
         try:
             return await SandboxProcess.spawn(
                 argv,
@@ -224,110 +172,7 @@ class _PythonRun:
         await self.process.proc.wait()
         self.channel.sandbox_exited()
 
-    async def _watchdog(self) -> None:
-        """Backstop for code that ignores the runner's own timeout: kill the sandbox
-        ``kill_grace`` seconds after the compute-time limit."""
-        deadline = self.limits.timeout_seconds + self.runtime.kill_grace
-        while True:
-            if not self.clock.running:
-                await self.clock.resumed.wait()
-                continue
-            left = deadline - self.clock.elapsed()
-            if left <= 0:
-                self.timed_out = True
-                assert self.process is not None
-                self.process.kill()
-                return
-            await asyncio.sleep(left)
-
-    # -- events -------------------------------------------------------------------------
-
-    async def _receive(self) -> SandboxMessage | None:
-        assert self.channel is not None
-        try:
-            return await self.channel.receive()
-        except MessageTooLarge:
-            raise CodeResourceError(
-                f"the code sent a value over {MAX_MESSAGE_BYTES} bytes (a tool argument or the output)",
-                error_type="ResourceError",
-            ) from None
-
-    async def _fail(self, err: BaseException) -> BaseException:
-        self.failed = err
-        await self.close()
-        return err
-
-    async def advance(self) -> Step:
-        if self.failed is not None:
-            raise ExecutionProtocolError(f"the execution already failed: {self.failed}")
-        waiting = tuple(cid for cid, c in self.outstanding.items() if not c.concurrent)
-        if waiting:  # a sync call: the code cannot do anything until it is answered
-            return Blocked(waiting)
-        while True:
-            try:
-                msg = await self._receive()
-            except (CodeExecutionError, SandboxError) as err:
-                raise await self._fail(err) from None
-            assert self.process is not None
-            self.process.drain_output()  # what the code printed before this message
-            if isinstance(msg, CallMessage):
-                step = await self._on_call(msg)
-                if step is not None:
-                    return step
-            elif isinstance(msg, BlockedMessage):
-                ids = tuple(msg.waiting)
-                # A report sent before the host answered one of these calls is stale:
-                # the code has moved on and will report again if it blocks.
-                if ids and all(i in self.outstanding for i in ids):
-                    self.clock.pause()
-                    return Blocked(ids)
-            elif isinstance(msg, DoneMessage):
-                return await self._on_done(msg)
-            elif isinstance(msg, ErrorMessage):
-                self.done = True
-                raise await self._fail(_code_error(msg))
-            elif msg is None:
-                raise await self._fail(await self._death_error())
-            else:
-                raise await self._fail(SandboxError(f"unexpected {msg.type!r} message from the sandbox"))
-
-    async def _on_call(self, msg: CallMessage) -> FunctionCall | None:
-        self.clock.resume()
-        if msg.call_id in self.seen:
-            raise await self._fail(SandboxError(f"the sandbox reused call id {msg.call_id!r}"))
-        self.seen.add(msg.call_id)
-        self.tool_calls += 1
-        if self.tool_calls > self.limits.max_tool_calls:
-            raise await self._fail(
-                CodeResourceError(
-                    f"too many tool calls: the limit is {self.limits.max_tool_calls}",
-                    error_type="ResourceError",
-                    line=msg.line,
-                )
-            )
-        call = msg.call()
-        self.outstanding[call.call_id] = call
-        if not call.concurrent:
-            self.clock.pause()
-        return call
-
-    async def _on_done(self, msg: DoneMessage) -> ExecutionResult:
-        assert self.process is not None
-        self.clock.pause()
-        self.done = True
-        await self.process.wait_output(2.0)  # everything printed before the runner exited
-        output = self.process.output
-        result = ExecutionResult(
-            output=msg.output,
-            stdout=output.text(),
-            stdout_truncated=output.truncated,
-            duration_ms=self.clock.used * 1000,
-            tool_calls=self.tool_calls,
-        )
-        await self.close()
-        return result
-
-    async def _death_error(self) -> CodeExecutionError | SandboxError:
+    async def death_error(self) -> CodeExecutionError | SandboxError:
         """Why the process vanished without a final message."""
         assert self.process is not None
         code = await self.process.proc.wait()
@@ -359,56 +204,34 @@ class _PythonRun:
             traceback=tail or None,
         )
 
-    async def answer(self, call_id: str, outcome: CallOutcome) -> None:
-        assert self.channel is not None
-        if self.closed:
-            raise ExecutionProtocolError("the execution is closed")
-        self.outstanding.pop(call_id, None)
-        self.clock.resume()
-        await self.channel.send_answer(call_id, outcome)
+    # -- driver hooks -------------------------------------------------------------------
 
-    # -- teardown -----------------------------------------------------------------------
+    @property
+    def output(self) -> OutputSink:
+        return self.process.output if self.process is not None else self._no_output
 
-    async def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        self.clock.pause()
-        current = asyncio.current_task()
-        for task in self._tasks:
-            if task is not current:
-                task.cancel()
+    def drain_output(self) -> None:
+        assert self.process is not None
+        self.process.drain_output()  # what the code printed before this message
+
+    async def wait_output(self, timeout: float) -> None:
+        assert self.process is not None
+        await self.process.wait_output(timeout)
+
+    async def kill_for_timeout(self) -> None:
+        assert self.process is not None
+        self.process.kill()
+
+    async def release(self) -> None:
         try:
             if self.process is not None:
                 await self.process.aclose(grace=0.5 if self.done else 0.0)
         finally:
             if self.channel is not None:
                 await self.channel.aclose()
-            for task in self._tasks:
-                if task is not current:
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await task
             if self._workdir is not None:
                 shutil.rmtree(self._workdir, ignore_errors=True)
             self.runtime._live.discard(self)
-
-    def execution(self) -> CodeExecution:
-        return CodeExecution(
-            advance=self.advance,
-            answer=self.answer,
-            dump=None,
-            close=self.close,
-            runtime="python",
-            read_stdout=self.read_stdout,
-        )
-
-    def read_stdout(self) -> str:
-        return self.process.output.text() if self.process is not None else ""
-
-
-def _code_error(msg: ErrorMessage) -> CodeExecutionError:
-    cls = _ERRORS.get(msg.kind, CodeRuntimeError)
-    return cls(msg.message, error_type=msg.error_type, line=msg.line, traceback=msg.traceback)
 
 
 class PythonRuntime(CodeRuntime):
@@ -489,11 +312,12 @@ class PythonRuntime(CodeRuntime):
         functions: FunctionsSpec,
         inputs: Mapping[str, Any] | None = None,
         limits: ExecutionLimits | None = None,
+        determinism: Determinism | None = None,
     ) -> CodeExecution:
         run = _PythonRun(self, normalize_functions(functions), limits or ExecutionLimits())
         self._live.add(run)
         try:
-            await run.start(code, inputs)
+            await run.start(code, inputs, determinism)
         except BaseException:
             await run.close()
             raise

@@ -7,8 +7,29 @@ runtime (Monty too) because it only drives the ``CodeExecution`` protocol.
 
 Each call the code makes is matched to the journal **by call id** (runtimes number calls
 deterministically) and must have the recorded function name, args and kwargs (compared
-as JSON), else ``NonDeterminismError``: the code read a clock, randomness or the
-environment, and its history no longer describes it.
+as JSON), else ``NonDeterminismError``: the code read something that changed (the OS's
+entropy, a monotonic clock, the environment, a file), and its history no longer describes
+it.
+
+What is replay-safe. Randomness and the wall clock are, when the replay runs with the
+``Determinism`` the original run had (``CodeRuntime.execute(..., determinism=)``): the
+``random`` module, unseeded ``random.Random()``, ``uuid.uuid4()`` and the order of a
+``set`` of strings come from its seed; ``time.time()``, ``datetime.now()``,
+``date.today()`` and friends read a virtual clock that starts at its ``epoch``. Without a
+``Determinism`` the seed derives from the code and its inputs (random stays replay-safe)
+and the clock is the real one (not replay-safe). Never replay-safe: ``os.urandom``,
+``secrets``, ``random.SystemRandom``, ``uuid.uuid1()``, ``time.monotonic()`` /
+``perf_counter()`` / ``loop.time()``, environment variables, files, the network,
+``numpy.random`` and other generators of their own, and anything that depends on how
+threads are scheduled. The rule for code: anything from outside that must not change on
+a replay comes through a tool, whose result is journaled.
+
+Why seed and freeze rather than record every value in the journal: a seed and an epoch
+are two numbers per execution, where recording would add an entry per draw (a loop of a
+million ``random()`` calls) to a history Temporal caps at 2 MB per payload; they need no
+change to ``JournalEntry``; and they are what Temporal does for workflow code itself
+(``workflow.random()``, ``workflow.now()``). The price: the clock does not follow real
+time (a run parked for a day reads its ``epoch`` plus microseconds after the approval).
 
 Calls the journal does not hold are the first event beyond it; ``replay`` returns them
 (still pending on the execution) or the ``ExecutionResult``, exactly what ``next_batch()``

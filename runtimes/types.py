@@ -88,6 +88,55 @@ class ExecutionLimits(BaseModel):
     max_stdout_bytes: int = 1024 * 1024
 
 
+class Determinism(BaseModel):
+    """What the code sees of randomness and of the wall clock, fixed for one execution so
+    that a journal replay (a fresh process answered from recorded results) makes the same
+    calls as the original run. Temporal's own answer for workflow code: a seed and a time
+    taken from history (``workflow.random()``, ``workflow.now()``), never the worker's.
+
+    Runtimes that run our runner (python, e2b) apply it like this:
+
+    * ``seed``: the ``random`` module is seeded with it; an unseeded ``random.Random()``
+      gets a seed drawn from it; ``uuid.uuid4()`` draws from it; and ``PYTHONHASHSEED``
+      derives from it, so iterating a ``set`` of strings has the same order every run.
+    * ``epoch`` (Unix seconds): ``time.time()``, ``time.time_ns()``, ``datetime.now()``,
+      ``utcnow()``, ``today()``, ``date.today()`` and ``time.localtime()`` /
+      ``gmtime()`` / ``ctime()`` / ``asctime()`` / ``strftime()`` without an argument read
+      a clock that starts at ``epoch`` and advances by one microsecond per read (so it
+      never stands still and never repeats) and by the length of each ``time.sleep()``.
+      It does not follow real time: a run parked for a day still reads ``epoch`` plus a
+      few microseconds. None leaves the real clock (not replay-safe).
+
+    Not covered (not replay-safe): ``time.monotonic()`` / ``perf_counter()`` /
+    ``process_time()`` and ``loop.time()`` (durations are real), ``os.urandom``,
+    ``secrets``, ``random.SystemRandom``, ``uuid.uuid1()``, the environment, files, the
+    network, thread scheduling, and third-party generators (``numpy.random``). Monty
+    honours ``seed`` and ``epoch`` through its ``os_policy`` (its clock is frozen at
+    ``epoch``, monotonic clocks included).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    seed: int = Field(ge=0, lt=2**63)
+    epoch: float | None = None
+
+    @classmethod
+    def derived(cls, code: str, inputs: Any = None) -> Determinism:
+        """The default when the caller passes none: a seed from the code and its inputs (the
+        same on every replay of this execution, but also for another execution of the same
+        code and inputs), and the real clock."""
+        import hashlib
+        import json
+
+        text = json.dumps([code, inputs], sort_keys=True, default=repr, separators=(",", ":"))
+        return cls(seed=int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") >> 1)
+
+    @property
+    def hash_seed(self) -> int:
+        """``PYTHONHASHSEED`` for this execution (1 .. 2**32 - 1; 0 would mean "disabled")."""
+        return self.seed % 4294967295 + 1
+
+
 class CheckpointTier(IntEnum):
     """How a parked execution survives (see DESIGN.md)."""
 

@@ -1,8 +1,9 @@
-"""The sandbox side of runtimes that run real CPython (local bubblewrap now; E2B and Docker
-reuse the same runner):
+"""The sandbox side of runtimes that run real CPython (local bubblewrap and E2B run the same
+runner; Docker would too):
 
 * ``runner.py``: the standard-library-only program that runs inside the sandbox;
 * ``bootstrap.py``: what the host sends it first (code, tool stubs, inputs, limits);
+* ``driver.py``: the host side of the runner's protocol, shared by those runtimes;
 * ``bwrap.py``: the bubblewrap command line that jails it;
 * ``process.py``: spawning, output capping, killing and reaping the process.
 """

@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 
 from ..signatures import ToolSignature
 from ..transports.protocol import jsonable
-from ..types import ExecutionLimits
+from ..types import Determinism, ExecutionLimits
 
 #: The runner on the host; bubblewrap mounts it read-only, a remote sandbox uploads it.
 RUNNER_PATH = Path(__file__).with_name("runner.py")
@@ -89,6 +89,11 @@ class Bootstrap(BaseModel):
     transport: dict[str, Any]
     #: Added to ``sys.path`` (the interpreter runs with ``-S``: site-packages without .pth files).
     sys_path: list[str] = Field(default_factory=list)
+    #: The seed and clock the code sees (``runtimes.types.Determinism``); None: the real ones.
+    determinism: Determinism | None = None
+    #: Mark the output stream before each message (``output-mark`` in the runner) for hosts
+    #: that receive the output and the protocol on two streams with no order between them.
+    output_marks: bool = False
 
     def line(self) -> bytes:
         return self.model_dump_json().encode() + b"\n"
@@ -129,6 +134,8 @@ def build_bootstrap(
     limits: RunnerLimits,
     transport: dict[str, Any],
     sys_path: list[str],
+    determinism: Determinism | None = None,
+    output_marks: bool = False,
 ) -> Bootstrap:
     return Bootstrap(
         code=code,
@@ -137,4 +144,6 @@ def build_bootstrap(
         limits=limits,
         transport=transport,
         sys_path=sys_path,
+        determinism=determinism,
+        output_marks=output_marks,
     )

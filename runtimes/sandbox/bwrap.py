@@ -141,9 +141,9 @@ def _covered(path: str, roots: Iterable[str]) -> bool:
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
-def sandbox_env(*, home: str, tmp: str) -> dict[str, str]:
+def sandbox_env(*, home: str, tmp: str, hash_seed: int | None = None) -> dict[str, str]:
     """The whole environment of the sandboxed code: nothing of the worker's."""
-    return {
+    env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": home,
         "TMPDIR": tmp,
@@ -157,6 +157,20 @@ def sandbox_env(*, home: str, tmp: str) -> dict[str, str]:
         # Each glibc malloc arena reserves 64 MB of address space; RLIMIT_AS counts it.
         "MALLOC_ARENA_MAX": "2",
     }
+    if hash_seed is not None:
+        env["PYTHONHASHSEED"] = str(hash_seed)
+    return env
+
+
+def interpreter_flags(interpreter: Interpreter, *, hash_seed: int | None) -> list[str]:
+    """How the runner's interpreter starts: ``-I -S`` (isolated: no environment, no user
+    site, no script directory on ``sys.path``; no site-packages). With a ``hash_seed`` the
+    environment must be read (``PYTHONHASHSEED`` has no command-line form), so ``-I``
+    becomes ``-s`` and ``-P`` (3.11+); the caller then sets the whole environment itself."""
+    if hash_seed is None:
+        return ["-I", "-S"]
+    major, minor = (int(x) for x in interpreter.version.split(".")[:2])
+    return ["-s", "-S", *(["-P"] if (major, minor) >= (3, 11) else [])]
 
 
 def bwrap_argv(
@@ -172,6 +186,7 @@ def bwrap_argv(
     home_bytes: int = 64 * 1024 * 1024,
     privileged: bool | None = None,
     seccomp_fd: int | None = None,
+    hash_seed: int | None = None,
 ) -> list[str]:
     """The full ``bwrap ... -- python -I -S runner.py`` command line.
 
@@ -179,6 +194,7 @@ def bwrap_argv(
     :param privileged: run bubblewrap as root without a user namespace and drop to
         uid 65534 in the runner; default: whether this process is root.
     :param seccomp_fd: an fd holding ``seccomp.filter_program()`` (pass it to the child).
+    :param hash_seed: ``PYTHONHASHSEED`` of the runner (``Determinism.hash_seed``).
     """
     if privileged is None:
         privileged = os.geteuid() == 0
@@ -246,11 +262,11 @@ def bwrap_argv(
         ro_bind(src, dst)
     argv += ["--proc", "/proc", "--dev", "/dev"]
     argv += ["--remount-ro", "/", "--chdir", SANDBOX_HOME, "--clearenv"]
-    for key, value in sandbox_env(home=SANDBOX_HOME, tmp=SANDBOX_TMP).items():
+    for key, value in sandbox_env(home=SANDBOX_HOME, tmp=SANDBOX_TMP, hash_seed=hash_seed).items():
         argv += ["--setenv", key, value]
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]
-    argv += ["--", interpreter.executable, "-I", "-S", runner_inside]
+    argv += ["--", interpreter.executable, *interpreter_flags(interpreter, hash_seed=hash_seed), runner_inside]
     if privileged:
         argv += ["--drop-to", f"{SANDBOX_UID}:{SANDBOX_GID}"]
     argv += list(command_args)

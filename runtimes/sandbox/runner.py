@@ -1,7 +1,9 @@
 """The sandbox side of the real-CPython runtime: one file, standard library only.
 
-The host copies (or bind-mounts) this file into the sandbox and runs it with
-``python -I -S runner.py [--drop-to UID:GID]``. It reads one JSON line (the bootstrap) on
+The host copies (or bind-mounts, or uploads) this file into the sandbox and runs it with
+``python -I -S runner.py [--drop-to UID:GID]`` (``-s -S -P`` with ``PYTHONHASHSEED`` set
+when the execution has a seed; plain ``python3 runner.py`` in an E2B sandbox, whose
+packages the code may use). It reads one JSON line (the bootstrap) on
 stdin, defines one stub per host tool, runs the user's code and talks to the host over a
 callback channel:
 
@@ -16,6 +18,23 @@ Either way, everything the code prints goes to fd 2, which the host drains with 
 Messages to the host: ``ready``, ``call``, ``blocked``, ``done``, ``error`` (see
 ``runtimes/transports/protocol.py``, which validates them on the host). Answers from the
 host: ``{"type": "answer", "call_id", "ok", "value" | "exc_type" + "message"}``.
+
+Two additions for hosts that reach the runner through a provider's API (E2B), stdio only:
+
+* **output marks** (bootstrap ``output_marks``): before each message the runner flushes
+  the code's output and writes ``\x1ecm:N\x1f`` on it, and the message carries
+  ``"mark": N``, so a host that receives output and protocol on two unordered streams
+  can wait for the output that preceded a message.
+* **sync**: ``{"type": "sync", "nonce"}`` from the host, answered at once from the reader
+  thread with ``{"type": "synced", "nonce", "calls", "waiting"}``: call ids issued so far
+  and those without an answer. A host re-attaching after a gap (output emitted while
+  nobody listened is lost) trusts the runner only if that matches its checkpoint. A sync
+  never changes the runner's state, so it is safe to repeat.
+
+Determinism (bootstrap ``determinism``, ``runtimes.types.Determinism``): ``random`` and
+``uuid.uuid4`` are seeded per execution when first imported, and with an ``epoch`` the
+wall clock (``time.time``, ``datetime.now`` ...) is a virtual one, so that a journal
+replay of the same code makes the same calls.
 
 Sync tools block the calling thread until the host answers. ``async def`` tools return a
 coroutine: each call is sent when its task first runs, so ``asyncio.gather(f(1), f(2))``
@@ -239,13 +258,28 @@ class _Channel:
 
 
 class StdioChannel(_Channel):
-    """JSON lines on private duplicates of the original stdin/stdout."""
+    """JSON lines on private duplicates of the original stdin/stdout.
 
-    def __init__(self, reader, write_fd: int) -> None:
+    ``marks``: before each message, flush the code's output and write an output mark
+    (``\x1ecm:N\x1f``) on it; the message carries ``"mark": N``. A host that receives the
+    output and the protocol as two streams with no order between them (E2B's envd reads
+    stdout and stderr separately) waits for mark N before handling message N, so
+    everything printed before a call is in the output when the call arrives.
+
+    A ``sync`` request (``{"type": "sync", "nonce"}``) is answered from the reader thread
+    with where the runner is: ``{"type": "synced", "nonce", "calls", "waiting"}`` (calls
+    made so far, calls still waiting for an answer). A host re-attaching to a runner it
+    did not watch (nothing emitted meanwhile reached it) checks that it is where the
+    checkpoint says before trusting it.
+    """
+
+    def __init__(self, reader, write_fd: int, marks: bool = False) -> None:
         super().__init__()
         self.reader = reader
         self.write_fd = write_fd
         self.write_lock = _thread.allocate_lock()
+        self.marks = marks
+        self.mark = 0
         _start_thread(self._read_loop)
 
     def send(self, msg) -> None:
@@ -255,6 +289,8 @@ class StdioChannel(_Channel):
         old = signal.pthread_sigmask(_SIG_BLOCK, _CLOCK_SIGNALS)
         try:
             with self.write_lock:
+                if self.marks and msg.get("type") != "synced":
+                    data = self._marked(msg, data)
                 view = memoryview(data)
                 while view:
                     n = os.write(self.write_fd, view)
@@ -262,14 +298,30 @@ class StdioChannel(_Channel):
         finally:
             signal.pthread_sigmask(_SIG_SETMASK, old)
 
+    def _marked(self, msg, data: bytes) -> bytes:
+        _flush_output()
+        self.mark += 1
+        try:
+            os.write(2, b"\x1ecm:%d\x1f" % self.mark)  # under PIPE_BUF: never split
+        except OSError:  # the code closed its output: nothing to wait for
+            return data
+        return _dumps(dict(msg, mark=self.mark)) + b"\n"
+
     def _read_loop(self) -> None:
         for line in self.reader:
             try:
                 msg = _loads(line)
             except ValueError:
                 continue
-            if isinstance(msg, dict) and msg.get("type") == "answer":
+            if not isinstance(msg, dict):
+                continue
+            kind = msg.get("type")
+            if kind == "answer":
                 self.deliver(msg)
+            elif kind == "sync":
+                with self.lock:
+                    calls, waiting = self.next_id, sorted(self.waiting, key=int)
+                self.send({"type": "synced", "nonce": msg.get("nonce"), "calls": calls, "waiting": waiting})
         os._exit(70)  # the host went away: nothing left to do
 
     def call_sync(self, msg):
@@ -613,6 +665,183 @@ def _syntax_error(exc: SyntaxError):
     }
 
 
+# -- replay-safe randomness and clock ------------------------------------------------------
+
+
+class _VirtualClock:
+    """The wall clock the code reads: ``epoch`` plus one microsecond per read plus the time
+    it slept. The same reads in the same order give the same values on every run."""
+
+    def __init__(self, epoch: float) -> None:
+        self.ns = int(round(epoch * 1e9))
+        self.lock = _thread.allocate_lock()
+
+    def now_ns(self) -> int:
+        with self.lock:
+            self.ns += 1000
+            return self.ns
+
+    def now(self) -> float:
+        return self.now_ns() / 1e9
+
+    def advance(self, seconds: float) -> None:
+        with self.lock:
+            self.ns += int(seconds * 1e9)
+
+
+def _install_determinism(spec) -> None:
+    """Seed randomness and (with an ``epoch``) virtualise the wall clock, per
+    ``runtimes.types.Determinism``. ``random``, ``uuid`` and ``datetime`` are patched when
+    first imported (importing them up front would cost start-up time)."""
+    seed = int(spec["seed"])
+    patches = {"random": lambda module: _seed_random(module, seed), "uuid": lambda module: _seed_uuid(module, seed)}
+    epoch = spec.get("epoch")
+    if epoch is not None:
+        clock = _VirtualClock(float(epoch))
+        _patch_time(clock)
+        patches["datetime"] = lambda module: _patch_datetime(module, clock)
+    finder = _PatchOnImport(patches)
+    for name in list(patches):
+        if name in sys.modules:
+            finder.apply(sys.modules[name])
+    sys.meta_path.insert(0, finder)
+
+
+class _PatchOnImport:
+    """A meta-path finder that lets the real finders load a module, then patches it."""
+
+    def __init__(self, patches) -> None:
+        self.patches = patches
+
+    def apply(self, module) -> None:
+        patch = self.patches.pop(module.__name__, None)
+        if patch is not None:
+            patch(module)
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in self.patches:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                if spec.loader is not None:
+                    spec.loader = _PatchingLoader(spec.loader, self)
+                return spec
+        return None
+
+
+class _PatchingLoader:
+    def __init__(self, loader, finder: _PatchOnImport) -> None:
+        self._loader = loader
+        self._finder = finder
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        self._loader.exec_module(module)
+        self._finder.apply(module)
+
+    def __getattr__(self, name):  # get_source, is_package, ... for tracebacks and inspect
+        return getattr(self._loader, name)
+
+
+def _seed_random(module, seed: int) -> None:
+    """``random`` draws from ``seed``; an unseeded ``Random()`` is seeded from it too
+    (``SystemRandom`` stays the OS's entropy)."""
+    base_seed = module.Random.seed
+    lock = _thread.allocate_lock()
+    made = [0]
+
+    def seed_(self, a=None, version=2):
+        if a is None:
+            with lock:
+                made[0] += 1
+                a = "codemode:%d:%d" % (seed, made[0])
+        base_seed(self, a, version)
+
+    seed_.__doc__ = base_seed.__doc__
+    module.Random.seed = seed_
+    module.seed(seed)
+
+
+def _seed_uuid(module, seed: int) -> None:
+    import random
+
+    rng = random.Random("codemode-uuid:%d" % seed)
+    lock = _thread.allocate_lock()
+    uuid_cls = module.UUID
+
+    def uuid4():
+        with lock:
+            bits = rng.getrandbits(128)
+        return uuid_cls(int=bits, version=4)
+
+    uuid4.__doc__ = module.uuid4.__doc__
+    module.uuid4 = uuid4
+
+
+def _patch_time(clock: _VirtualClock) -> None:
+    import time
+
+    real_sleep, real_localtime, real_gmtime = time.sleep, time.localtime, time.gmtime
+    real_ctime, real_asctime, real_strftime = time.ctime, time.asctime, time.strftime
+
+    def sleep(seconds):
+        real_sleep(seconds)
+        clock.advance(seconds)
+
+    def localtime(seconds=None):
+        return real_localtime(clock.now() if seconds is None else seconds)
+
+    def gmtime(seconds=None):
+        return real_gmtime(clock.now() if seconds is None else seconds)
+
+    def ctime(seconds=None):
+        return real_ctime(clock.now() if seconds is None else seconds)
+
+    def asctime(t=None):
+        return real_asctime(real_localtime(clock.now()) if t is None else t)
+
+    def strftime(format, t=None):
+        return real_strftime(format, real_localtime(clock.now()) if t is None else t)
+
+    time.time = clock.now
+    time.time_ns = clock.now_ns
+    time.sleep = sleep
+    time.localtime, time.gmtime, time.ctime, time.asctime, time.strftime = localtime, gmtime, ctime, asctime, strftime
+
+
+def _patch_datetime(module, clock: _VirtualClock) -> None:
+    """``datetime.now()`` / ``utcnow()`` read the clock (``today()`` and ``date.today()``
+    already call ``time.time()``). A subclass whose metaclass keeps ``isinstance`` true for
+    every real ``datetime``, as freezegun does."""
+    real = module.datetime
+    utc = module.timezone.utc
+
+    class _Meta(type):
+        def __instancecheck__(cls, obj):
+            return isinstance(obj, real)
+
+        def __subclasscheck__(cls, sub):
+            return issubclass(sub, real)
+
+    class datetime(real, metaclass=_Meta):
+        @classmethod
+        def now(cls, tz=None):
+            return cls.fromtimestamp(clock.now(), tz)
+
+        @classmethod
+        def utcnow(cls):
+            return cls.fromtimestamp(clock.now(), utc).replace(tzinfo=None)
+
+    datetime.__module__ = real.__module__
+    datetime.__doc__ = real.__doc__
+    module.datetime = datetime
+
+
 # -- set-up -----------------------------------------------------------------------------
 
 
@@ -710,7 +939,7 @@ def main(argv) -> None:
         os.close(write_fd)
         channel = HttpChannel(transport["url"], transport["token"], transport.get("unix_socket"))
     else:
-        channel = StdioChannel(reader, write_fd)
+        channel = StdioChannel(reader, write_fd, marks=bool(boot.get("output_marks")))
     sys.path.extend(p for p in boot.get("sys_path", []) if p not in sys.path)
 
     clock = _Clock(float(limits.get("timeout_seconds", 30.0)))
@@ -736,6 +965,8 @@ def main(argv) -> None:
         is_coroutine = bool(code_obj.co_flags & 0x80)  # inspect.CO_COROUTINE
         if is_coroutine or "asyncio" in code or any(f.get("is_async") for f in functions):
             runner.install_event_loop_policy()
+        if boot.get("determinism"):
+            _install_determinism(boot["determinism"])
         _RESERVE.append(bytearray(4 << 20))
         channel.send({"type": "ready"})
         msg = _run(code_obj, namespace, clock, is_coroutine)

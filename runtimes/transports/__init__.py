@@ -1,7 +1,8 @@
 """Callback transports: how sandboxed code that cannot be paused calls the host.
 
-``StdioTransport`` (JSON lines on the process pipes) and ``HttpCallbackTransport`` (an
-aiohttp server on a unix socket or loopback, bearer token per execution). See ``base`` for
+``StdioTransport`` (JSON lines on the process pipes), ``HttpCallbackTransport`` (an
+aiohttp server on a unix socket or loopback, bearer token per execution) and
+``CommandChannel`` (``command.py``: JSON lines over a cloud provider's command API, E2B's). See ``base`` for
 the two-object design and ``http`` for how a sandbox without network reaches the host.
 The HTTP transport imports aiohttp only when used.
 """

@@ -59,8 +59,19 @@ class ErrorMessage(_Message):
     traceback: str | None = None
 
 
+class SyncedMessage(_Message):
+    """The runner's answer to a host's ``sync`` request: where it is. ``calls``: call ids
+    it has issued ("1".."calls"); ``waiting``: those it has not received an answer for."""
+
+    type: Literal["synced"]
+    nonce: str | None = None
+    calls: int
+    waiting: list[str]
+
+
 SandboxMessage = Annotated[
-    ReadyMessage | CallMessage | BlockedMessage | DoneMessage | ErrorMessage, Field(discriminator="type")
+    ReadyMessage | CallMessage | BlockedMessage | DoneMessage | ErrorMessage | SyncedMessage,
+    Field(discriminator="type"),
 ]
 SANDBOX_MESSAGE: TypeAdapter[SandboxMessage] = TypeAdapter(SandboxMessage)
 

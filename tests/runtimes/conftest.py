@@ -2,17 +2,82 @@
 
 A factory is an async context manager factory yielding a fresh CodeRuntime. New runtimes
 (python with each transport, e2b with its fake cloud boundary) add an entry here.
+
+``e2b`` runs the real SDK against the local E2B server (``tests/e2b_local``), started once
+per session on first use; after every test that used it, no sandbox may be left.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
 
 from runtimes import CodeRuntime
+from tests.e2b_local import LocalE2BServer
+
+_LOCAL_E2B: LocalE2BServer | None = None
+
+
+def local_e2b() -> LocalE2BServer:
+    """The session's local E2B server (started on first use, stopped by ``_stop_local_e2b``)."""
+    global _LOCAL_E2B
+    if _LOCAL_E2B is None:
+        _LOCAL_E2B = LocalE2BServer().start()
+    return _LOCAL_E2B
+
+
+def e2b_runtime(**options: Any) -> Any:
+    """An ``E2BRuntime`` on the local server (credentials as arguments: no global env)."""
+    from runtimes.e2b import E2BRuntime
+
+    server = local_e2b()
+    return E2BRuntime(api_key="local-test-key", api_url=server.url, sandbox_url=server.url, **options)
+
+
+@contextlib.asynccontextmanager
+async def _e2b() -> AsyncIterator[CodeRuntime]:
+    rt = e2b_runtime()
+    try:
+        yield rt
+    finally:
+        await rt.aclose()
+
+
+async def e2b_sandboxes() -> list[Any]:
+    """Every sandbox of the local server (running or paused)."""
+    from e2b_code_interpreter import E2B
+
+    server = local_e2b()
+    client = E2B(api_key="local-test-key", api_url=server.url, sandbox_url=server.url)
+    return await client.AsyncSandbox.list().next_items()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_local_e2b() -> Iterator[None]:
+    yield
+    global _LOCAL_E2B
+    if _LOCAL_E2B is not None:
+        _LOCAL_E2B.stop()
+        _LOCAL_E2B = None
+
+
+@pytest.fixture(autouse=True)
+async def _no_sandbox_left() -> AsyncIterator[None]:
+    """After a test that used the local E2B server, nothing may be left on it."""
+    yield
+    if _LOCAL_E2B is None:
+        return
+    left = await e2b_sandboxes()
+    if left:
+        from e2b_code_interpreter import E2B
+
+        client = E2B(api_key="local-test-key", api_url=_LOCAL_E2B.url, sandbox_url=_LOCAL_E2B.url)
+        for info in left:
+            await client.AsyncSandbox.kill(info.sandbox_id)
+        pytest.fail(f"sandboxes left on the local E2B server: {[(i.sandbox_id, i.state.value) for i in left]}")
 
 
 @contextlib.asynccontextmanager
@@ -42,6 +107,7 @@ RUNTIME_FACTORIES: dict[str, Callable[[], Any]] = {
     "monty": _monty,
     "python-stdio": lambda: _python("stdio"),
     "python-http": lambda: _python("http"),
+    "e2b": _e2b,
 }
 
 

@@ -53,3 +53,34 @@ def test_runtimes_import_without_pydantic_monty() -> None:
         message = report[key]
         assert "pip install 'pydantic-monty" in message
         assert "monty-python" in message  # the look-alike PyPI name is called out
+
+
+#: The same for the E2B SDK: runtimes.e2b alone needs it.
+E2B_PROBE = textwrap.dedent(
+    """
+    import importlib.abc, json, sys
+
+    class NoE2B(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in ("e2b", "e2b_code_interpreter"):
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+            return None
+
+    sys.meta_path.insert(0, NoE2B())
+    import runtimes
+    report = {"vendors_loaded": sorted(m for m in ("e2b", "e2b_code_interpreter") if m in sys.modules)}
+    try:
+        runtimes.get_runtime("e2b", api_key="x")
+    except ImportError as err:
+        report["error"] = str(err)
+    print(json.dumps(report))
+    """
+)
+
+
+def test_runtimes_import_without_the_e2b_sdk() -> None:
+    proc = subprocess.run([sys.executable, "-c", E2B_PROBE], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["vendors_loaded"] == []
+    assert "pip install 'e2b-code-interpreter" in report["error"]

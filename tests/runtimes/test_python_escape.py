@@ -116,7 +116,7 @@ async def test_sees_none_of_the_workers_environment(rt: PythonRuntime, monkeypat
     monkeypatch.setenv("CODEMODE_TEST_SECRET", "hunter2")
     env = await value(rt, "import os\ndict(os.environ)")
     assert "CODEMODE_TEST_SECRET" not in env and "hunter2" not in str(env)
-    allowed = set(sandbox_env(home="/sandbox", tmp="/tmp")) | {"PWD"}
+    allowed = set(sandbox_env(home="/sandbox", tmp="/tmp", hash_seed=1)) | {"PWD"}  # PYTHONHASHSEED: replay-safe sets
     assert set(env) <= allowed
 
 

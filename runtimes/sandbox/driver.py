@@ -1,0 +1,287 @@
+"""The host side of the runner protocol, shared by every runtime that runs ``runner.py``.
+
+``RunnerDriver`` turns the runner's messages (``call``, ``blocked``, ``done``, ``error``)
+into ``CodeExecution`` steps and answers into the channel, with the same limits and error
+mapping whichever sandbox holds the process: a local bubblewrap jail (``runtimes/python.py``)
+or a remote E2B sandbox (``runtimes/e2b.py``). A subclass says where the code's output is,
+how the process ends and why it died.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from abc import ABC, abstractmethod
+from typing import Any
+
+from ..errors import (
+    CodeExecutionError,
+    CodeResourceError,
+    CodeRuntimeError,
+    CodeSyntaxError,
+    CodeTimeoutError,
+    ExecutionProtocolError,
+    SandboxError,
+)
+from ..execution import Blocked, CallOutcome, CodeExecution, Step
+from ..signatures import ToolSignature
+from ..transports import CallbackChannel, MessageTooLarge
+from ..transports.protocol import (
+    MAX_MESSAGE_BYTES,
+    BlockedMessage,
+    CallMessage,
+    DoneMessage,
+    ErrorMessage,
+    SandboxMessage,
+)
+from ..types import ExecutionLimits, ExecutionResult, FunctionCall
+from .process import OutputSink
+
+_ERRORS: dict[str, type[CodeExecutionError]] = {
+    "syntax": CodeSyntaxError,
+    "runtime": CodeRuntimeError,
+    "timeout": CodeTimeoutError,
+    "resource": CodeResourceError,
+}
+
+
+def code_error(msg: ErrorMessage) -> CodeExecutionError:
+    """The runner's ``error`` message as our error hierarchy."""
+    cls = _ERRORS.get(msg.kind, CodeRuntimeError)
+    return cls(msg.message, error_type=msg.error_type, line=msg.line, traceback=msg.traceback)
+
+
+class ComputeClock:
+    """Compute time used by the code: runs while the sandbox runs, paused while it waits for
+    the host (a sync call, or a ``blocked`` report)."""
+
+    def __init__(self, limit: float, used: float = 0.0) -> None:
+        self.limit = limit
+        self.used = used
+        self.since: float | None = None
+        self.resumed = asyncio.Event()
+
+    @property
+    def running(self) -> bool:
+        return self.since is not None
+
+    def resume(self) -> None:
+        if self.since is None:
+            self.since = time.monotonic()
+            self.resumed.set()
+
+    def pause(self) -> None:
+        if self.since is not None:
+            self.used += time.monotonic() - self.since
+            self.since = None
+            self.resumed.clear()
+
+    def elapsed(self) -> float:
+        return self.used + (time.monotonic() - self.since if self.since is not None else 0.0)
+
+
+class RunnerDriver(ABC):
+    """One execution of the runner seen from the host: its channel, the calls it made,
+    the compute clock and the limits.
+
+    Subclasses set ``channel`` once the process runs and implement the hooks below;
+    ``advance`` / ``answer`` / ``close`` are what ``execution()`` hands to ``CodeExecution``.
+    """
+
+    runtime_name = "runner"
+
+    def __init__(self, signatures: dict[str, ToolSignature], limits: ExecutionLimits, *, kill_grace: float) -> None:
+        self.signatures = signatures
+        self.limits = limits
+        self.kill_grace = kill_grace
+        self.clock = ComputeClock(limits.timeout_seconds)
+        self.channel: CallbackChannel | None = None
+        self.outstanding: dict[str, FunctionCall] = {}
+        self.seen: set[str] = set()
+        self.tool_calls = 0
+        #: Calls the runner reported itself blocked on (no message comes until one is answered).
+        self.blocked_on: tuple[str, ...] = ()
+        self.ready = False
+        self.done = False  # the runner sent its final message and is exiting
+        self.timed_out = False
+        self.failed: BaseException | None = None
+        self.closed = False
+        self.tasks: list[asyncio.Task[Any]] = []
+
+    # -- hooks --------------------------------------------------------------------------
+
+    @property
+    @abstractmethod
+    def output(self) -> OutputSink:
+        """What the code printed (since this handle was created), capped."""
+
+    def drain_output(self) -> None:
+        """Take the output written before the message just received (when the channel does
+        not already order it)."""
+        return None
+
+    @abstractmethod
+    async def wait_output(self, timeout: float) -> None:
+        """Wait until every byte the code printed has arrived (the process ended)."""
+
+    @abstractmethod
+    async def death_error(self) -> CodeExecutionError | SandboxError:
+        """Why the process vanished without a final message."""
+
+    @abstractmethod
+    async def kill_for_timeout(self) -> None:
+        """Kill the code's process: it ignored its own time limit."""
+
+    @abstractmethod
+    async def release(self) -> None:
+        """Free the sandbox (called once, by ``close``)."""
+
+    # -- events -------------------------------------------------------------------------
+
+    def start_watchdog(self) -> None:
+        self.tasks.append(asyncio.create_task(self._watchdog()))
+
+    async def _watchdog(self) -> None:
+        """Backstop for code that ignores the runner's own timeout: kill the sandbox
+        ``kill_grace`` seconds after the compute-time limit."""
+        deadline = self.limits.timeout_seconds + self.kill_grace
+        while True:
+            if not self.clock.running:
+                await self.clock.resumed.wait()
+                continue
+            left = deadline - self.clock.elapsed()
+            if left <= 0:
+                self.timed_out = True
+                await self.kill_for_timeout()
+                return
+            await asyncio.sleep(left)
+
+    async def receive(self) -> SandboxMessage | None:
+        assert self.channel is not None
+        try:
+            return await self.channel.receive()
+        except MessageTooLarge:
+            raise CodeResourceError(
+                f"the code sent a value over {MAX_MESSAGE_BYTES} bytes (a tool argument or the output)",
+                error_type="ResourceError",
+            ) from None
+
+    async def fail(self, err: BaseException) -> BaseException:
+        self.failed = err
+        await self.close()
+        return err
+
+    async def advance(self) -> Step:
+        if self.failed is not None:
+            raise ExecutionProtocolError(f"the execution already failed: {self.failed}")
+        waiting = tuple(cid for cid, c in self.outstanding.items() if not c.concurrent)
+        if waiting:  # a sync call: the code cannot do anything until it is answered
+            return Blocked(waiting)
+        if self.blocked_on and all(i in self.outstanding for i in self.blocked_on):
+            return Blocked(self.blocked_on)  # still blocked: nothing was answered since
+        while True:
+            try:
+                msg = await self.receive()
+            except (CodeExecutionError, SandboxError) as err:
+                raise await self.fail(err) from None
+            self.drain_output()
+            if isinstance(msg, CallMessage):
+                step = await self._on_call(msg)
+                if step is not None:
+                    return step
+            elif isinstance(msg, BlockedMessage):
+                ids = tuple(msg.waiting)
+                # A report sent before the host answered one of these calls is stale:
+                # the code has moved on and will report again if it blocks.
+                if ids and all(i in self.outstanding for i in ids):
+                    self.clock.pause()
+                    self.blocked_on = ids
+                    return Blocked(ids)
+            elif isinstance(msg, DoneMessage):
+                return await self._on_done(msg)
+            elif isinstance(msg, ErrorMessage):
+                self.done = True
+                raise await self.fail(code_error(msg))
+            elif msg is None:
+                raise await self.fail(await self.death_error())
+            else:
+                raise await self.fail(SandboxError(f"unexpected {msg.type!r} message from the sandbox"))
+
+    async def _on_call(self, msg: CallMessage) -> FunctionCall | None:
+        self.clock.resume()
+        if msg.call_id in self.seen:
+            raise await self.fail(SandboxError(f"the sandbox reused call id {msg.call_id!r}"))
+        self.seen.add(msg.call_id)
+        self.tool_calls += 1
+        if self.tool_calls > self.limits.max_tool_calls:
+            raise await self.fail(
+                CodeResourceError(
+                    f"too many tool calls: the limit is {self.limits.max_tool_calls}",
+                    error_type="ResourceError",
+                    line=msg.line,
+                )
+            )
+        call = msg.call()
+        self.outstanding[call.call_id] = call
+        if not call.concurrent:
+            self.clock.pause()
+        return call
+
+    async def _on_done(self, msg: DoneMessage) -> ExecutionResult:
+        self.clock.pause()
+        self.done = True
+        await self.wait_output(2.0)  # everything printed before the runner exited
+        output = self.output
+        result = ExecutionResult(
+            output=msg.output,
+            stdout=output.text(),
+            stdout_truncated=output.truncated,
+            duration_ms=self.clock.used * 1000,
+            tool_calls=self.tool_calls,
+        )
+        await self.close()
+        return result
+
+    async def answer(self, call_id: str, outcome: CallOutcome) -> None:
+        assert self.channel is not None
+        if self.closed:
+            raise ExecutionProtocolError("the execution is closed")
+        self.outstanding.pop(call_id, None)
+        self.blocked_on = ()
+        self.clock.resume()
+        await self.channel.send_answer(call_id, outcome)
+
+    # -- teardown -----------------------------------------------------------------------
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.clock.pause()
+        current = asyncio.current_task()
+        for task in self.tasks:
+            if task is not current:
+                task.cancel()
+        try:
+            await self.release()
+        finally:
+            for task in self.tasks:
+                if task is not current:
+                    try:
+                        await task
+                    except (asyncio.CancelledError, Exception):
+                        pass
+
+    def read_stdout(self) -> str:
+        return self.output.text()
+
+    def execution(self, *, dump: Any = None, pending: list[FunctionCall] | None = None) -> CodeExecution:
+        return CodeExecution(
+            advance=self.advance,
+            answer=self.answer,
+            dump=dump,
+            close=self.close,
+            pending=pending or (),
+            runtime=self.runtime_name,
+            read_stdout=self.read_stdout,
+        )
