@@ -27,6 +27,7 @@ from activities.tools import ToolRegistry
 from runtimes import CodeRuntime
 from workflows.code_execution import CodeExecutionWorkflow
 from worker.converter import store_of
+from worker.sandbox_runner import CodeModeWorkflowRunner
 from workflows.models import TASK_QUEUE
 from workflows.sweep import SWEEP_SCHEDULE_ID, SWEEP_WORKFLOW, StorageSweepWorkflow
 
@@ -80,6 +81,9 @@ class CodeModeWorker:
             client,
             task_queue=task_queue,
             workflows=[CodeExecutionWorkflow, StorageSweepWorkflow],
+            # The SDK's sandbox (restrictions, fresh modules per run), without an exec per
+            # payload for its serialization context (worker/sandbox_runner.py).
+            workflow_runner=CodeModeWorkflowRunner(),
             activities=[*self.sandbox.activities(), RetentionActivities(store).sweep, *tool_activities(registry)],
             max_concurrent_activities=max_concurrent_activities,
             max_concurrent_local_activities=max_concurrent_activities,

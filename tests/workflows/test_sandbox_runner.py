@@ -1,0 +1,95 @@
+"""The worker's workflow runner: the SDK's sandbox, with context lookups that skip its exec.
+
+It must answer exactly what the SDK's path answers, and it must still be a sandbox (fresh
+workflow module per run, restricted calls refused)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import datetime, timedelta
+
+import pytest
+from temporalio import workflow
+from temporalio.api.common.v1 import Payloads
+from temporalio.api.enums.v1 import CommandType, EventType
+from temporalio.api.failure.v1 import Failure
+from temporalio.client import Client
+from temporalio.converter import DataConverter
+from temporalio.worker import Worker
+from temporalio.worker._command_aware_visitor import CommandInfo
+from temporalio.worker._workflow_instance import WorkflowInstanceDetails
+from temporalio.worker.workflow_sandbox._runner import _fake_info
+from temporalio.worker.workflow_sandbox._runner import _Instance as SDKInstance
+
+from worker import sandbox_runner
+from worker.sandbox_runner import CodeModeWorkflowRunner
+from workflows.code_execution import CodeExecutionWorkflow
+
+
+def _details(cls: type) -> WorkflowInstanceDetails:
+    return WorkflowInstanceDetails(
+        payload_converter_factory=DataConverter.default._new_payload_converter,
+        failure_converter_class=DataConverter.default.failure_converter_class,
+        interceptor_classes=[],
+        defn=workflow._Definition.must_from_class(cls),
+        info=_fake_info,
+        randomness_seed=-1,
+        extern_functions={},
+        disable_eager_activity_execution=False,
+        worker_level_failure_exception_types=[],
+        patch_activation_callback=None,
+        last_completion_result=Payloads(),
+        last_failure=Failure(),
+    )
+
+
+async def test_contexts_are_the_sdks_own_and_the_module_is_sandboxed() -> None:
+    instance = CodeModeWorkflowRunner().create_instance(_details(CodeExecutionWorkflow))
+    # The fast path is in use with the installed SDK (if this fails, the SDK moved its
+    # internals: the runner still works, through the SDK's slower path).
+    assert isinstance(instance, sandbox_runner._Instance)
+    assert instance._in_sandbox() is not None
+    infos = [
+        None,
+        CommandInfo(command_type=CommandType.COMMAND_TYPE_SCHEDULE_ACTIVITY_TASK, command_seq=7),
+        CommandInfo(command_type=CommandType.COMMAND_TYPE_START_CHILD_WORKFLOW_EXECUTION, command_seq=1),
+    ]
+    for info in infos:
+        assert instance.get_serialization_context(info) == SDKInstance.get_serialization_context(instance, info)
+        assert instance.get_external_store_context(info) == SDKInstance.get_external_store_context(instance, info)
+    # Still a sandbox: the workflow class was imported afresh for this instance.
+    assert instance.globals_and_locals["__temporal_workflow_class"] is not CodeExecutionWorkflow
+
+
+@workflow.defn(name="ReadsTheClock")
+class ReadsTheClock:
+    @workflow.run
+    async def run(self) -> str:
+        return datetime.now().isoformat()  # not allowed in a workflow
+
+
+async def test_restricted_calls_are_still_refused(client: Client) -> None:
+    task_queue = f"tq-{uuid.uuid4().hex[:8]}"
+    async with Worker(
+        client, task_queue=task_queue, workflows=[ReadsTheClock], workflow_runner=CodeModeWorkflowRunner()
+    ):
+        handle = await client.start_workflow(
+            ReadsTheClock.run, id=f"clock-{uuid.uuid4().hex[:8]}", task_queue=task_queue,
+            execution_timeout=timedelta(seconds=30),
+        )
+        try:
+            for _ in range(100):
+                failed = [
+                    e
+                    async for e in handle.fetch_history_events()
+                    if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+                ]
+                if failed:
+                    break
+                await asyncio.sleep(0.1)
+            else:
+                pytest.fail("the workflow task did not fail")
+            assert "RestrictedWorkflowAccessError" in str(failed[0].workflow_task_failed_event_attributes.failure)
+        finally:
+            await handle.terminate()
