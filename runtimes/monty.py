@@ -442,8 +442,10 @@ class MontyRuntime(CodeRuntime):
         self.type_check_enabled = type_check
         #: Monty worker subprocesses at most. Every open execution holds one (even while it
         #: waits for a tool), so a checkout beyond waits up to ``checkout_timeout`` seconds,
-        #: then fails with SandboxError.
-        self.max_processes = max_processes or max(8, 2 * (os.cpu_count() or 1))
+        #: then fails with SandboxError. The pool starts them as needed (about 7 MB each plus
+        #: the heap they hold) and keeps them; a worker keeps executions live between steps in
+        #: them (``activities/sandbox.py``), so the default leaves room for many at once.
+        self.max_processes = max_processes or max(64, 2 * (os.cpu_count() or 1))
         self._pool_args = {
             "min_processes": min_processes,
             "max_processes": self.max_processes,
