@@ -93,3 +93,4 @@ async def test_restricted_calls_are_still_refused(client: Client) -> None:
             assert "RestrictedWorkflowAccessError" in str(failed[0].workflow_task_failed_event_attributes.failure)
         finally:
             await handle.terminate()
+
