@@ -1,23 +1,36 @@
-"""The workflow sandbox, minus one cost per payload that buys it nothing.
+"""The workflow sandbox, minus two costs that buy it nothing.
 
 temporalio's ``SandboxedWorkflowRunner`` runs workflow code inside a sandbox (restricted
-imports and calls, fresh module state per run): we keep all of that. But the SDK also asks the
-sandboxed instance for a serialization context for every payload it visits (three passes
-when decoding an activation, three when encoding its completion, plus the external-storage
-context), and each of those questions is an ``exec`` of a code string under the sandbox's
-import hooks (temporalio 1.35, ``workflow_sandbox/_runner.py``). The answer is a lookup in
-the SDK's own table of pending commands: no workflow code runs and nothing is imported. We
-ask the in-sandbox object directly. Workflow code, activations and instance creation still
-go through the sandbox unchanged.
+imports and calls, the workflow module imported afresh for every run): we keep all of that.
+Two of its costs are not part of what it guarantees (measured under load, issue 11):
 
-Measured with ``bench/temporal_steps.py`` (issue 11): see the README's benchmark section.
-If a later SDK moves the internals this relies on (``_runner._Instance``, the in-sandbox object
-in its globals), the runner falls back to the SDK's own path; ``tests/workflows/
+* **A serialization context per payload.** The SDK asks the sandboxed instance for one for
+  every payload it visits (three passes when decoding an activation, three when encoding its
+  completion, plus the external-storage context), and each question is an ``exec`` of a code
+  string under the sandbox's import hooks (temporalio 1.35, ``workflow_sandbox/_runner.py``).
+  The answer is a lookup in the SDK's own table of pending commands: no workflow code runs and
+  nothing is imported. We ask the in-sandbox object directly.
+* **Compiling the workflow module for every run.** The sandbox executes the workflow module
+  again for each run (that is the isolation), which normally reads its cached bytecode. Where
+  no bytecode is written (``PYTHONDONTWRITEBYTECODE``, an editable install), Python compiles
+  the source every time: milliseconds per execution for ``workflows/code_execution.py``. We
+  keep the compiled code object in memory (like a ``.pyc``: keyed by the file's path, size and
+  modification time), and the module still runs afresh.
+
+Workflow code, activations and instance creation go through the sandbox unchanged. If a later
+SDK moves the internals this relies on (``_runner._Instance``, the in-sandbox object in its
+globals), the runner falls back to the SDK's own path; ``tests/workflows/
 test_sandbox_runner.py`` says so when it happens.
 """
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+from collections.abc import Sequence
+from types import CodeType, ModuleType
 from typing import Any
 
 import temporalio.workflow
@@ -61,9 +74,60 @@ if _SandboxInstance is not None:
 
 class CodeModeWorkflowRunner(SandboxedWorkflowRunner):
     """``SandboxedWorkflowRunner`` (same restrictions, same per-run module isolation) whose
-    per-payload context lookups do not re-enter the sandbox."""
+    per-payload context lookups do not re-enter the sandbox and whose workflow modules are
+    compiled once per process."""
+
+    def prepare_workflow(self, defn: temporalio.workflow._Definition) -> None:
+        _compiled_once.add(defn.cls.__module__)
+        super().prepare_workflow(defn)
 
     def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
         if _SandboxInstance is None:
             return super().create_instance(det)
         return _Instance(det, self.runner_class, self.restrictions)
+
+
+#: Compiled workflow modules: path -> (size, modification time, code object).
+_codes: dict[str, tuple[int, int, CodeType]] = {}
+
+
+class _CompiledOnceLoader(importlib.machinery.SourceFileLoader):
+    """A source loader that compiles a file once per process (again when it changes)."""
+
+    def get_code(self, fullname: str) -> CodeType:
+        st = os.stat(self.path)
+        hit = _codes.get(self.path)
+        if hit is not None and hit[:2] == (st.st_size, st.st_mtime_ns):
+            return hit[2]
+        code = super().get_code(fullname)
+        assert code is not None
+        _codes[self.path] = (st.st_size, st.st_mtime_ns, code)
+        return code
+
+
+class _CompiledOnceFinder(importlib.abc.MetaPathFinder):
+    """Finds the named modules where Python would, with ``_CompiledOnceLoader`` as loader."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def add(self, name: str) -> None:
+        if name in ("__main__", "__temporal_main__"):
+            return  # the SDK loads a workflow defined in __main__ its own way
+        self.names.add(name)
+        if self not in sys.meta_path:
+            sys.meta_path.insert(0, self)
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in self.names:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+        if spec is None or type(spec.loader) is not importlib.machinery.SourceFileLoader or not spec.origin:
+            return spec
+        spec.loader = _CompiledOnceLoader(fullname, spec.origin)
+        return spec
+
+
+_compiled_once = _CompiledOnceFinder()

@@ -94,3 +94,17 @@ async def test_restricted_calls_are_still_refused(client: Client) -> None:
         finally:
             await handle.terminate()
 
+
+
+async def test_the_workflow_module_is_compiled_once_and_still_run_per_instance() -> None:
+    from worker.sandbox_runner import _codes
+
+    runner = CodeModeWorkflowRunner()
+    runner.prepare_workflow(workflow._Definition.must_from_class(CodeExecutionWorkflow))
+    first = runner.create_instance(_details(CodeExecutionWorkflow))
+    second = runner.create_instance(_details(CodeExecutionWorkflow))
+    path = CodeExecutionWorkflow.__module__.replace(".", "/") + ".py"
+    assert any(p.endswith(path) for p in _codes)
+    one, two = (i.globals_and_locals["__temporal_workflow_class"] for i in (first, second))
+    assert one is not two  # each run still gets its own module
+    assert one.run.__code__ is two.run.__code__  # compiled once
