@@ -7,6 +7,9 @@ do not depend on how the shared cores were divided.
    workflow running N sequential no-op activities.  Target <= 1.10x.
 2. A step of 10 concurrent calls (asyncio.gather) vs a step of one call.  Target <= 1.10x.
 3. Throughput with 50 concurrent executions: tool calls/s vs bare activities/s.  Target >= 0.8x.
+   Also shown: the same bare workflow with a no-op local activity after each activity, the
+   floor of this design (every sandbox step is a local activity: per tool call the worker
+   handles two workflow activations and two activity tasks where the bare floor has one each).
 
 Every figure is the median over ``--repeat`` pairs (floor and ours back to back, in
 alternating order).
@@ -31,7 +34,7 @@ from temporalio.worker import PollerBehaviorSimpleMaximum, Worker  # noqa: E402
 
 from activities import ToolRegistry  # noqa: E402
 from bench.cpu import CPU, CPUMeter  # noqa: E402
-from bench.floor_workflow import BareWorkflow, noop  # noqa: E402
+from bench.floor_workflow import BareLocalWorkflow, BareWorkflow, echo, noop  # noqa: E402
 from worker.client import start_execution  # noqa: E402
 from worker.server import start_local_environment  # noqa: E402
 from worker.worker import CodeModeWorker  # noqa: E402
@@ -49,6 +52,10 @@ def gather_code(width: int, rounds: int) -> str:
         f"    xs = await asyncio.gather(*[noop(i) for i in range({width})])\n"
         "    t += sum(xs)\nt"
     )
+
+
+#: About the size of a resume step's result (a call request and a checkpoint reference).
+STEP_BYTES = 300
 
 
 def median_cpu(samples: list[CPU]) -> CPU:
@@ -76,7 +83,7 @@ async def main() -> None:
     tq = f"bench-{uuid.uuid4().hex[:6]}"
     registry = ToolRegistry.from_module("bench.bench_tools")
     cm = CodeModeWorker(client, registry, task_queue=tq)
-    bare = Worker(client, task_queue=tq + "-bare", workflows=[BareWorkflow], activities=[noop],
+    bare = Worker(client, task_queue=tq + "-bare", workflows=[BareWorkflow, BareLocalWorkflow], activities=[noop, echo],
                   max_concurrent_activities=200, activity_task_poller_behavior=PollerBehaviorSimpleMaximum(16),
                   max_eager_activity_reservations_per_workflow_task=16)
     n = args.calls
@@ -88,6 +95,10 @@ async def main() -> None:
 
     async def floor(calls: int, concurrent: bool = False, rounds: int = 1) -> None:
         await client.execute_workflow(BareWorkflow.run, args=[calls, concurrent, rounds], id=uuid.uuid4().hex,
+                                      task_queue=tq + "-bare")
+
+    async def floor_local(calls: int) -> None:
+        await client.execute_workflow(BareLocalWorkflow.run, args=[calls, STEP_BYTES], id=uuid.uuid4().hex,
                                       task_queue=tq + "-bare")
 
     async def measure(work: Callable[[], Awaitable[object]], calls: int) -> tuple[float, CPU]:
@@ -147,7 +158,8 @@ async def main() -> None:
             if args.only != "latency":
                 e, per = args.executions, max(4, n // 4)
                 calls = e * per
-                rates_floor, rates_ours, rate_ratio, cpu_floor, cpu_ours = [], [], [], [], []
+                rates_floor, rates_local, rates_ours, rate_ratio, local_ratio = [], [], [], [], []
+                cpu_floor, cpu_local, cpu_ours = [], [], []
                 for r in range(args.repeat):
                     a, ca, b, cb = await paired(
                         lambda: asyncio.gather(*(floor(per) for _ in range(e))),
@@ -155,20 +167,28 @@ async def main() -> None:
                         calls,
                         r,
                     )
+                    c, cc = await measure(lambda: asyncio.gather(*(floor_local(per) for _ in range(e))), calls)
                     rates_floor.append(calls / a)
+                    rates_local.append(calls / c)
                     rates_ours.append(calls / b)
                     rate_ratio.append(a / b)
+                    local_ratio.append(c / b)
                     cpu_floor.append(ca)
+                    cpu_local.append(cc)
                     cpu_ours.append(cb)
-                cf, co = median_cpu(cpu_floor), median_cpu(cpu_ours)
-                print("samples calls/s: bare", [round(x) for x in rates_floor], "durable",
-                      [round(x) for x in rates_ours])
+                cf, cl, co = median_cpu(cpu_floor), median_cpu(cpu_local), median_cpu(cpu_ours)
+                print("samples calls/s: bare", [round(x) for x in rates_floor], "bare + local activity",
+                      [round(x) for x in rates_local], "durable", [round(x) for x in rates_ours])
                 print(f"throughput, {e} concurrent executions x {per} calls: bare {statistics.median(rates_floor):.0f} "
                       f"activities/s, durable {statistics.median(rates_ours):.0f} tool calls/s, ratio "
                       f"{statistics.median(rate_ratio):.2f}x of the floor (median of paired runs; target >= 0.8x)")
+                print(f"  bare + a no-op local activity per call (this design's floor): "
+                      f"{statistics.median(rates_local):.0f} calls/s; durable is {statistics.median(local_ratio):.2f}x of it")
                 print(f"  CPU per call: bare {cf.ms()}")
+                print(f"  CPU per call: bare + local activity {cl.ms()}")
                 print(f"  CPU per call: durable {co.ms()}")
-                print(f"  worker CPU per call, durable / bare: {co.worker_side / cf.worker_side:.2f}x; "
+                print(f"  worker CPU per call, durable / bare: {co.worker_side / cf.worker_side:.2f}x "
+                      f"(/ bare + local activity: {co.worker_side / cl.worker_side:.2f}x); "
                       f"server: {co.server / cf.server if cf.server else float('nan'):.2f}x")
         finally:
             await bare.shutdown()
