@@ -9,6 +9,13 @@ same object again and a reused execution id never collides with an older run's s
 Loading verifies the SHA-256 before anything reaches a sandbox: a blob that is missing or
 altered raises ``CheckpointUnusable`` and the step falls back to journal replay, which the
 audit reports.
+
+With encryption keys (``activities/encryption.py``) each checkpoint is also sealed:
+AES-256-GCM under the active key, with the execution it belongs to as associated data, behind
+a small header naming the key (``CMCK1`` + key id length + key id). The reference's hash is
+the sealed blob's. A checkpoint that does not open (altered, sealed for another execution,
+written without the key, or not sealed at all) is refused the same way, so nothing a key
+holder did not write for this execution is ever loaded into a sandbox.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from .encryption import DecryptionFailed, Keyring, UnknownEncryptionKey
 from .models import CheckpointRef, human_bytes
 from .storage import BlobNotFound, BlobStore, key_segment
 
@@ -42,15 +50,54 @@ class CheckpointScope:
     def key(self, ref: CheckpointRef) -> str:
         return self.prefix + ref.sha256
 
+    @property
+    def associated_data(self) -> bytes:
+        """What a sealed checkpoint is bound to: this execution (every run of it)."""
+        return f"codemode/checkpoint/v1\0{self.namespace}\0{self.execution_id}\0{self.first_run_id}".encode()
+
+
+#: The header of a sealed checkpoint: magic, then one byte of key-id length, then the key id.
+SEAL_MAGIC = b"CMCK1"
+
+
+def seal(keys: Keyring, scope: CheckpointScope, blob: bytes) -> bytes:
+    header = SEAL_MAGIC + bytes([len(keys.active)]) + keys.active.encode()
+    _, sealed = keys.encrypt(blob, header + scope.associated_data)
+    return header + sealed
+
+
+def unseal(keys: Keyring | None, scope: CheckpointScope, blob: bytes, name: str) -> bytes:
+    """The checkpoint inside a sealed blob; ``CheckpointUnusable`` if it is not one this
+    keyring sealed for ``scope``."""
+    if not blob.startswith(SEAL_MAGIC):
+        if keys is None:
+            return blob
+        raise CheckpointUnusable(f"checkpoint {name} is not sealed: it was not written by a holder of the encryption keys")
+    n = blob[len(SEAL_MAGIC)] if len(blob) > len(SEAL_MAGIC) else 0
+    header_end = len(SEAL_MAGIC) + 1 + n
+    key_id = blob[len(SEAL_MAGIC) + 1 : header_end].decode(errors="replace")
+    if keys is None:
+        raise CheckpointUnusable(f"checkpoint {name} is sealed under key {key_id!r} and this worker has no encryption keys")
+    try:
+        return keys.decrypt(
+            key_id, blob[header_end:], blob[:header_end] + scope.associated_data, what=f"checkpoint {name}"
+        )
+    except (UnknownEncryptionKey, DecryptionFailed) as err:
+        raise CheckpointUnusable(str(err)) from None
+
 
 class CheckpointStore:
-    """Save, verify-and-load and delete checkpoints in a ``BlobStore``."""
+    """Save, verify-and-load and delete checkpoints in a ``BlobStore``; sealed under ``keys``
+    when given (``worker/worker.py`` passes the client's keyring)."""
 
-    def __init__(self, store: BlobStore, bucket: str | None = None) -> None:
+    def __init__(self, store: BlobStore, bucket: str | None = None, *, keys: Keyring | None = None) -> None:
         self.store = store
         self.bucket = bucket or store.bucket
+        self.keys = keys
 
     async def save(self, scope: CheckpointScope, blob: bytes) -> CheckpointRef:
+        if self.keys is not None:
+            blob = seal(self.keys, scope, blob)
         ref = CheckpointRef(sha256=hashlib.sha256(blob).hexdigest(), size=len(blob))
         await self.store.put_object(bucket=self.bucket, key=scope.key(ref), data=blob)
         return ref
@@ -62,13 +109,15 @@ class CheckpointStore:
             raise CheckpointUnusable(
                 f"checkpoint {ref.sha256[:12]} is missing from {self.store.location()}"
             ) from None
+        # Sealed: authenticate first (it says whether a key holder wrote it for this execution).
+        checkpoint = unseal(self.keys, scope, blob, ref.sha256[:12])
         digest = hashlib.sha256(blob).hexdigest()
         if digest != ref.sha256 or len(blob) != ref.size:
             raise CheckpointUnusable(
                 f"checkpoint {ref.sha256[:12]} was altered in the store (its SHA-256 is now "
                 f"{digest[:12]}, {human_bytes(len(blob))} instead of {human_bytes(ref.size)})"
             )
-        return blob
+        return checkpoint
 
     async def delete(self, scope: CheckpointScope, *refs: CheckpointRef) -> None:
         keys = [scope.key(r) for r in refs]

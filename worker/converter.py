@@ -5,17 +5,33 @@ pydantic JSON for our models, then Temporal's own claim check: any payload at or
 carries into its next run) goes to the object store through the SDK's ``S3StorageDriver``
 and the history holds a reference with its SHA-256. The same ``BlobStore`` keeps the
 checkpoints (``activities/checkpoints.py``). Where the store is: ``activities/storage.py``.
+
+With ``CODEMODE_ENCRYPTION_KEYS`` set, an AES-256-GCM payload codec sits between the two
+(``activities/encryption.py``): every payload is encrypted before the claim check decides
+where it goes, so the object store holds ciphertext too, and failures carry their message and
+stack trace as an encoded (so encrypted) attribute instead of in the clear. What stays
+readable: key ids, external-storage references (driver name, key, SHA-256 of the ciphertext),
+search attributes, and the names of activities and signals.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+from typing import Literal
 
 from temporalio.contrib.aws.s3driver import S3StorageDriver
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.converter import DataConverter, ExternalStorage
+from temporalio.converter import (
+    DataConverter,
+    DefaultFailureConverterWithEncodedAttributes,
+    ExternalStorage,
+    FailureConverter,
+    PayloadConverter,
+)
+from temporalio.api.failure.v1 import Failure
 
+from activities.encryption import EncryptionCodec, Keyring, UnknownEncryptionKey
 from activities.storage import BlobStore, StorageSettings, open_blob_store
 
 #: Payloads this large or larger are stored outside the history (the SDK's default).
@@ -36,12 +52,42 @@ class StoreDriver(S3StorageDriver):
         self.blob_store = store
 
 
-def data_converter(store: BlobStore, *, threshold: int = PAYLOAD_THRESHOLD) -> DataConverter:
-    """pydantic JSON with large payloads claim-checked into ``store``."""
-    return dataclasses.replace(
+class EncryptedFailureConverter(DefaultFailureConverterWithEncodedAttributes):
+    """Failure messages and stack traces go into the encoded (encrypted) attributes, except a
+    missing key's own message: it names only key ids, and whoever reads the failed workflow
+    task in the history or the UI is the person who has to add that key."""
+
+    def to_failure(self, exception: BaseException, payload_converter: PayloadConverter, failure: Failure) -> None:
+        if isinstance(exception, UnknownEncryptionKey):
+            FailureConverter.default.to_failure(exception, payload_converter, failure)
+            return
+        super().to_failure(exception, payload_converter, failure)
+
+
+def data_converter(
+    store: BlobStore,
+    *,
+    threshold: int = PAYLOAD_THRESHOLD,
+    keys: Keyring | Literal["env"] | None = "env",
+) -> DataConverter:
+    """pydantic JSON with large payloads claim-checked into ``store``, encrypted under ``keys``
+    (by default the keyring ``CODEMODE_ENCRYPTION_KEYS`` configures; None: no encryption)."""
+    keyring = Keyring.from_env() if keys == "env" else keys
+    converter = dataclasses.replace(
         pydantic_data_converter,
         external_storage=ExternalStorage(drivers=[StoreDriver(store)], payload_size_threshold=threshold),
     )
+    if keyring is None:
+        return converter
+    return dataclasses.replace(
+        converter, payload_codec=EncryptionCodec(keyring), failure_converter_class=EncryptedFailureConverter
+    )
+
+
+def keyring_of(converter: DataConverter) -> Keyring | None:
+    """The keyring of a converter made by ``data_converter`` (None when it does not encrypt)."""
+    codec = converter.payload_codec
+    return codec.keyring if isinstance(codec, EncryptionCodec) else None
 
 
 def store_of(converter: DataConverter) -> BlobStore | None:

@@ -26,7 +26,7 @@ from activities.tool_activity import tool_activities
 from activities.tools import ToolRegistry
 from runtimes import CodeRuntime
 from workflows.code_execution import CodeExecutionWorkflow
-from worker.converter import store_of
+from worker.converter import keyring_of, store_of
 from workflows.models import TASK_QUEUE
 from workflows.sweep import SWEEP_SCHEDULE_ID, SWEEP_WORKFLOW, StorageSweepWorkflow
 
@@ -71,7 +71,8 @@ class CodeModeWorker:
         self.store = store
         self.sandbox = SandboxActivities(
             registry,
-            CheckpointStore(store),
+            # Checkpoints are sealed under the same keys as the client's payloads.
+            CheckpointStore(store, keys=keyring_of(client.data_converter)),
             runtimes=runtimes,
             session_queue=self.session_queue,
             keep_alive_seconds=keep_alive_seconds,
