@@ -7,6 +7,7 @@ One module per command group, so a command is found by its file name:
 - ``inspect.py``: ``status``, ``history``, ``list``
 - ``serve.py``: ``worker``, ``server``, ``dev``
 - ``tools.py``: ``tools``
+- ``codec.py``: ``keygen``, ``codec-server`` (encryption keys, and decrypting for the web UI and CLI)
 - ``common.py``: options, ``Fail``, exit codes and helpers they share
 
 Exit codes: 0 success, 1 code error (or a failed execution), 2 usage or input error,
@@ -23,7 +24,7 @@ import sys
 
 import click
 
-from worker.cli import decide, inspect, run, serve, storage, tools
+from worker.cli import codec, decide, inspect, run, serve, storage, tools
 from worker.cli.common import note
 
 
@@ -46,6 +47,8 @@ for _command in (
     serve.dev,
     storage.gc,
     tools.tools,
+    codec.keygen,
+    codec.codec_server,
 ):
     cli.add_command(_command)
 
