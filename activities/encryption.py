@@ -127,10 +127,12 @@ def new_key() -> str:
 
 
 def _b64decode(encoded: str, key_id: str) -> bytes:
+    """Standard or URL-safe base64, padding optional."""
+    padded = encoded.rstrip("=") + "=" * (-len(encoded.rstrip("=")) % 4)
     try:
         if "-" in encoded or "_" in encoded:
-            return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
-        return base64.b64decode(encoded, validate=True)
+            return base64.urlsafe_b64decode(padded)
+        return base64.b64decode(padded, validate=True)
     except (binascii.Error, ValueError):
         raise EncryptionKeyError(f"{KEYS_ENV}: key {key_id!r} is not valid base64") from None
 
