@@ -72,12 +72,16 @@ def unseal(keys: Keyring | None, scope: CheckpointScope, blob: bytes, name: str)
     if not blob.startswith(SEAL_MAGIC):
         if keys is None:
             return blob
-        raise CheckpointUnusable(f"checkpoint {name} is not sealed: it was not written by a holder of the encryption keys")
+        raise CheckpointUnusable(
+            f"checkpoint {name} is not sealed: it was not written by a holder of the encryption keys"
+        )
     n = blob[len(SEAL_MAGIC)] if len(blob) > len(SEAL_MAGIC) else 0
     header_end = len(SEAL_MAGIC) + 1 + n
     key_id = blob[len(SEAL_MAGIC) + 1 : header_end].decode(errors="replace")
     if keys is None:
-        raise CheckpointUnusable(f"checkpoint {name} is sealed under key {key_id!r} and this worker has no encryption keys")
+        raise CheckpointUnusable(
+            f"checkpoint {name} is sealed under key {key_id!r} and this worker has no encryption keys"
+        )
     try:
         return keys.decrypt(
             key_id, blob[header_end:], blob[:header_end] + scope.associated_data, what=f"checkpoint {name}"
@@ -106,9 +110,7 @@ class CheckpointStore:
         try:
             blob = await self.store.get_object(bucket=self.bucket, key=scope.key(ref))
         except BlobNotFound:
-            raise CheckpointUnusable(
-                f"checkpoint {ref.sha256[:12]} is missing from {self.store.location()}"
-            ) from None
+            raise CheckpointUnusable(f"checkpoint {ref.sha256[:12]} is missing from {self.store.location()}") from None
         # Sealed: authenticate first (it says whether a key holder wrote it for this execution).
         checkpoint = unseal(self.keys, scope, blob, ref.sha256[:12])
         digest = hashlib.sha256(blob).hexdigest()

@@ -49,7 +49,9 @@ class CodecError(Exception):
 
 
 def is_storage_reference(payload: Payload) -> bool:
-    return payload.metadata.get("encoding") == b"json/protobuf" and payload.metadata.get("messageType") == _REFERENCE_TYPE
+    return (
+        payload.metadata.get("encoding") == b"json/protobuf" and payload.metadata.get("messageType") == _REFERENCE_TYPE
+    )
 
 
 class PayloadTransforms:
@@ -141,7 +143,9 @@ def codec_app(
         if request.method != "POST":
             return web.Response(status=405, headers={"Allow": "POST, OPTIONS"})
         if request.content_type != "application/json":
-            return web.Response(status=415, text="send application/json (proto3 JSON of temporal.api.common.v1.Payloads)")
+            return web.Response(
+                status=415, text="send application/json (proto3 JSON of temporal.api.common.v1.Payloads)"
+            )
         try:
             payloads = list(json_format.Parse(await request.read(), Payloads()).payloads)
         except (json_format.ParseError, DecodeError, UnicodeDecodeError) as err:

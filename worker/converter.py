@@ -20,6 +20,7 @@ import dataclasses
 import os
 from typing import Literal
 
+from temporalio.api.failure.v1 import Failure
 from temporalio.contrib.aws.s3driver import S3StorageDriver
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import (
@@ -29,7 +30,6 @@ from temporalio.converter import (
     FailureConverter,
     PayloadConverter,
 )
-from temporalio.api.failure.v1 import Failure
 
 from activities.encryption import EncryptionCodec, Keyring, UnknownEncryptionKey
 from activities.storage import BlobStore, StorageSettings, open_blob_store

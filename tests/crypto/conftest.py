@@ -9,7 +9,7 @@ import binascii
 import json
 import re
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 import pytest
 from temporalio.client import Client
@@ -30,7 +30,7 @@ def task_queue() -> str:
 
 
 @pytest.fixture
-def keyed_client(temporal_address: str, store: BlobStore) -> Callable[[str | None], "asyncio.Future[Client]"]:
+def keyed_client(temporal_address: str, store: BlobStore) -> Callable[[str | None], Awaitable[Client]]:
     """``await keyed_client("k2:...,k1:...")``: a client of the session's server whose data
     converter encrypts with those keys (None: no encryption), on the session's store."""
 

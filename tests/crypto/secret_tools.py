@@ -3,8 +3,6 @@ code itself never contains, so finding one in the history means a tool's data le
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from activities import tool
 
 #: The markers the tools put in their results and errors (the code never spells them).

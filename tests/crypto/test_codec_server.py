@@ -102,9 +102,13 @@ async def test_bearer_token(store) -> None:
     async with CodecServer(converter, port=0, token="s3cret") as codec, aiohttp.ClientSession() as http:
         async with http.post(f"{codec.url}/encode", data=body(1), headers=JSON) as resp:
             assert resp.status == 401
-        async with http.post(f"{codec.url}/encode", data=body(1), headers={**JSON, "Authorization": "Bearer nope"}) as resp:
+        async with http.post(
+            f"{codec.url}/encode", data=body(1), headers={**JSON, "Authorization": "Bearer nope"}
+        ) as resp:
             assert resp.status == 401
-        async with http.post(f"{codec.url}/encode", data=body(1), headers={**JSON, "Authorization": "Bearer s3cret"}) as resp:
+        async with http.post(
+            f"{codec.url}/encode", data=body(1), headers={**JSON, "Authorization": "Bearer s3cret"}
+        ) as resp:
             assert resp.status == 200
         async with http.options(f"{codec.url}/encode", headers={"Origin": "http://localhost:8233"}) as resp:
             assert resp.status == 204  # a preflight carries no token

@@ -85,8 +85,9 @@ async def test_sealed_checkpoints_refuse_what_a_key_holder_did_not_write(tmp_pat
     assert await CheckpointStore(store, keys=Keyring.parse(f"{K2},{K1}")).load(scope, ref) == b"heap with a secret"
 
     async def refused(store_: CheckpointStore, scope_: CheckpointScope, data: bytes) -> str:
-        from activities.models import CheckpointRef
         import hashlib
+
+        from activities.models import CheckpointRef
 
         forged = CheckpointRef(sha256=hashlib.sha256(data).hexdigest(), size=len(data))
         await store.put_object(bucket=store.bucket, key=scope_.key(forged), data=data)

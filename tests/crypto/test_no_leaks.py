@@ -71,12 +71,19 @@ async def test_nothing_readable_leaks_and_key_holders_see_everything(
         runs = {}
         for runtime in ("monty", "python"):
             handle = await start_execution(
-                client, CodeExecutionRequest(code=CODE, runtime=runtime, inputs={"inp": INPUT_MARKER}), task_queue=task_queue
+                client,
+                CodeExecutionRequest(code=CODE, runtime=runtime, inputs={"inp": INPUT_MARKER}),
+                task_queue=task_queue,
             )
             outcome = await handle.result()
             assert outcome.success, outcome.error
             assert outcome.output == [
-                RESULT_MARKER, f"card declined: {ERROR_MARKER}", 307188, BIG_MARKER, OUTPUT_MARKER, INPUT_MARKER
+                RESULT_MARKER,
+                f"card declined: {ERROR_MARKER}",
+                307188,
+                BIG_MARKER,
+                OUTPUT_MARKER,
+                INPUT_MARKER,
             ]
             assert outcome.stdout == STDOUT_MARKER + "\n"
             runs[runtime] = handle.id
@@ -121,7 +128,9 @@ async def test_nothing_readable_leaks_and_key_holders_see_everything(
         keys, blobs = await stored_texts(store, execution_id)
         leaked = markers_in((b.decode("latin-1") for b in blobs), MARKERS | {APPROVAL_MARKER})
         assert not leaked, f"the object store holds {leaked} in the clear: {keys}"
-    show = json.loads(await temporal_cli("workflow", "show", "-w", runs["monty"], "-o", "json", address=temporal_address))
+    show = json.loads(
+        await temporal_cli("workflow", "show", "-w", runs["monty"], "-o", "json", address=temporal_address)
+    )
     events = show["events"]
     assert events[0]["userMetadata"]["summary"]["metadata"]["encryption-key-id"]  # the summary is encrypted too
     failed = [e for e in events if "activityTaskFailedEventAttributes" in e]
@@ -162,6 +171,18 @@ async def test_nothing_readable_leaks_and_key_holders_see_everything(
         assert BIG_MARKER in downloaded.data.decode()
         # And the temporal CLI through it.
         decoded_show = await temporal_cli(
-            "--codec-endpoint", codec.url, "workflow", "show", "-w", runs["monty"], "-o", "json", address=temporal_address
+            "--codec-endpoint",
+            codec.url,
+            "workflow",
+            "show",
+            "-w",
+            runs["monty"],
+            "-o",
+            "json",
+            address=temporal_address,
         )
-        assert markers_in(readable_texts(json.loads(decoded_show)), MARKERS) >= {CODE_MARKER, ERROR_MARKER, OUTPUT_MARKER}
+        assert markers_in(readable_texts(json.loads(decoded_show)), MARKERS) >= {
+            CODE_MARKER,
+            ERROR_MARKER,
+            OUTPUT_MARKER,
+        }

@@ -34,13 +34,32 @@ async def test_the_web_ui_shows_decrypted_input_and_result(tmp_path: Path) -> No
     assert shutil.which(CHROMIUM), "Debian's chromium is missing: apt-get install -y chromium (.ci/run does)"
     port, ui_port, codec_port = free_port(), free_port(), free_port()
     env = base_env(TEMPORAL_ADDRESS=f"localhost:{port}", CODEMODE_DATA_DIR=str(tmp_path / "data"), **keys_env(K1))
-    args = ("dev", "--tools", "examples.tools", "--port", str(port), "--ui-port", str(ui_port), "--codec-port", str(codec_port))
+    args = (
+        "dev",
+        "--tools",
+        "examples.tools",
+        "--port",
+        str(port),
+        "--ui-port",
+        str(ui_port),
+        "--codec-port",
+        str(codec_port),
+    )
     dev = await Background(*args, env=env, log=tmp_path / "dev.log").start("Worker ready")
     try:
         assert f"Codec server:    http://localhost:{codec_port}" in dev.output()
         res = await codemode(
-            "run", "-", "--json", "--id", "ui-check", "--input", "city=\"Paris\"", "--input", f'secret="{INPUT_MARKER}"',
-            env=env, stdin=CODE,
+            "run",
+            "-",
+            "--json",
+            "--id",
+            "ui-check",
+            "--input",
+            'city="Paris"',
+            "--input",
+            f'secret="{INPUT_MARKER}"',
+            env=env,
+            stdin=CODE,
         )
         assert res.rc == 0, res
         assert json.loads(res.out)["output"] == ["cloudy", INPUT_MARKER.lower(), OUTPUT_MARKER]

@@ -60,7 +60,11 @@ def keygen(key_id: str) -> int:
     help=f"Origin of a web UI allowed to call it (CORS; repeatable) [default: {', '.join(DEFAULT_UI_ORIGINS)}].",
 )
 @click.option(
-    "--namespace", "namespaces", multiple=True, metavar="NS", help="Serve only these namespaces (X-Namespace; repeatable)."
+    "--namespace",
+    "namespaces",
+    multiple=True,
+    metavar="NS",
+    help="Serve only these namespaces (X-Namespace; repeatable).",
 )
 def codec_server(port: int, host: str, token: str | None, ui_origins: Sequence[str], namespaces: Sequence[str]) -> int:
     """Serve the Temporal codec server protocol (POST /encode, /decode, /download) with the keys
@@ -106,4 +110,6 @@ async def start_codec_server(
         if not fallback:
             raise Fail(f"cannot serve the codec server on {host}:{port}: {err.strerror or err}") from None
     note(f"Port {port} is taken; the codec server takes a free port instead.")
-    return await CodecServer(converter, host=host, port=0, ui_origins=ui_origins, token=token, namespaces=namespaces).start()
+    return await CodecServer(
+        converter, host=host, port=0, ui_origins=ui_origins, token=token, namespaces=namespaces
+    ).start()
