@@ -93,6 +93,14 @@ async def test_nothing_readable_leaks_and_key_holders_see_everything(
         metadata = await temporal_cli("workflow", "metadata", "-w", parked.id, "-o", "json", address=temporal_address)
         assert "encryption-key-id" in metadata
         assert not markers_in(readable_texts(json.loads(metadata)), {APPROVAL_MARKER})
+        # While it waits, the memo lists the pending call: encrypted like any payload.
+        described = json.loads(
+            await temporal_cli("workflow", "describe", "-w", parked.id, "-o", "json", address=temporal_address)
+        )
+        pending_memo = described["workflowExecutionInfo"]["memo"]["fields"]["pending_approvals"]
+        assert pending_memo["metadata"]["encryption-key-id"]
+        for name, texts in (await raw_views(parked.id, temporal_address)).items():
+            assert not markers_in(texts, {APPROVAL_MARKER}), f"{name} of the parked run shows its arguments"
 
         # Key holders read it all: the CLI (subprocesses with the key in their environment).
         env = base_env(TEMPORAL_ADDRESS=temporal_address, CODEMODE_DATA_DIR=str(data_dir), **keys_env(K1))
