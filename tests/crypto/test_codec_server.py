@@ -136,3 +136,26 @@ async def test_codemode_codec_server_command(data_dir: Path, tmp_path: Path) -> 
     no_keys = Background("codec-server", "--port", str(port), env=base_env(), log=tmp_path / "nokeys.log")
     with pytest.raises(AssertionError, match="CODEMODE_ENCRYPTION_KEYS is not set"):
         await no_keys.start("Ready.", timeout=20)
+
+
+async def test_codemode_server_starts_a_codec_server_for_its_web_ui(tmp_path: Path) -> None:
+    """With keys, `codemode server` serves the codec protocol to its own UI's origin and
+    starts the UI with it as the codec endpoint."""
+    port, ui_port, codec_port = free_port(), free_port(), free_port()
+    env = base_env(CODEMODE_DATA_DIR=str(tmp_path / "data"), **keys_env(K1))
+    args = ("server", "--port", str(port), "--ui-port", str(ui_port), "--codec-port", str(codec_port))
+    server = await Background(*args, env=env, log=tmp_path / "server.log").start("Ready.")
+    try:
+        assert f"Codec server:    http://localhost:{codec_port}" in server.output()
+        ui = f"http://localhost:{ui_port}"
+        async with aiohttp.ClientSession() as http:
+            async with http.post(
+                f"http://localhost:{codec_port}/encode", data=body(1), headers={**JSON, "Origin": ui}
+            ) as resp:
+                assert resp.status == 200 and resp.headers["Access-Control-Allow-Origin"] == ui
+            # The UI's own settings name the endpoint it was started with.
+            async with http.get(f"{ui}/api/v1/settings") as resp:
+                settings = await resp.json(content_type=None)
+        assert settings["Codec"]["Endpoint"] == f"http://localhost:{codec_port}", settings
+    finally:
+        assert await server.stop() == 0, server.output()
