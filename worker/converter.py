@@ -31,7 +31,7 @@ from temporalio.converter import (
     PayloadConverter,
 )
 
-from activities.encryption import EncryptionCodec, Keyring, UnknownEncryptionKey
+from activities.encryption import DecryptionFailed, EncryptionCodec, Keyring, UnknownEncryptionKey
 from activities.storage import BlobStore, StorageSettings, open_blob_store
 
 #: Payloads this large or larger are stored outside the history (the SDK's default).
@@ -53,12 +53,13 @@ class StoreDriver(S3StorageDriver):
 
 
 class EncryptedFailureConverter(DefaultFailureConverterWithEncodedAttributes):
-    """Failure messages and stack traces go into the encoded (encrypted) attributes, except a
-    missing key's own message: it names only key ids, and whoever reads the failed workflow
-    task in the history or the UI is the person who has to add that key."""
+    """Failure messages and stack traces go into the encoded (encrypted) attributes, except the
+    codec's own errors (a key not held, ciphertext that does not authenticate): they name only
+    key ids, and whoever reads the failed workflow task in the history or the UI may be the
+    person who has to fix the keys, without being able to decrypt anything yet."""
 
     def to_failure(self, exception: BaseException, payload_converter: PayloadConverter, failure: Failure) -> None:
-        if isinstance(exception, UnknownEncryptionKey):
+        if isinstance(exception, (UnknownEncryptionKey, DecryptionFailed)):
             FailureConverter.default.to_failure(exception, payload_converter, failure)
             return
         super().to_failure(exception, payload_converter, failure)

@@ -104,3 +104,19 @@ async def test_sealed_checkpoints_refuse_what_a_key_holder_did_not_write(tmp_pat
     # Without keys, checkpoints stay as they were (no header).
     plain = CheckpointStore(store)
     assert await plain.load(scope, await plain.save(scope, b"plain")) == b"plain"
+
+
+def test_failures_are_encoded_except_the_codecs_own_errors(tmp_path) -> None:
+    from temporalio.api.failure.v1 import Failure
+
+    from worker.converter import data_converter
+
+    converter = data_converter(FileBlobStore(tmp_path), keys=Keyring.parse(K1))
+    secret = Failure()
+    converter.failure_converter.to_failure(ValueError("card 4242 declined"), converter.payload_converter, secret)
+    assert secret.message == "Encoded failure" and "4242" not in secret.stack_trace
+    assert b"4242" in secret.encoded_attributes.data  # encrypted when the worker encodes its completion
+    missing = Failure()
+    error = UnknownEncryptionKey("k1", ["k2"])
+    converter.failure_converter.to_failure(error, converter.payload_converter, missing)
+    assert missing.message == str(error) and not missing.HasField("encoded_attributes")
