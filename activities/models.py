@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from runtimes.replay import JournalEntry
-from runtimes.types import CompactModel, ExecutionLimits, ExecutionResult
+from runtimes.types import CompactModel, Determinism, ExecutionLimits, ExecutionResult
 from workflows.models import ErrorInfo
 
 #: Failure type of a resume whose checkpoint cannot be used (missing from the store,
@@ -86,6 +86,9 @@ class StartInput(CompactModel):
     #: The first run's id: checkpoints are kept under it, so a later execution that reuses
     #: the execution id never touches them.
     first_run_id: str = ""
+    #: The seed and clock the code sees, fixed by the workflow, so a journal replay makes
+    #: the same calls (``runtimes.types.Determinism``).
+    determinism: Determinism | None = None
 
 
 class ResumeInput(CompactModel):
@@ -134,6 +137,9 @@ class StepResult(CompactModel):
     via: Via = "live"
     #: Why a step that should have restored replayed instead (checkpoint missing, altered...).
     fallback: str | None = None
+    #: The checkpoint names a sandbox that costs compute while it waits (a cloud session):
+    #: the workflow suspends it when the run parks on an approval.
+    holds_compute: bool = False
 
 
 class ToolInput(CompactModel):

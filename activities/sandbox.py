@@ -29,6 +29,7 @@ from temporalio.exceptions import ApplicationError
 from runtimes import CodeExecution, CodeExecutionError, CodeRuntime, ExecutionResult, FunctionCall, get_runtime
 from runtimes.errors import SandboxError
 from runtimes.replay import JournalEntry, replay
+from runtimes.types import CheckpointTier
 from workflows.models import ErrorInfo
 
 from .checkpoints import CheckpointScope, CheckpointStore, CheckpointUnusable
@@ -207,7 +208,9 @@ class SandboxActivities:
             )
         sigs = {n: s.signature for n, s in specs.items()}
         try:
-            execution = await runtime.execute(inp.code, functions=sigs, inputs=inp.inputs, limits=inp.limits)
+            execution = await runtime.execute(
+                inp.code, functions=sigs, inputs=inp.inputs, limits=inp.limits, determinism=inp.determinism
+            )
         except CodeExecutionError as err:
             return StepResult(kind="error", error=error_info(err), via="started")
         except SandboxError as err:
@@ -263,6 +266,15 @@ class SandboxActivities:
         except CodeExecutionError as err:
             await execution.close()
             return StepResult(kind="error", error=error_info(err), via=via)
+        except SandboxError as err:
+            if via != "live" or inp.checkpoint is None:
+                await execution.close()
+                raise ApplicationError(f"the sandbox failed: {err}", type="SandboxError") from err
+            # A handle this worker kept, but another worker has since moved the sandbox on:
+            # drop it and continue from the checkpoint like any other worker would.
+            log.info("kept sandbox handle is stale (%s); restoring from the checkpoint", err)
+            await execution.close()
+            return await self._resume(inp)
         return await self._drive(execution, specs, scope, stdout_offset=stdout_offset, via=via)
 
     async def _replay(
@@ -273,7 +285,11 @@ class SandboxActivities:
         sigs = {n: s.signature for n, s in specs.items()}
         try:
             execution = await runtime.execute(
-                inp.start.code, functions=sigs, inputs=inp.start.inputs, limits=inp.start.limits
+                inp.start.code,
+                functions=sigs,
+                inputs=inp.start.inputs,
+                limits=inp.start.limits,
+                determinism=inp.start.determinism,
             )
         except CodeExecutionError as err:
             return StepResult(kind="error", error=error_info(err), via="replayed", fallback=reason)
@@ -362,6 +378,9 @@ class SandboxActivities:
                 checkpoint = execution.dump()
                 if checkpoint is not None:
                     step.checkpoint = await self.checkpoints.save(scope, checkpoint)
+                    step.holds_compute = self.runtime(execution.runtime).capabilities.checkpoint_tier == (
+                        CheckpointTier.SESSION
+                    )
                     self._cache_snapshot(
                         execution.runtime,
                         _cache_key(scope.execution_id, step.checkpoint),

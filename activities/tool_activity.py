@@ -12,6 +12,7 @@ catch, rather than sent as a payload no store or server should have to hold.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +30,7 @@ def make_tool_activity(spec: ToolSpec) -> Callable[..., Any]:
         info = activity.info()
         attempt = info.attempt
         token = _current.set(CallContext(info.workflow_id or "", inp.call_id, spec.name, attempt))
+        beating = asyncio.create_task(_heartbeat())
         try:
             value = await spec.invoke(inp.args, inp.kwargs)
         except Exception as err:
@@ -40,6 +42,7 @@ def make_tool_activity(spec: ToolSpec) -> Callable[..., Any]:
                 non_retryable=exc_type in spec.options.non_retryable,
             ) from err
         finally:
+            beating.cancel()
             _current.reset(token)
         try:
             value = to_jsonable_python(value)
@@ -62,6 +65,15 @@ def make_tool_activity(spec: ToolSpec) -> Callable[..., Any]:
         return ToolOutput(value=value, attempt=attempt, size=size)
 
     return run_tool
+
+
+async def _heartbeat() -> None:
+    """Heartbeat while the tool runs: the server answers a heartbeat with the news that the
+    execution was cancelled, which then cancels an async tool where it awaits (a sync tool's
+    thread runs to its end, and its result is dropped)."""
+    while True:
+        activity.heartbeat()
+        await asyncio.sleep(1.0)
 
 
 def tool_activities(registry: ToolRegistry) -> list[Callable[..., Any]]:

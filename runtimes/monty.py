@@ -112,6 +112,16 @@ def _monty_exception(outcome: CallOutcome) -> dict[str, Any]:
     return {"exc_type": "RuntimeError", "message": f"{exc_type}: {outcome.message}"}
 
 
+def _call_id(vm_id: int) -> str:
+    """Our call id for a Monty call: numbered from 1, like every other runtime's (Monty
+    numbers from 0)."""
+    return str(int(vm_id) + 1)
+
+
+def _vm_id(call_id: str) -> int:
+    return int(call_id) - 1
+
+
 def map_monty_error(err: BaseException) -> CodeExecutionError | SandboxError:
     """Vendor error -> our hierarchy, with type, message and line ready for an LLM."""
     if isinstance(err, pm.MontyTypingError):
@@ -270,18 +280,18 @@ class _MontyRun:
                     return step
                 continue
             if isinstance(snap, pm.AsyncFutureSnapshot):
-                pending = [str(i) for i in snap.pending_call_ids]
+                pending = [_call_id(i) for i in snap.pending_call_ids]
                 ready = [c for c in pending if c in self.answers]
                 if not ready:
                     return Blocked(tuple(pending))
-                batch = {int(c): _monty_exception(self.answers[c]) for c in ready}
+                batch = {_vm_id(c): _monty_exception(self.answers[c]) for c in ready}
                 try:
                     started = snap.resume(batch)
                 except pm.MontyError:
                     # Some value cannot enter the VM: answer one call at a time so only the
                     # call whose value was refused raises TypeError.
                     first = ready[0]
-                    await self._deliver(snap.resume, self.answers.pop(first), int(first))
+                    await self._deliver(snap.resume, self.answers.pop(first), _vm_id(first))
                     self.shown.pop(first, None)
                     continue
                 for c in ready:
@@ -295,7 +305,7 @@ class _MontyRun:
         if snap.is_os_function:
             await self._resume(lambda: snap.resume_not_handled())  # no OS access: Monty raises inside the code
             return None
-        cid = str(snap.call_id)
+        cid = _call_id(snap.call_id)
         name = str(snap.function_name)
         sig = self.signatures.get(name)
         if cid in self.shown or cid in self.answers:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from typing import Any
 
@@ -78,12 +79,45 @@ async def search_attributes_registered(client: Client) -> bool:
     return _indexed[key]
 
 
+_MARKDOWN = re.compile(r"([\\`*_\[\]<>~|])")
+
+
+def plain(text: str) -> str:
+    """Text the web UI shows as written: it renders summaries and details as markdown."""
+    return _MARKDOWN.sub(r"\\\1", text)
+
+
+def unplain(text: str) -> str:
+    """Back from ``plain``: the text as written, for a terminal."""
+    return re.sub(r"\\(.)", r"\1", text)
+
+
+def summary_text(req: CodeExecutionRequest) -> str:
+    """What the code is about, in a line: its leading comment when it starts with one, else
+    its first statement that is not an import."""
+    lines = [ln.strip() for ln in req.code.strip().splitlines() if ln.strip()]
+    comment = []
+    for ln in lines:
+        if not ln.startswith("#"):
+            break
+        comment.append(ln.lstrip("#").strip())
+    first = " ".join(c for c in comment if c)
+    if not first:
+        body = [ln for ln in lines if not ln.startswith(("#", "import ", "from "))]
+        first = body[0] if body else (lines[0] if lines else "(empty)")
+    if len(first) > 80:
+        first = first[:77] + "..."
+    return f"{first} ({req.runtime}, {len(req.code.splitlines())} lines)"
+
+
 def _summary(req: CodeExecutionRequest) -> str:
-    lines = [ln.strip() for ln in req.code.strip().splitlines() if ln.strip() and not ln.strip().startswith("#")]
-    first = lines[0] if lines else "(empty)"
-    if len(first) > 60:
-        first = first[:57] + "..."
-    return f"{req.runtime}: {first} ({len(req.code.splitlines())} lines)"
+    if req.redact:
+        return f"{req.runtime} code, {len(req.code.splitlines())} lines"
+    return plain(summary_text(req))
+
+
+def _details(req: CodeExecutionRequest) -> str | None:
+    return None if req.redact else f"```python\n{req.code}\n```"
 
 
 async def start_execution(
@@ -106,7 +140,7 @@ async def start_execution(
         task_queue=task_queue,
         result_type=ExecutionOutcome,
         static_summary=_summary(request),
-        static_details=f"```python\n{request.code}\n```",
+        static_details=_details(request),
         **options,
     )
 

@@ -27,14 +27,16 @@ from temporalio.converter import DataConverter
 from activities.models import StepResult, ToolInput, ToolOutput
 from activities.tools import STEP_NAMES
 from workflows.models import (
+    ANONYMOUS,
     CODE_APPROVAL_ID,
-    ApproveSignal,
     CallStatus,
     CodeExecutionRequest,
-    DenySignal,
+    Decision,
     ErrorInfo,
     ExecutionOutcome,
+    IgnoredSignal,
     PendingApproval,
+    read_decision,
 )
 
 #: Activity types that are sandbox steps; every other activity type is a tool.
@@ -117,6 +119,8 @@ class ExecutionAudit(BaseModel):
     error: ErrorInfo | None = None
     require_code_approval: bool = False
     code_approval: ApprovalAudit | None = None
+    #: Decisions that could not be applied (unknown call, malformed input), with why.
+    ignored_signals: list[IgnoredSignal] = Field(default_factory=list)
     steps: list[StepAudit] = Field(default_factory=list)
     calls: list[CallAudit] = Field(default_factory=list)
     events: list[AuditEvent] = Field(default_factory=list)
@@ -210,6 +214,8 @@ class _Builder:
         self.step_attempts: dict[tuple[int, int], int] = {}
         #: Index of the run being folded (event ids restart in every run).
         self.run = 0
+        #: (run, scheduled_event_id) -> summary of a sandbox_release activity (pause or free)
+        self.releases: dict[tuple[int, int], str] = {}
 
     def event(self, at: datetime, kind: Any, text: str, call_id: str | None = None) -> None:
         self.audit.events.append(AuditEvent(at=at, kind=kind, call_id=call_id, text=text))
@@ -283,6 +289,9 @@ class _Builder:
                 )
                 self.event(at, "step", f"{name} (local) failed: {attrs.failure.message}")
                 return
+            if name == "sandbox_release":
+                self.event(at, "step", "sandbox_release (local): released what the sandbox held")
+                return
             result = await decode(attrs.details["result"], StepResult) if "result" in attrs.details else None
             self.step(at, name, local=True, attempt=int((data or {}).get("attempt", 1)), result=result)
         elif kind == "activity_task_scheduled_event_attributes":
@@ -290,6 +299,9 @@ class _Builder:
             name = attrs.activity_type.name
             if name in STEP_TYPES or name.startswith("storage_"):
                 self.activities[(self.run, e.event_id)] = (name, None)
+                if name == "sandbox_release" and e.user_metadata.HasField("summary"):
+                    summary = await decode([e.user_metadata.summary], str)
+                    self.releases[(self.run, e.event_id)] = summary if isinstance(summary, str) else ""
                 return
             inp = _as(ToolInput, await decode(attrs.input, ToolInput))
             call_id = inp.call_id if inp else attrs.activity_id.removeprefix("call-")
@@ -316,7 +328,11 @@ class _Builder:
             attrs = e.activity_task_completed_event_attributes
             name, call_id = self.activities.get((self.run, attrs.scheduled_event_id), ("?", None))
             if call_id is None:
-                if name in STEP_TYPES and name != "sandbox_release":
+                if name == "sandbox_release":
+                    what = self.releases.get((self.run, attrs.scheduled_event_id)) or "release"
+                    text = "paused the sandbox while the run waits" if what.startswith("pause") else "released the sandbox"
+                    self.event(at, "step", f"sandbox_release: {text}")
+                elif name in STEP_TYPES:
                     attempt = self.step_attempts.get((self.run, attrs.scheduled_event_id), 1)
                     result = await decode(attrs.result, StepResult)
                     self.step(at, name, local=False, attempt=attempt, result=result)
@@ -342,19 +358,36 @@ class _Builder:
             attrs = e.workflow_execution_signaled_event_attributes
             if attrs.signal_name not in ("approve", "deny"):
                 return
-            model = ApproveSignal if attrs.signal_name == "approve" else DenySignal
-            sig = _as(model, await decode(attrs.input, model))
-            if sig is None:
+            payload = await decode(attrs.input)
+            read = read_decision(attrs.signal_name, payload, self.undecided())
+            if isinstance(read, IgnoredSignal):
+                a.ignored_signals.append(read)
+                self.event(at, "approval", f"{attrs.signal_name} signal ignored: {read.reason} (input {read.payload})")
                 return
-            approval = ApprovalAudit(
-                call_id=sig.call_id,
-                decision="approved" if attrs.signal_name == "approve" else "denied",
-                by=sig.by,
-                comment=sig.comment if isinstance(sig, ApproveSignal) else sig.reason,
-                at=at,
-                identity=attrs.identity,
+            call_id, by, text = read
+            decision = "approved" if attrs.signal_name == "approve" else "denied"
+            self._approval(ApprovalAudit(call_id=call_id, decision=decision, by=by, comment=text, at=at, identity=attrs.identity))
+        elif kind == "workflow_execution_update_accepted_event_attributes":
+            attrs = e.workflow_execution_update_accepted_event_attributes
+            request = attrs.accepted_request
+            if request.input.name != "decide":
+                return
+            d = _as(Decision, await decode(request.input.args, Decision))
+            if d is None:
+                return
+            read = read_decision("decide", {"call_id": d.call_id, "by": d.by}, self.undecided())
+            if isinstance(read, IgnoredSignal):
+                return  # the validator refused it; a refused update leaves no event anyway
+            self._approval(
+                ApprovalAudit(
+                    call_id=read[0],
+                    decision="approved" if d.approve else "denied",
+                    by=d.by,
+                    comment=d.comment,
+                    at=at,
+                    identity=request.meta.identity,
+                )
             )
-            self._approval(approval)
         elif kind == "workflow_execution_completed_event_attributes":
             outcome = _as(
                 ExecutionOutcome, await decode(e.workflow_execution_completed_event_attributes.result, ExecutionOutcome)
@@ -380,9 +413,20 @@ class _Builder:
             a.error = ErrorInfo(type="WorkflowError", message=message, kind="sandbox")
             self.event(at, "failed", f"execution {a.status}: {message}")
 
+    def undecided(self) -> list[str]:
+        """Calls waiting for a decision at this point of the history."""
+        waiting = [c.call_id for c in self.calls.values() if c.status == "awaiting_approval" and c.approval is None]
+        a = self.audit
+        if a.require_code_approval and a.code_approval is None and not a.steps:
+            waiting.insert(0, CODE_APPROVAL_ID)
+        return waiting
+
     def _approval(self, approval: ApprovalAudit) -> None:
         verb = "approved" if approval.decision == "approved" else "denied"
-        by = f" by {approval.by}" if approval.by else ""
+        who = approval.by or ANONYMOUS
+        if who == ANONYMOUS and approval.identity:
+            who = f"{ANONYMOUS} (sent by {approval.identity})"
+        by = f" by {who}"
         why = f": {approval.comment}" if approval.comment else ""
         if approval.call_id == CODE_APPROVAL_ID:
             if self.audit.code_approval is None:

@@ -88,6 +88,9 @@ class CodeModeWorker:
             activity_task_poller_behavior=PollerBehaviorSimpleMaximum(maximum=16),
             max_eager_activity_reservations_per_workflow_task=16,
             build_id=BUILD_ID,
+            # Tools heartbeat so a cancelled execution's running tool hears of it within a
+            # second or so (the SDK otherwise sends a heartbeat at most every 30 s).
+            default_heartbeat_throttle_interval=timedelta(seconds=1),
         )
         self.sticky = Worker(
             client, task_queue=self.session_queue, activities=self.sandbox.activities(), build_id=BUILD_ID

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime, timedelta
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey
@@ -39,16 +39,18 @@ with workflow.unsafe.imports_passed_through():
         SA_STATUS,
         WORKFLOW_TYPE,
         ApprovalRecord,
-        ApproveSignal,
         CodeExecutionRequest,
-        DenySignal,
+        Decision,
         ErrorInfo,
         ExecutionOutcome,
         ExecutionState,
         ExecutionStatus,
+        IgnoredSignal,
         PendingApproval,
         ToolCallRecord,
+        read_decision,
     )
+    from runtimes.types import Determinism
     from workflows.state import Continuation, Cursor
 
 #: Runtimes whose steps are cheap, stateless and snapshot-based: run them as local activities.
@@ -69,6 +71,8 @@ MAX_RUN_EVENTS = 10_000
 MAX_RUN_BYTES = 10 * 1024 * 1024
 #: Calls the status query returns at most (a long execution is read in pages).
 STATUS_PAGE = 500
+#: Ignored decisions kept for the status and carried into the next run.
+MAX_IGNORED = 50
 
 
 @workflow.defn(name=WORKFLOW_TYPE)
@@ -91,22 +95,63 @@ class CodeExecutionWorkflow:
         self._superseded: CheckpointRef | None = None
         self._session: tuple[str, str | None] | None = None
         self._started: datetime | None = None
+        self._ignored: list[IgnoredSignal] = []
+        self._determinism: Determinism | None = None
+        self._req = CodeExecutionRequest(code="")
+        #: The step whose sandbox holds compute (a cloud session) has been suspended.
+        self._suspended = False
+        self._holds_compute = False
 
     # -- handlers -----------------------------------------------------------------------
 
-    @workflow.signal
-    def approve(self, signal: ApproveSignal) -> None:
-        if signal.call_id in self._pending and signal.call_id not in self._decisions:
-            self._decisions[signal.call_id] = ApprovalRecord(decision="approved", by=signal.by, comment=signal.comment)
-        else:
-            workflow.logger.warning("approve for %s ignored: no such pending approval", signal.call_id)
+    @workflow.signal(
+        description='Approve a tool call waiting for approval: {"call_id": "1", "by": "your name", '
+        '"comment": "optional"}. call_id may be left out when one call is pending.'
+    )
+    def approve(self, payload: Any = None) -> None:
+        self._on_signal("approve", payload)
 
-    @workflow.signal
-    def deny(self, signal: DenySignal) -> None:
-        if signal.call_id in self._pending and signal.call_id not in self._decisions:
-            self._decisions[signal.call_id] = ApprovalRecord(decision="denied", by=signal.by, comment=signal.reason)
-        else:
-            workflow.logger.warning("deny for %s ignored: no such pending approval", signal.call_id)
+    @workflow.signal(
+        description='Deny a tool call waiting for approval: {"call_id": "1", "by": "your name", '
+        '"reason": "optional"}. The code gets PermissionError.'
+    )
+    def deny(self, payload: Any = None) -> None:
+        self._on_signal("deny", payload)
+
+    def _on_signal(self, name: str, payload: Any) -> None:
+        read = read_decision(name, payload, self._undecided())
+        if isinstance(read, IgnoredSignal):
+            workflow.logger.warning("%s signal ignored: %s", name, read.reason)
+            self._ignored = [*self._ignored, read][-MAX_IGNORED:]
+            return
+        call_id, by, text = read
+        self._decisions[call_id] = ApprovalRecord(
+            decision="approved" if name == "approve" else "denied", by=by, comment=text
+        )
+
+    @workflow.update(description="Approve or deny a pending call and get the recorded decision back at once.")
+    def decide(self, decision: Decision) -> ApprovalRecord:
+        call_id = self._decide_target(decision)
+        record = ApprovalRecord(
+            decision="approved" if decision.approve else "denied", by=decision.by, comment=decision.comment
+        )
+        self._decisions[call_id] = record
+        return record
+
+    @decide.validator
+    def _validate_decide(self, decision: Decision) -> None:
+        self._decide_target(decision)
+        if not decision.by.strip():
+            raise ValueError("say who decides: by must not be empty")
+
+    def _decide_target(self, decision: Decision) -> str:
+        read = read_decision("decide", {"call_id": decision.call_id, "by": decision.by}, self._undecided())
+        if isinstance(read, IgnoredSignal):
+            raise ValueError(read.reason)
+        return read[0]
+
+    def _undecided(self) -> list[str]:
+        return [c for c in self._pending if c not in self._decisions]
 
     @workflow.query
     def status(self, since: int | None = None) -> ExecutionStatus:
@@ -124,6 +169,7 @@ class CodeExecutionWorkflow:
             stdout="".join(self._stdout),
             error=self._error,
             runs=len(self._runs) + 1,
+            ignored_signals=list(self._ignored),
         )
 
     # -- the run ------------------------------------------------------------------------
@@ -135,6 +181,7 @@ class CodeExecutionWorkflow:
         if not isinstance(req, CodeExecutionRequest):
             req = CodeExecutionRequest.model_validate(req)
         info = workflow.info()
+        self._req = req
         self._runtime = req.runtime
         self._index = req.index_search_attributes
         self._started = started = carry.started_at if carry else workflow.now()
@@ -145,6 +192,7 @@ class CodeExecutionWorkflow:
             self._stdout = [carry.stdout] if carry.stdout else []
             self._stdout_len = len(carry.stdout)
             self._code_approval = carry.code_approval
+            self._ignored = list(carry.ignored_signals)
         elif self._index:
             workflow.upsert_search_attributes([STATUS_KEY.value_set("running"), RUNTIME_KEY.value_set(req.runtime)])
         start = StartInput(
@@ -155,7 +203,13 @@ class CodeExecutionWorkflow:
             tools=req.tools,
             limits=req.limits,
             first_run_id=info.first_execution_run_id,
+            # One seed and clock for the whole execution (the first run's), so a replay of
+            # the code in a fresh sandbox draws the same numbers and reads the same time.
+            determinism=carry.determinism if carry else Determinism(
+                seed=workflow.random().getrandbits(63), epoch=workflow.now().timestamp()
+            ),
         )
+        self._determinism = start.determinism
         try:
             success, output, error = await self._execute(req, start, carry)
         except asyncio.CancelledError:
@@ -163,11 +217,15 @@ class CodeExecutionWorkflow:
             for record in self._calls.values():
                 if record.status in ("pending", "running", "awaiting_approval"):
                     record.status = "cancelled"
-            workflow.set_current_details("Cancelled")
+            self._pending.clear()
+            self._show_pending(start.execution_id)
+            reason = workflow.cancellation_reason()
+            workflow.set_current_details(f"**Cancelled**{': ' + reason if reason and not req.redact else ''}")
             await self._release(start)
             raise
         self._error = error
-        self._set_state("completed" if success else "failed")
+        self._set_state("completed" if success else "timed_out" if error and error.kind == "timeout" else "failed")
+        workflow.set_current_details(self._final_details(success, error, started))
         await self._release(start)
         return ExecutionOutcome(
             execution_id=info.workflow_id,
@@ -207,7 +265,7 @@ class CodeExecutionWorkflow:
                 return False, None, step.error
             while cursor.remaining:
                 window, cursor.remaining = cursor.remaining[:CALL_WINDOW], cursor.remaining[CALL_WINDOW:]
-                workflow.set_current_details("Running " + ", ".join(f"`{c.summary}`" for c in window[:5]))
+                workflow.set_current_details("Running " + ", ".join(f"`{self._summary(c)}`" for c in window[:5]))
                 answers = await asyncio.gather(*(self._run_call(c, req.approval_timeout) for c in window))
                 cursor.answers.extend(answers)
                 self._journal.extend(answers)
@@ -239,6 +297,7 @@ class CodeExecutionWorkflow:
 
     def _hold(self, step: StepResult, superseded: CheckpointRef | None) -> None:
         """Note what the sandbox layer holds after ``step`` (released when the run ends)."""
+        self._suspended, self._holds_compute = False, step.holds_compute
         if step.kind == "calls":  # holds its own checkpoint; the one before is deleted next step
             self._checkpoint, self._superseded = step.checkpoint, superseded
         else:  # finished: the checkpoint it consumed is the last one left
@@ -267,6 +326,8 @@ class CodeExecutionWorkflow:
             journal=self._journal,
             stdout="".join(self._stdout),
             code_approval=self._code_approval,
+            ignored_signals=self._ignored,
+            determinism=self._determinism,
             cursor=cursor,
         )
         workflow.continue_as_new(args=[req, carry])
@@ -350,6 +411,31 @@ class CodeExecutionWorkflow:
                 inp = self._with_journal(inp, start, cause.message)
         return await self._step("sandbox_resume", inp, local=False, timeout=timeout)
 
+    async def _suspend(self) -> None:
+        """Pause the sandbox of a run that is about to wait for a person (a cloud session
+        holds compute; snapshots and journals hold nothing). Once per step."""
+        if not self._holds_compute or self._suspended or self._checkpoint is None:
+            return
+        self._suspended = True
+        inp = ReleaseInput(
+            execution_id=workflow.info().workflow_id,
+            runtime=self._runtime,
+            first_run_id=workflow.info().first_execution_run_id,
+            checkpoint=self._checkpoint,
+            mode="suspend",
+        )
+        try:
+            await workflow.execute_activity(
+                "sandbox_release",
+                inp,
+                start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=STEP_RETRY,
+                summary="pause the sandbox while waiting",
+            )
+        except (ActivityError, ApplicationError) as err:
+            # Not fatal: the sandbox keeps running (and costing) until its own timeout pauses it.
+            workflow.logger.warning("pausing the sandbox failed: %s", _step_cause(err))
+
     async def _release(self, start: StartInput) -> None:
         """Free what the sandbox layer still holds for this execution (its last checkpoint, a
         live process, a cloud sandbox). Best effort: a leftover is swept at retention."""
@@ -425,6 +511,7 @@ class CodeExecutionWorkflow:
             review = PendingApproval(
                 call_id=call.call_id, tool=call.tool, args=call.args, kwargs=call.kwargs, summary=call.summary
             )
+            await self._suspend()
             record.approval = await self._await_approval(review, approval_timeout)
             if record.approval.decision != "approved":
                 record.status = "denied" if record.approval.decision == "denied" else "timed_out"
@@ -444,7 +531,7 @@ class CodeExecutionWorkflow:
                     backoff_coefficient=2.0,
                     maximum_interval=timedelta(seconds=30),
                 ),
-                summary=call.summary,
+                summary=self._summary(call),
             )
         except ActivityError as err:
             etype, message, attempts = _tool_failure(err, call)
@@ -462,19 +549,78 @@ class CodeExecutionWorkflow:
         return _entry(call, result=out.value)
 
     async def _await_approval(self, review: PendingApproval, timeout: timedelta) -> ApprovalRecord:
+        execution_id = workflow.info().workflow_id
         self._pending[review.call_id] = review
         self._set_state("awaiting_approval")
-        workflow.set_current_details(f"Awaiting approval of `{review.summary}` (call id `{review.call_id}`)")
+        self._show_pending(execution_id)
         try:
-            await workflow.wait_condition(lambda: review.call_id in self._decisions, timeout=timeout)
+            await workflow.wait_condition(
+                lambda: review.call_id in self._decisions,
+                timeout=timeout,
+                timeout_summary=f"approval of call {review.call_id} ({review.tool}) times out",
+            )
             decision = self._decisions[review.call_id]
         except asyncio.TimeoutError:
             decision = ApprovalRecord(decision="timed_out", comment=f"no decision within {timeout}")
         # Not in a finally: on eviction the coroutine is closed and must not touch workflow APIs.
         del self._pending[review.call_id]
+        self._show_pending(execution_id)
         if not self._pending:
             self._set_state("running")
+            verb = {"approved": "Approved", "denied": "Denied", "timed_out": "No decision in time for"}[decision.decision]
+            by = f" by {decision.by}" if decision.by and decision.decision != "timed_out" else ""
+            workflow.set_current_details(f"{verb} `{self._summary(review)}`{by}; running on")
         return decision
+
+    def _show_pending(self, execution_id: str) -> None:
+        """What waits for a person, where anyone can see it without a worker: the memo
+        (UI "Memo", ``temporal workflow describe``) and the current details."""
+        pending = [p for p in self._pending.values() if p.call_id not in self._decisions]
+        if not pending:
+            workflow.upsert_memo({"pending_approvals": None})
+            return
+        entries = [
+            {
+                "call_id": p.call_id,
+                "tool": p.tool,
+                "summary": self._summary(p),
+                "approve_command": f"codemode approve {execution_id} {p.call_id}",
+                "deny_command": f"codemode deny {execution_id} {p.call_id}",
+                "signal_input": {"call_id": p.call_id, "by": "your name"},
+            }
+            for p in pending
+        ]
+        workflow.upsert_memo({"pending_approvals": entries})
+        lines = [f"**Awaiting approval** ({len(pending)} call{'s' if len(pending) != 1 else ''}):"]
+        for p in pending:
+            lines.append(
+                f"- call `{p.call_id}`: `{self._summary(p)}` — approve with `codemode approve {execution_id} {p.call_id}`"
+                f" or deny with `codemode deny {execution_id} {p.call_id}`"
+            )
+        first = pending[0].call_id
+        lines.append(
+            f'Or use *Send a Signal*: name `approve` (or `deny`), input `{{"call_id": "{first}", "by": "your name"}}`.'
+        )
+        workflow.set_current_details("\n".join(lines))
+
+    def _summary(self, call: CallRequest | PendingApproval) -> str:
+        """How a call is named where Temporal does not encrypt (summaries, details, memo)."""
+        if self._req.redact:
+            return f"{call.tool} (call {call.call_id})"
+        return call.summary or f"{call.tool}(...)"
+
+    def _final_details(self, success: bool, error: ErrorInfo | None, started: datetime) -> str:
+        seconds = (workflow.now() - started).total_seconds()
+        calls = len(self._calls)
+        tail = f"in {seconds:.1f}s, {calls} tool call{'s' if calls != 1 else ''}"
+        if success:
+            return f"**Completed** {tail}."
+        if error is None:
+            return f"**Failed** {tail}."
+        where = f" at line {error.line}" if error.line else ""
+        message = "" if self._req.redact else f": {error.message[:300]}"
+        word = "Timed out" if error.kind == "timeout" else "Failed"
+        return f"**{word}** {tail}: `{error.type}`{where}{message}"
 
     def _set_state(self, state: ExecutionState) -> None:
         if state == self._state:

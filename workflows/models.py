@@ -5,6 +5,8 @@ Everything here crosses a process boundary through the temporalio pydantic data 
 
 from __future__ import annotations
 
+import json
+from collections.abc import Collection
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -75,6 +77,9 @@ class CodeExecutionRequest(BaseModel):
     #: Keep the CodeModeStatus/CodeModeRuntime search attributes current. Clients turn this
     #: off on a server where they are not registered (upserting them would fail the run).
     index_search_attributes: bool = True
+    #: Keep code, arguments and results out of what Temporal does not encrypt (summaries,
+    #: current details, memo): set by clients that encrypt payloads.
+    redact: bool = False
 
 
 class ExecutionOutcome(BaseModel):
@@ -98,6 +103,14 @@ class PendingApproval(BaseModel):
     summary: str = ""
 
 
+class IgnoredSignal(BaseModel):
+    """A decision that could not be applied, kept so nobody waits days on a typo."""
+
+    signal: str
+    payload: str
+    reason: str
+
+
 class ExecutionStatus(BaseModel):
     state: ExecutionState
     runtime: str = "monty"
@@ -109,6 +122,7 @@ class ExecutionStatus(BaseModel):
     runs: int = 1
     stdout: str = ""
     error: ErrorInfo | None = None
+    ignored_signals: list[IgnoredSignal] = Field(default_factory=list)
 
 
 class ApproveSignal(BaseModel):
@@ -121,3 +135,80 @@ class DenySignal(BaseModel):
     call_id: str
     by: str | None = None
     reason: str | None = None
+
+
+class Decision(BaseModel):
+    """Input of the ``decide`` Update: approve or deny a pending call, and say who decides."""
+
+    call_id: str | None = None
+    approve: bool
+    by: str
+    comment: str | None = None
+
+
+#: Keys a person may use in an approve/deny signal (the UI's "Send a Signal" box is free JSON).
+_CALL_KEYS = ("call_id", "callId", "id")
+_BY_KEYS = ("by", "approver", "user")
+_TEXT_KEYS = ("comment", "reason", "note")
+#: Who a decision is recorded as when the signal names nobody.
+ANONYMOUS = "anonymous"
+
+
+def read_decision(
+    signal: str, payload: Any, pending: Collection[str]
+) -> tuple[str, str, str | None] | IgnoredSignal:
+    """``(call_id, by, comment)`` from an approve/deny signal's payload, or why it is ignored.
+
+    Lenient where there is no doubt about what a person meant: the call id as a number, as a
+    bare value, or left out when exactly one call is pending; ``callId`` for ``call_id``.
+    Strict where a mistake could approve the wrong thing: an unknown key, a call that is not
+    pending. Shared by the workflow and the audit, so both say the same."""
+    shown = _short_json(payload)
+
+    def ignored(reason: str) -> IgnoredSignal:
+        return IgnoredSignal(signal=signal, payload=shown, reason=reason)
+
+    by: Any = None
+    text: Any = None
+    call: Any = None
+    if isinstance(payload, dict):
+        unknown = [k for k in payload if k not in (*_CALL_KEYS, *_BY_KEYS, *_TEXT_KEYS)]
+        if unknown:
+            return ignored(
+                f"unknown field(s) {', '.join(map(repr, unknown))}: send {{\"call_id\": \"1\", \"by\": \"your name\"}}"
+            )
+        call = next((payload[k] for k in _CALL_KEYS if k in payload), None)
+        by = next((payload[k] for k in _BY_KEYS if k in payload), None)
+        text = next((payload[k] for k in _TEXT_KEYS if k in payload), None)
+    elif payload is not None and not isinstance(payload, (list, float)):
+        call = payload  # a bare call id: "1" or 1
+    elif payload is not None:
+        return ignored("the input must be an object such as {\"call_id\": \"1\", \"by\": \"your name\"}")
+    if isinstance(call, bool) or (call is not None and not isinstance(call, (str, int))):
+        return ignored(f"call_id must be a string or a number, not {type(call).__name__}")
+    if call is None or call == "":
+        if len(pending) != 1:
+            waiting = _ids(pending)
+            return ignored(f"no call_id given and {len(pending)} calls are pending (pending: {waiting})")
+        call = next(iter(pending))
+    call = str(call)
+    if call not in pending:
+        waiting = _ids(pending)
+        return ignored(f"call {call} is not waiting for a decision (pending: {waiting})")
+    if by is not None and not isinstance(by, str):
+        return ignored(f"by must be a name, not {type(by).__name__}")
+    if text is not None and not isinstance(text, str):
+        text = _short_json(text)
+    return call, (by or "").strip() or ANONYMOUS, text
+
+
+def _ids(pending: Collection[str]) -> str:
+    return ", ".join(sorted(pending, key=lambda c: (len(c), c))) or "none"
+
+
+def _short_json(value: Any, limit: int = 200) -> str:
+    try:
+        text = json.dumps(value, separators=(",", ":"), default=str)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -17,7 +17,8 @@ from pydantic import BaseModel, Field
 
 from activities.models import CallRequest, CheckpointRef, StepResult
 from runtimes.replay import JournalEntry
-from workflows.models import ApprovalRecord, ToolCallRecord
+from runtimes.types import Determinism
+from workflows.models import ApprovalRecord, IgnoredSignal, ToolCallRecord
 
 
 class Cursor(BaseModel):
@@ -40,4 +41,6 @@ class Continuation(BaseModel):
     journal: list[JournalEntry] = Field(default_factory=list)
     stdout: str = ""
     code_approval: ApprovalRecord | None = None
+    ignored_signals: list[IgnoredSignal] = Field(default_factory=list)
+    determinism: Determinism | None = None
     cursor: Cursor

@@ -8,15 +8,16 @@ Regenerate the committed ones deliberately with CODEMODE_RECORD_HISTORIES=1.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from pathlib import Path
 
-from temporalio.client import WorkflowHistory
+from temporalio.client import WorkflowFailureError, WorkflowHistory
 from temporalio.worker import Replayer
 
 from worker.client import start_execution
 from workflows.code_execution import CodeExecutionWorkflow
-from workflows.models import ApproveSignal, CodeExecutionRequest, DenySignal, ExecutionStatus
+from workflows.models import ApproveSignal, CodeExecutionRequest, Decision, DenySignal, ExecutionStatus
 
 HISTORIES = Path(__file__).parent / "histories"
 
@@ -30,6 +31,9 @@ SCENARIOS = {
     "approved": CodeExecutionRequest(code="transfer('bob', 1)['to']"),
     "denied": CodeExecutionRequest(code="try:\n    transfer('eve', 1)\nexcept PermissionError as e:\n    r = str(e)\nr"),
     "code_review": CodeExecutionRequest(code="lookup('Rome')", require_code_approval=True),
+    "decided": CodeExecutionRequest(code="transfer('ann', 2)['to']"),
+    "ignored_signal": CodeExecutionRequest(code="transfer('joe', 3)['to']"),
+    "cancelled": CodeExecutionRequest(code="transfer('max', 4)['to']"),
 }
 
 
@@ -49,16 +53,28 @@ async def _drive_approvals(handle, decide) -> None:
         await asyncio.sleep(0.05)
 
 
+async def _ignored_then_approved(handle, cid) -> None:
+    await handle.signal("approve", {"call_id": "nope", "by": "alice"})
+    await handle.signal("approve", {"call_id": int(cid), "by": "alice"})
+
+
 async def _record(client, task_queue) -> dict[str, WorkflowHistory]:
     histories = {}
     for name, request in SCENARIOS.items():
         handle = await start_execution(client, request, task_queue=task_queue)
         if name == "denied":
             decide = lambda h, cid: h.signal("deny", DenySignal(call_id=cid, by="bob", reason="no"))  # noqa: E731
+        elif name == "decided":
+            decide = lambda h, cid: h.execute_update("decide", Decision(call_id=cid, approve=True, by="ann"))  # noqa: E731
+        elif name == "ignored_signal":
+            decide = _ignored_then_approved
+        elif name == "cancelled":
+            decide = lambda h, cid: h.cancel()  # noqa: E731
         else:
             decide = lambda h, cid: h.signal("approve", ApproveSignal(call_id=cid, by="alice"))  # noqa: E731
         await asyncio.wait_for(_drive_approvals(handle, decide), timeout=60)
-        await handle.result()
+        with contextlib.suppress(WorkflowFailureError):  # the cancelled one
+            await handle.result()
         histories[name] = await handle.fetch_history()
     return histories
 

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 from temporalio.client import Client
+from temporalio.worker import Replayer
 from temporalio.testing import WorkflowEnvironment
 
 from activities import ToolRegistry
@@ -20,6 +21,7 @@ from worker.client import start_execution
 from worker.history import fetch_audit
 from worker.server import start_local_environment
 from worker.worker import CodeModeWorker
+from workflows.code_execution import CodeExecutionWorkflow
 from workflows.models import ApproveSignal, CodeExecutionRequest, ExecutionStatus
 
 from .conftest import TOOLS_MODULE
@@ -45,6 +47,11 @@ import asyncio
 xs = await asyncio.gather(*[fetch(i) for i in range(200)])
 sum(xs)
 """
+
+
+async def _aiter(items):
+    for item in items:
+        yield item
 
 
 @pytest.fixture(scope="module")
@@ -98,6 +105,14 @@ async def test_long_runs_roll_over_and_finish(small_client, runtime, calls) -> N
     lines = display.audit_lines(audit)
     assert sum("continued as new" in ln for ln in lines) == outcome.runs - 1
     assert sum("⚖" in ln and "approved by ana" in ln for ln in lines) == 1
+    # Every run of the chain replays deterministically (the first from the request, the
+    # others from the state the run before carried).
+    histories = [
+        await small_client.get_workflow_handle(handle.id, run_id=run).fetch_history() for run in audit.runs
+    ]
+    replayer = Replayer(workflows=[CodeExecutionWorkflow], data_converter=small_client.data_converter)
+    results = await replayer.replay_workflows(_aiter(histories), raise_on_replay_failure=False)
+    assert not results.replay_failures
 
 
 async def test_a_gathered_batch_larger_than_a_run(small_client) -> None:

@@ -90,3 +90,22 @@ def blob(megabytes: int) -> str:
 
 def add(a: int, b: int) -> int:
     return a + b
+
+
+@tool(requires_approval=True)
+async def wire(to: str, amount: float) -> dict:
+    """Async and needs approval: two gathered calls park together."""
+    _event("start", arg=to)
+    return {"to": to, "amount": amount}
+
+
+async def nap(seconds: float) -> float:
+    """Async and slow: cancelled where it awaits when the execution is cancelled."""
+    _event("start", arg=seconds)
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        _event("cancelled", arg=seconds)
+        raise
+    _event("end", arg=seconds)
+    return seconds

@@ -29,6 +29,7 @@ from worker.cli.common import (
     open_client,
     query_status,
 )
+from worker.client import unplain
 from worker.history import ExecutionAudit, fetch_audit
 from workflows.models import (
     SA_RUNTIME,
@@ -179,7 +180,8 @@ async def _summary(client: Client, execution_id: str, run_id: str, gate: asyncio
             desc = await client.get_workflow_handle(execution_id, run_id=run_id).describe()
         except RPCError:
             return None
-        return await desc.static_summary()
+        summary = await desc.static_summary()
+        return unplain(summary) if summary else summary
 
 
 def list_lines(listing: ExecutionList) -> list[str]:
