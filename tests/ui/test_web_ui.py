@@ -2,20 +2,25 @@
 a run parked for approval: what a person finds on the workflow's page, and approving from it.
 
 ``codemode dev`` (embedded server with the UI, and a worker) runs on free ports with a
-temporary data dir; ``examples/email.py`` parks on ``send_email``. Where things are in UI 2.54.1:
+temporary data dir; ``examples/email.py`` parks on ``send_email``. Where things are in UI 2.54.1
+(``/namespaces/default/workflows/<id>`` redirects to ``.../<id>/<run id>/timeline``):
 
-* the **Memo** tab (``.../<run id>/memo``): the workflow's memo as JSON, read from the server
-  (no worker needed);
-* the **User Metadata** tab (``.../<run id>/user-metadata``): Summary, Details and Current
-  Details, each markdown rendered in its own iframe (``#user-metadata-summary``,
-  ``#user-metadata-details``, ``#user-metadata-current-details``). Current Details comes from
-  the ``__temporal_workflow_metadata`` query, so it needs a live worker.
+* the **Memo** tab (``.../<run id>/memo``): the memo as JSON (``{"fields": {"pending_approvals":
+  [...]}}``), read from the server, so it is there with no worker running;
+* the **User Metadata** tab (``.../<run id>/user-metadata``): Summary and Details on the left,
+  Current Details on the right, each markdown rendered in its own iframe
+  (``#user-metadata-summary``, ``#user-metadata-details``, ``#user-metadata-current-details``).
+  Current Details comes from the ``__temporal_workflow_metadata`` query: empty with no worker;
+* **More Actions > Send a Signal**: a dialog whose signal list (with descriptions) also comes
+  from that query; with no worker it asks for the name in a text field.
 
-Full-page screenshots go to the test's tmp dir; their paths are printed (``pytest -s``).
+Full-page screenshots go to each test's tmp dir (``last.png``: the page as the test left it);
+their paths are printed (``pytest -s``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -100,6 +105,9 @@ async def page(browser: object, tmp_path: Path) -> AsyncIterator[object]:
     context.set_default_timeout(PAGE_TIMEOUT_MS)
     pg = await context.new_page()
     yield pg
+    # The page as the test left it (on a failure: what the assertion saw).
+    with contextlib.suppress(Exception):
+        await screenshot(pg, tmp_path / "last.png")
     await context.close()
 
 
@@ -151,7 +159,7 @@ async def test_a_parked_run_shows_the_pending_call_and_the_approve_command(
     await page.wait_for_url(re.compile(r"/user-metadata$"))
     summary = page.frame_locator("#user-metadata-summary").locator("body")
     current = page.frame_locator("#user-metadata-current-details").locator("body")
-    await expect(summary).to_contain_text("get_weather")
+    await expect(summary).to_contain_text("Needs approval")  # the code's leading comment
     await expect(current).to_contain_text("send_email")
     await screenshot(page, tmp_path / "2-user-metadata.png")
     current_text = await current.inner_text()
@@ -184,8 +192,8 @@ async def test_send_a_signal_from_the_ui_approves_the_call(dev: Dev, page: objec
     await page.get_by_role("menuitem", name="Send a Signal").click()
     dialog = page.get_by_role("dialog")
     await dialog.get_by_test_id("signal-select-button").click()
-    # The signal names come from the worker (the workflow's metadata query).
-    await dialog.get_by_role("option", name="approve", exact=True).click()
+    # The signal names (and their descriptions) come from the worker's metadata query.
+    await dialog.get_by_role("option", name=re.compile(r"^approve\b")).click()
     await dialog.get_by_role("textbox", name="Data").click()
     await page.keyboard.insert_text(json.dumps({"call_id": call_id, "by": "ana"}))
     # Leave the editor first: while it has focus, a click on Submit only blurs it (it reformats
@@ -203,3 +211,61 @@ async def test_send_a_signal_from_the_ui_approves_the_call(dev: Dev, page: objec
 
     await expect(page.get_by_role("status").first).to_have_text("Completed")
     await screenshot(page, tmp_path / "2-completed.png")
+
+
+async def test_with_no_worker_the_memo_still_shows_the_call_and_a_signal_approves_it(
+    page: object, tmp_path: Path
+) -> None:
+    """The server alone (no worker polling): the memo is read from the server, the signal is
+    recorded by it, and a worker started later acts on the decision."""
+    from playwright.async_api import Page, expect
+
+    assert isinstance(page, Page)
+    port, ui_port = free_port(), free_port()
+    env = base_env(TEMPORAL_ADDRESS=f"localhost:{port}", CODEMODE_DATA_DIR=str(tmp_path / "data"))
+    server = await Background(
+        "server", "--port", str(port), "--ui-port", str(ui_port), env=env, log=tmp_path / "server.log"
+    ).start("Ready.", timeout=60)
+    try:
+        worker = await Background("worker", "--tools", "examples.tools", env=env, log=tmp_path / "worker1.log").start(
+            "Worker ready"
+        )
+        res = await codemode("run", "examples/email.py", env=env)
+        assert await worker.stop() == 0, worker.output()
+        assert res.rc == 3, res
+        execution_id, call_id = approve_command(res.err)
+
+        dev = Dev(env, f"http://localhost:{ui_port}", server)
+        await open_workflow(page, dev, execution_id)
+        await page.get_by_role("tab", name="Memo").click()
+        memo = page.get_by_role("main")
+        await expect(memo).to_contain_text(f"codemode approve {execution_id} {call_id}")
+        await screenshot(page, tmp_path / "1-memo-no-worker.png")
+
+        # With no worker the UI cannot list the signals (they come from a query): the dialog
+        # asks for the name in a text field instead.
+        await page.get_by_role("button", name="More Actions").click()
+        await page.get_by_role("menuitem", name="Send a Signal").click()
+        dialog = page.get_by_role("dialog")
+        await dialog.get_by_test_id("signal-name").fill("approve")
+        await dialog.get_by_role("textbox", name="Data").click()
+        await page.keyboard.insert_text(json.dumps({"call_id": call_id, "by": "ana"}))
+        await page.keyboard.press("Tab")
+        await screenshot(page, tmp_path / "2-signal-by-name.png")
+        await dialog.get_by_test_id("confirm-modal-button").click()
+        await expect(dialog).to_be_hidden()
+
+        # The decision waits in the history; a worker started now acts on it.
+        worker = await Background("worker", "--tools", "examples.tools", env=env, log=tmp_path / "worker2.log").start(
+            "Worker ready"
+        )
+        try:
+            res = await codemode("result", execution_id, "--json", env=env)
+            assert res.rc == 0, res
+            assert json.loads(res.out)["output"] is True
+            history = await codemode("history", execution_id, env=env)
+            assert "approved by ana" in history.out, history
+        finally:
+            assert await worker.stop() == 0, worker.output()
+    finally:
+        assert await server.stop() == 0, server.output()
