@@ -45,11 +45,14 @@ CHROMIUM_FLAGS = [
 #: Generous waits for the page (the UI fetches and renders after load); never asserted on.
 PAGE_TIMEOUT_MS = 30_000
 
+try:
+    from playwright.async_api import Browser, Page, async_playwright, expect
+except ImportError:  # reported by _missing_browser(): a skip here, a failure in CI
+    pass
+
 
 def _missing_browser() -> str | None:
-    try:
-        import playwright.async_api  # noqa: F401
-    except ImportError:
+    if "async_playwright" not in globals():
         return "PyPI playwright is not installed (pip install -e '.[dev]')"
     if not shutil.which(CHROMIUM):
         return f"{CHROMIUM} not found (apt-get install chromium)"
@@ -84,11 +87,9 @@ async def dev(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Dev]:
 
 
 @pytest.fixture(scope="module")
-async def browser() -> AsyncIterator[object]:
+async def browser() -> AsyncIterator[Browser]:
     if _missing:
         pytest.fail(f"the web UI tests need a browser: {_missing}")
-    from playwright.async_api import async_playwright, expect
-
     expect.set_options(timeout=PAGE_TIMEOUT_MS)
     async with async_playwright() as pw:
         chromium = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
@@ -97,10 +98,8 @@ async def browser() -> AsyncIterator[object]:
 
 
 @pytest.fixture
-async def page(browser: object, tmp_path: Path) -> AsyncIterator[object]:
-    from playwright.async_api import Browser
+async def page(browser: Browser, tmp_path: Path) -> AsyncIterator[Page]:
 
-    assert isinstance(browser, Browser)
     context = await browser.new_context(viewport={"width": 1400, "height": 1000})
     context.set_default_timeout(PAGE_TIMEOUT_MS)
     pg = await context.new_page()
@@ -118,21 +117,16 @@ async def park_email(dev: Dev) -> tuple[str, str]:
     return approve_command(res.err)
 
 
-async def screenshot(page: object, path: Path) -> Path:
-    from playwright.async_api import Page
-
-    assert isinstance(page, Page)
+async def screenshot(page: Page, path: Path) -> Path:
     await page.screenshot(path=str(path), full_page=True)
     print(f"screenshot: {path}")
     return path
 
 
-async def open_workflow(page: object, dev: Dev, execution_id: str) -> str:
+async def open_workflow(page: Page, dev: Dev, execution_id: str) -> str:
     """Open the workflow by id; the UI redirects to its latest run. Returns the run's URL
     (``.../workflows/<id>/<run id>``) once the page shows the workflow's header."""
-    from playwright.async_api import Page, expect
 
-    assert isinstance(page, Page)
     await page.goto(dev.workflow_url(execution_id), wait_until="domcontentloaded")
     # The UI polls a running workflow, so the network never goes idle: wait for what we need.
     await page.wait_for_url(re.compile(rf"/workflows/{re.escape(execution_id)}/[0-9a-f-]{{36}}/"))
@@ -142,11 +136,8 @@ async def open_workflow(page: object, dev: Dev, execution_id: str) -> str:
 
 
 async def test_a_parked_run_shows_the_pending_call_and_the_approve_command(
-    dev: Dev, page: object, tmp_path: Path
+    dev: Dev, page: Page, tmp_path: Path
 ) -> None:
-    from playwright.async_api import Page, expect
-
-    assert isinstance(page, Page)
     execution_id, call_id = await park_email(dev)
     approve = f"codemode approve {execution_id} {call_id}"
 
@@ -181,10 +172,7 @@ async def test_a_parked_run_shows_the_pending_call_and_the_approve_command(
     assert approve in memo_text, memo_text
 
 
-async def test_send_a_signal_from_the_ui_approves_the_call(dev: Dev, page: object, tmp_path: Path) -> None:
-    from playwright.async_api import Page, expect
-
-    assert isinstance(page, Page)
+async def test_send_a_signal_from_the_ui_approves_the_call(dev: Dev, page: Page, tmp_path: Path) -> None:
     execution_id, call_id = await park_email(dev)
     await open_workflow(page, dev, execution_id)
 
@@ -214,13 +202,11 @@ async def test_send_a_signal_from_the_ui_approves_the_call(dev: Dev, page: objec
 
 
 async def test_with_no_worker_the_memo_still_shows_the_call_and_a_signal_approves_it(
-    page: object, tmp_path: Path
+    page: Page, tmp_path: Path
 ) -> None:
     """The server alone (no worker polling): the memo is read from the server, the signal is
     recorded by it, and a worker started later acts on the decision."""
-    from playwright.async_api import Page, expect
 
-    assert isinstance(page, Page)
     port, ui_port = free_port(), free_port()
     env = base_env(TEMPORAL_ADDRESS=f"localhost:{port}", CODEMODE_DATA_DIR=str(tmp_path / "data"))
     server = await Background(
