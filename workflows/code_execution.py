@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         ToolOutput,
     )
     from runtimes.replay import JournalEntry
+    from runtimes.types import Determinism
     from workflows.models import (
         CODE_APPROVAL_ID,
         SA_RUNTIME,
@@ -50,7 +51,6 @@ with workflow.unsafe.imports_passed_through():
         ToolCallRecord,
         read_decision,
     )
-    from runtimes.types import Determinism
     from workflows.state import Continuation, Cursor
 
 #: Runtimes whose steps are cheap, stateless and snapshot-based: run them as local activities.
