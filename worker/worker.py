@@ -11,9 +11,9 @@ import contextlib
 import os
 import socket
 import uuid
+from collections.abc import AsyncIterator, Mapping
 from datetime import timedelta
 from importlib.metadata import version as _version
-from collections.abc import AsyncIterator, Mapping
 
 from temporalio.client import Client
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
@@ -25,8 +25,8 @@ from activities.storage import BlobStore
 from activities.tool_activity import tool_activities
 from activities.tools import ToolRegistry
 from runtimes import CodeRuntime
-from workflows.code_execution import CodeExecutionWorkflow
 from worker.converter import store_of
+from workflows.code_execution import CodeExecutionWorkflow
 from workflows.models import TASK_QUEUE
 from workflows.sweep import SWEEP_SCHEDULE_ID, SWEEP_WORKFLOW, StorageSweepWorkflow
 
