@@ -607,13 +607,14 @@ class CodeExecutionWorkflow:
             for p in pending
         ]
         workflow.upsert_memo({"pending_approvals": entries})
-        lines = [f"**Awaiting approval** ({len(pending)} call{'s' if len(pending) != 1 else ''}):"]
+        lines = [f"**Awaiting approval** ({len(pending)} call{'s' if len(pending) != 1 else ''}):", ""]
         for p in pending:
             lines.append(
                 f"- call `{p.call_id}`: `{self._summary(p)}` — approve with `codemode approve {execution_id} {p.call_id}`"
                 f" or deny with `codemode deny {execution_id} {p.call_id}`"
             )
         first = pending[0].call_id
+        lines.append("")
         lines.append(
             f'Or use *Send a Signal*: name `approve` (or `deny`), input `{{"call_id": "{first}", "by": "your name"}}`.'
         )
