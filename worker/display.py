@@ -72,6 +72,8 @@ def status_lines(execution_id: str, status: ExecutionStatus) -> list[str]:
     if status.stdout:
         lines.append("  stdout:")
         lines += ["    " + ln for ln in status.stdout.rstrip("\n").splitlines()]
+    for ignored in status.ignored_signals:
+        lines.append(f"  ⚠ {ignored.signal} ignored: {ignored.reason} (input {ignored.payload})")
     if status.pending_approvals:
         lines += ["", *approval_help(execution_id, status.pending_approvals)]
     return lines

@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         ToolOutput,
     )
     from runtimes.replay import JournalEntry
+    from runtimes.types import Determinism
     from workflows.models import (
         CODE_APPROVAL_ID,
         SA_RUNTIME,
@@ -50,7 +51,6 @@ with workflow.unsafe.imports_passed_through():
         ToolCallRecord,
         read_decision,
     )
-    from runtimes.types import Determinism
     from workflows.state import Continuation, Cursor
 
 #: Runtimes whose steps are cheap, stateless and snapshot-based: run them as local activities.
@@ -69,8 +69,13 @@ CALL_WINDOW = 64
 #: set high: far below its hard limits (51,200 events, 50 MB).
 MAX_RUN_EVENTS = 10_000
 MAX_RUN_BYTES = 10 * 1024 * 1024
-#: Calls the status query returns at most (a long execution is read in pages).
+#: Calls the status query returns at most (a long execution is read in pages), and the
+#: results it carries at most (a query answer is not offloaded like a payload).
 STATUS_PAGE = 500
+STATUS_PAGE_BYTES = 1024 * 1024
+#: Results kept whole in the call records, all calls together; past it, records keep a
+#: preview (the journal, which replay needs, keeps everything). Bounds the outcome's size.
+RECORDS_BUDGET = 8 * 1024 * 1024
 #: Ignored decisions kept for the status and carried into the next run.
 MAX_IGNORED = 50
 
@@ -96,6 +101,8 @@ class CodeExecutionWorkflow:
         self._session: tuple[str, str | None] | None = None
         self._started: datetime | None = None
         self._ignored: list[IgnoredSignal] = []
+        #: Bytes of results kept whole in the call records so far (see RECORDS_BUDGET).
+        self._record_bytes = 0
         self._determinism: Determinism | None = None
         self._req = CodeExecutionRequest(code="")
         #: The step whose sandbox holds compute (a cloud session) has been suspended.
@@ -159,11 +166,18 @@ class CodeExecutionWorkflow:
         or the last ``STATUS_PAGE`` calls when it is not given."""
         calls = list(self._calls.values())
         start = max(len(calls) - STATUS_PAGE, 0) if since is None else max(since, 0)
+        page: list[ToolCallRecord] = []
+        size = 0
+        for record in calls[start : start + STATUS_PAGE]:  # and at most ~1 MB of results
+            if page and size + record.result_size > STATUS_PAGE_BYTES:
+                break
+            page.append(record)
+            size += record.result_size if record.result is not None else 0
         return ExecutionStatus(
             state=self._state,
             runtime=self._runtime,
             pending_approvals=list(self._pending.values()),
-            tool_calls=calls[start : start + STATUS_PAGE],
+            tool_calls=page,
             calls_from=start,
             call_count=len(calls),
             stdout="".join(self._stdout),
@@ -188,6 +202,7 @@ class CodeExecutionWorkflow:
         if carry is not None:
             self._runs = list(carry.runs)
             self._calls = {c.call_id: c for c in carry.calls}
+            self._record_bytes = sum(c.result_size for c in carry.calls if c.result is not None)
             self._journal = list(carry.journal)
             self._stdout = [carry.stdout] if carry.stdout else []
             self._stdout_len = len(carry.stdout)
@@ -542,8 +557,9 @@ class CodeExecutionWorkflow:
         record.status = "ok"
         record.attempts = out.attempt
         record.result_size = out.size
-        if out.size <= RECORD_RESULT_BYTES:
+        if out.size <= RECORD_RESULT_BYTES and self._record_bytes + out.size <= RECORDS_BUDGET:
             record.result = out.value
+            self._record_bytes += out.size
         else:
             record.result_preview = _preview(out.value)
         return _entry(call, result=out.value)
@@ -591,13 +607,14 @@ class CodeExecutionWorkflow:
             for p in pending
         ]
         workflow.upsert_memo({"pending_approvals": entries})
-        lines = [f"**Awaiting approval** ({len(pending)} call{'s' if len(pending) != 1 else ''}):"]
+        lines = [f"**Awaiting approval** ({len(pending)} call{'s' if len(pending) != 1 else ''}):", ""]
         for p in pending:
             lines.append(
                 f"- call `{p.call_id}`: `{self._summary(p)}` — approve with `codemode approve {execution_id} {p.call_id}`"
                 f" or deny with `codemode deny {execution_id} {p.call_id}`"
             )
         first = pending[0].call_id
+        lines.append("")
         lines.append(
             f'Or use *Send a Signal*: name `approve` (or `deny`), input `{{"call_id": "{first}", "by": "your name"}}`.'
         )

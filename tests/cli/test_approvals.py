@@ -165,13 +165,17 @@ async def test_deny_all_denies_every_gathered_call(gather_env: dict[str, str]) -
     assert [c["status"] for c in json.loads(done.out)["tool_calls"]] == ["denied", "denied"]
 
 
-async def test_decide_needs_one_call_id_or_all(cli_env: dict[str, str]) -> None:
+async def test_decide_needs_one_call_id_or_all(cli_env: dict[str, str], gather_env: dict[str, str]) -> None:
+    two = await park_gathered(gather_env)
+    neither = await codemode("approve", two, env=gather_env)
+    assert neither.rc == 2 and f"missing CALL_ID; pending call ids of {two}: 1, 2" in neither.err, neither
+    assert (await codemode("deny", two, "--all", env=gather_env)).rc == 0
+
     execution_id, call_id = await park_email(cli_env)
-    neither = await codemode("approve", execution_id, env=cli_env)
-    assert neither.rc == 2 and f"missing CALL_ID; pending call ids of {execution_id}: {call_id}" in neither.err
     both = await codemode("deny", execution_id, call_id, "--all", env=cli_env)
     assert both.rc == 2 and "not both" in both.err, both
-    assert (await codemode("deny", execution_id, "--all", env=cli_env)).rc == 0
+    one = await codemode("deny", execution_id, env=cli_env)  # exactly one call waits: no id needed
+    assert one.rc == 0 and f"✓ denied call {call_id}" in one.out, one
     nothing = await codemode("approve", execution_id, "--all", env=cli_env)
     assert nothing.rc == 2, nothing  # closed by now, or at least nothing pending
     assert (await codemode("result", execution_id, env=cli_env)).rc == 1

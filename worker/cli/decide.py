@@ -5,10 +5,12 @@ even while no worker runs); cancel asks Temporal to cancel the whole execution."
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 import click
-from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.exceptions import CancelledError
+from temporalio.service import RPCError
 
 from worker import display
 from worker.cli.common import (
@@ -24,7 +26,7 @@ from worker.cli.common import (
     query_status,
 )
 from worker.history import fetch_audit
-from workflows.models import ApproveSignal, DenySignal
+from workflows.models import ApproveSignal, Decision, DenySignal
 
 
 def _decision_command(approve: bool) -> click.Command:
@@ -68,23 +70,39 @@ async def _decide(
             raise Fail(f"no call of {execution_id} is waiting for approval")
         chosen = pending
     elif call_id is None:
-        raise Fail(f"missing CALL_ID; pending call ids of {execution_id}: {ids} (or --all for every one)")
+        if len(pending) != 1:
+            raise Fail(f"missing CALL_ID; pending call ids of {execution_id}: {ids} (or --all for every one)")
+        chosen = pending  # exactly one call waits: no doubt which
     else:
         chosen = [p for p in pending if p.call_id == call_id]
         if not chosen:
             raise Fail(f"call {call_id!r} of {execution_id} is not waiting for approval; pending call ids: {ids}")
     verb = "approved" if approve else "denied"
     for p in chosen:
-        if approve:
-            await handle.signal("approve", ApproveSignal(call_id=p.call_id, by=by, comment=text))
-        else:
-            await handle.signal("deny", DenySignal(call_id=p.call_id, by=by, reason=text))
+        if not from_history:
+            # A worker answers: the Update records the decision and says so (or why not) at once.
+            try:
+                await handle.execute_update(
+                    "decide", Decision(call_id=p.call_id, approve=approve, by=by, comment=text), rpc_timeout=UPDATE_TIMEOUT
+                )
+            except WorkflowUpdateFailedError as err:
+                raise Fail(f"call {p.call_id} of {execution_id} was not decided: {err.cause or err}") from None
+            except RPCError:
+                from_history = True  # the worker went away meanwhile: fall back to the signal
+        if from_history:
+            if approve:
+                await handle.signal("approve", ApproveSignal(call_id=p.call_id, by=by, comment=text))
+            else:
+                await handle.signal("deny", DenySignal(call_id=p.call_id, by=by, reason=text))
         click.echo(f"✓ {verb} call {p.call_id} ({p.summary}) of {execution_id} as {by}")
     if from_history:
         note("note: no worker is running; the decision is recorded and takes effect when one starts.")
     note(f"See the outcome with: codemode result {execution_id}")
     return EXIT_OK
 
+
+#: How long a decision through the Update waits for the worker (then it is sent as a signal).
+UPDATE_TIMEOUT = timedelta(seconds=10)
 
 approve = _decision_command(approve=True)
 deny = _decision_command(approve=False)

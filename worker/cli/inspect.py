@@ -58,8 +58,11 @@ def status_from_audit(audit: ExecutionAudit) -> ExecutionStatus:
     pending = audit.pending_approvals()
     if audit.status == "running":
         state = "awaiting_approval" if pending else "running"
+    elif audit.status == "completed":
+        timed_out = audit.error is not None and audit.error.kind == "timeout"
+        state = "completed" if audit.success else "timed_out" if timed_out else "failed"
     else:
-        state = "completed" if audit.success else "failed"
+        state = {"canceled": "cancelled", "timed_out": "timed_out"}.get(audit.status, "failed")
     calls = [
         ToolCallRecord(
             **c.model_dump(include=set(ToolCallRecord.model_fields) - {"approval"}),
@@ -74,8 +77,11 @@ def status_from_audit(audit: ExecutionAudit) -> ExecutionStatus:
         runtime=audit.runtime or "monty",
         pending_approvals=pending,
         tool_calls=calls,
+        call_count=len(calls),
+        runs=max(len(audit.runs), 1),
         stdout=audit.stdout,
         error=audit.error,
+        ignored_signals=audit.ignored_signals,
     )
 
 
