@@ -25,6 +25,7 @@ from activities.encryption import EncryptionKeyError, Keyring
 from activities.storage import BlobStore, BlobStoreError
 from activities.tools import ToolRegistry
 from worker.client import DEFAULT_ADDRESS, connect
+from worker.codec_server import DEFAULT_PORT as DEFAULT_CODEC_PORT
 from worker.converter import default_store
 from worker.server import EmbeddedServer, ServerStartError, default_db_path, server_answers
 from workflows.models import TASK_QUEUE, ExecutionOutcome, ExecutionStatus
@@ -258,7 +259,7 @@ def interactive_terminal() -> bool:
 codec_port_option = click.option(
     "--codec-port",
     type=int,
-    default=8081,
+    default=DEFAULT_CODEC_PORT,
     show_default=True,
     envvar="CODEMODE_CODEC_PORT",
     show_envvar=True,
@@ -274,7 +275,9 @@ def encryption_keys() -> Keyring | None:
         raise Fail(str(err)) from None
 
 
-async def start_server(port: int, ui_port: int | None, db: str | None, codec_port: int = 8081) -> EmbeddedServer:
+async def start_server(
+    port: int, ui_port: int | None, db: str | None, codec_port: int = DEFAULT_CODEC_PORT
+) -> EmbeddedServer:
     """The embedded server; with encryption keys set, also a codec server in this process,
     which the web UI is pointed at (``--ui-codec-endpoint``) so it shows plaintext."""
     server = EmbeddedServer(port=port, ui_port=ui_port, db=db)
