@@ -126,6 +126,14 @@ async def test_nothing_readable_leaks_and_key_holders_see_everything(
         status = await codemode("status", runs["python"], env=env)
         assert status.rc == 0 and ERROR_MARKER in status.out and STDOUT_MARKER in status.out, status
 
+    # Without the key the CLI still lists them, and says why it cannot show more.
+    no_keys = base_env(TEMPORAL_ADDRESS=temporal_address, CODEMODE_DATA_DIR=str(data_dir))
+    listed = await codemode("list", "--limit", "200", env=no_keys)
+    assert listed.rc == 0, listed
+    assert any(runs["monty"] in ln and "(encrypted under key 'k1')" in ln for ln in listed.out.splitlines()), listed
+    unreadable = await codemode("result", runs["monty"], env=no_keys)
+    assert unreadable.rc == 1 and "payloads are encrypted: set CODEMODE_ENCRYPTION_KEYS" in unreadable.err, unreadable
+
     # Nobody else reads any of it: history, describe (summaries, details, memo, search
     # attributes), the visibility list, and the object store.
     for execution_id in [*runs.values(), parked.id]:

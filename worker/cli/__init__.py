@@ -75,8 +75,20 @@ def main(argv: list[str] | None = None) -> None:
 
             traceback.print_exc()
         note(f"error: {type(err).__name__}: {err}")
+        if _encrypted_payload(err):
+            note("This execution's payloads are encrypted: set CODEMODE_ENCRYPTION_KEYS to a list that holds its key.")
         code = 1
     with contextlib.suppress(Exception):
         sys.stdout.flush()
         sys.stderr.flush()
     os._exit(code if isinstance(code, int) else 0)
+
+
+def _encrypted_payload(err: BaseException | None) -> bool:
+    """Whether a failure came from a payload encrypted under no key this process holds (the
+    SDK says "Unknown payload encoding binary/encrypted" when no keys are set at all)."""
+    while err is not None:
+        if "binary/encrypted" in str(err):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
