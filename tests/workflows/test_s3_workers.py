@@ -157,15 +157,6 @@ async def test_two_workers_without_a_shared_filesystem_finish_each_others_runs(
             return status.state == "awaiting_approval"
 
         await _wait(monty_parked, "the Monty run to park on its approval")
-        python = await start_execution(
-            s3_client, CodeExecutionRequest(code=PYTHON, runtime="python", limits=LIMITS), task_queue=task_queue
-        )
-
-        async def python_under_way() -> bool:
-            ends = [e for e in read_events(events_file) if e["event"] == "end" and e["execution_id"] == python.id]
-            return len(ends) >= 3
-
-        await _wait(python_under_way, "the python run to get going")
         status = await monty.query("status", result_type=ExecutionStatus)
         (pending,) = status.pending_approvals
         assert pending.tool == "transfer" and pending.args == ["bob", ROWS_TOTAL]
@@ -179,7 +170,17 @@ async def test_two_workers_without_a_shared_filesystem_finish_each_others_runs(
         assert checkpoints and max(checkpoints.values()) > 20_000_000, parked
         payloads = {k: v for k, v in parked.items() if k.startswith("v0/")}
         assert payloads and max(payloads.values()) > 1_500_000, parked  # the rows, by reference
+        assert _files_under(dir_a / "blobs") == []
 
+        python = await start_execution(
+            s3_client, CodeExecutionRequest(code=PYTHON, runtime="python", limits=LIMITS), task_queue=task_queue
+        )
+
+        async def python_under_way() -> bool:
+            ends = [e for e in read_events(events_file) if e["event"] == "end" and e["execution_id"] == python.id]
+            return len(ends) >= 3
+
+        await _wait(python_under_way, "the python run to get going")
         first.send_signal(signal.SIGKILL)
         first.wait()
         killed = first.pid
