@@ -376,19 +376,22 @@ async def long_run(client: Client, store: FileBlobStore, task_queue: str, calls:
             )
     outcome = result.result()
     elapsed = time.perf_counter() - t0
-    print(f"   elapsed {elapsed:,.0f} s: {elapsed * 1000 / calls:.1f} ms/call, {elapsed * 1000 / calls / short_ms:.2f}x "
-          f"the {short}-call run's ms/call")  # fmt: skip
+    per_call_ms = elapsed * 1000 / calls
+    print(f"   elapsed {elapsed:,.0f} s: {per_call_ms:.1f} ms/call, {per_call_ms / short_ms:.2f}x the floor's ms/call")
     ok = outcome.success and outcome.output == [calls * (calls - 1) // 2, 0] and len(outcome.tool_calls) == calls
-    print(f"   outcome: success={outcome.success}, output {'right' if ok else 'WRONG: ' + repr(outcome.output)[:80]}, "
+    verdict = "right" if ok else "WRONG: " + repr(outcome.output)[:80]
+    print(f"   outcome: success={outcome.success}, output {verdict}, "
           f"{len(outcome.tool_calls):,} tool calls, {outcome.runs} runs")  # fmt: skip
     h = await read_history(client, handle.id, is_codemode_tool)
-    print(f"   chain: {h.runs} runs, {h.events:,} events, {kb(h.bytes)} of history in all ({h.beyond_args():,.0f} B/call "
-          f"beyond args+results), {h.external_payloads} payloads claim-checked ({kb(h.external_bytes)})")  # fmt: skip
+    print(f"   chain: {h.runs} runs, {h.events:,} events, {kb(h.bytes)} of history in all "
+          f"({h.beyond_args():,.0f} B/call beyond args+results), "
+          f"{h.external_payloads} payloads claim-checked ({kb(h.external_bytes)})")  # fmt: skip
     print(f"   largest run: {h.largest_run_events:,} events (server limit 51,200), {kb(h.largest_run_bytes)} "
           f"(server limit 50 MB); largest continue-as-new carry {kb(h.largest_carry)}")  # fmt: skip
     objects, size, _ = stored(store, handle.id)
     print(f"   stored by the execution after it ended: {objects} objects, {kb(size)}")
-    print(f"   failed/timed-out workflow tasks or terminations in any run: {len(h.bad)}" + (f" {h.bad[:3]}" if h.bad else ""))
+    bad = f"{len(h.bad)}" + (f" {h.bad[:3]}" if h.bad else "")
+    print(f"   failed/timed-out workflow tasks or terminations in any run: {bad}")
     audit = await fetch_audit(client, handle.id)
     ids = [c.call_id for c in audit.calls]
     print(f"   audit (codemode history): {len(ids):,} calls, {len(set(ids)):,} distinct, "
