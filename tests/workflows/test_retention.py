@@ -24,6 +24,7 @@ from temporalio.testing import WorkflowEnvironment
 from activities import ToolRegistry
 from activities.retention import SweepInput, SweepReport, execution_prefixes, namespace_retention, sweep
 from activities.storage import FileBlobStore
+from runtimes import ExecutionLimits
 from tests.cli.runner import base_env, codemode
 from worker.client import start_execution
 from worker.converter import data_converter
@@ -184,3 +185,55 @@ async def test_sweep_schedule_is_created_once_and_runs(client, worker) -> None:
         assert (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
     finally:
         await schedule.delete()
+
+
+#: Limits lowered so that an execution of a few hundred calls continues as new many times
+#: (the values of test_rollover.py).
+ROLLOVER_LIMITS = {
+    "limit.historyCount.suggestContinueAsNew": 150,
+    "limit.historySize.suggestContinueAsNew": 150_000,
+    "limit.historyCount.error": 600,
+    "limit.historySize.error": 2_000_000,
+}
+
+
+@pytest.fixture(scope="module")
+async def rollover_client(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Client, FileBlobStore]]:
+    """A dev server that suggests continue-as-new every ~150 events, and a converter that
+    claim-checks anything over 4 KB, so every run's carry is an object in the store (with
+    the defaults, 4,096 events and 256 KB, the same happens past ~5,000 calls)."""
+    store = FileBlobStore(Path(tmp_path_factory.mktemp("rollover-data")) / "blobs")
+    env = await start_local_environment(
+        data_converter=data_converter(store, threshold=4 * 1024), dynamic_config=ROLLOVER_LIMITS
+    )
+    try:
+        yield env.client, store
+    finally:
+        await env.shutdown()
+
+
+async def test_what_a_long_execution_stores_grows_linearly_with_its_calls(rollover_client) -> None:
+    """FAILS on main (issue 7, "storage per execution stays bounded"): every run of a chain
+    stores a new ``Continuation`` holding *all* call records and the whole journal so far,
+    and none of them is superseded, so what an execution keeps grows with the square of its
+    calls. Measured by bench/history_size.py --long 20000 on default limits: 35 runs, carries
+    growing to 5.0 MB, 90.9 MB kept by an execution whose calls and journal are ~5 MB."""
+    client, store = rollover_client
+    calls = 400
+    w = CodeModeWorker(client, ToolRegistry.from_module(TOOLS_MODULE), task_queue=f"roll-{uuid.uuid4().hex[:8]}")
+    async with w.running():
+        code = f"t = 0\nfor i in range({calls}):\n    t = add(t, i)\nt"
+        limits = ExecutionLimits(max_tool_calls=calls + 10, timeout_seconds=300)
+        handle = await start_execution(client, CodeExecutionRequest(code=code, limits=limits), task_queue=w.task_queue)
+        outcome = await handle.result()
+    assert outcome.success and outcome.output == calls * (calls - 1) // 2, outcome.error
+    assert outcome.runs > 10
+    sizes = {}
+    for key in await objects_of(store, handle.id):
+        sizes[key] = (store.root / store.bucket / key).stat().st_size
+    largest = max(sizes.values())  # the last carry, or the outcome: everything the execution holds once
+    total = sum(sizes.values())
+    assert total <= 3 * largest, (
+        f"{outcome.runs} runs stored {len(sizes)} objects, {total:,} bytes in all: "
+        f"{total / largest:.1f}x the largest ({largest:,} bytes)"
+    )
