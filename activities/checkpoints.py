@@ -33,14 +33,19 @@ class CheckpointScope:
     first_run_id: str
 
     @property
-    def prefix(self) -> str:
+    def root(self) -> str:
         return (
             f"codemode/ns/{key_segment(self.namespace)}/wi/{key_segment(self.execution_id)}"
-            f"/ri/{key_segment(self.first_run_id)}/cp/"
+            f"/ri/{key_segment(self.first_run_id)}/"
         )
 
-    def key(self, ref: CheckpointRef) -> str:
-        return self.prefix + ref.sha256
+    @property
+    def prefix(self) -> str:
+        """Where its checkpoints are."""
+        return self.root + "cp/"
+
+    def key(self, ref: CheckpointRef, kind: str = "cp") -> str:
+        return f"{self.root}{kind}/{ref.sha256}"
 
 
 class CheckpointStore:
@@ -50,14 +55,16 @@ class CheckpointStore:
         self.store = store
         self.bucket = bucket or store.bucket
 
-    async def save(self, scope: CheckpointScope, blob: bytes) -> CheckpointRef:
+    async def save(self, scope: CheckpointScope, blob: bytes, kind: str = "cp") -> CheckpointRef:
+        """Store ``blob`` (``kind`` ``cp``: a checkpoint; ``seg``: a segment of the state a
+        long execution carries from run to run) and return its reference."""
         ref = CheckpointRef(sha256=hashlib.sha256(blob).hexdigest(), size=len(blob))
-        await self.store.put_object(bucket=self.bucket, key=scope.key(ref), data=blob)
+        await self.store.put_object(bucket=self.bucket, key=scope.key(ref, kind), data=blob)
         return ref
 
-    async def load(self, scope: CheckpointScope, ref: CheckpointRef) -> bytes:
+    async def load(self, scope: CheckpointScope, ref: CheckpointRef, kind: str = "cp") -> bytes:
         try:
-            blob = await self.store.get_object(bucket=self.bucket, key=scope.key(ref))
+            blob = await self.store.get_object(bucket=self.bucket, key=scope.key(ref, kind))
         except BlobNotFound:
             raise CheckpointUnusable(
                 f"checkpoint {ref.sha256[:12]} is missing from {self.store.location()}"
