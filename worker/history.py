@@ -310,6 +310,11 @@ class _Builder:
             if name == "sandbox_release":
                 self.event(at, "step", "sandbox_release (local): released what the sandbox held")
                 return
+            if name == "sandbox_save_state":
+                self.event(at, "step", "stored this run's journal and call records for the next run")
+                return
+            if name == "sandbox_load_state":
+                return  # the outcome reading back earlier runs' call records (the audit has them)
             result = await decode(attrs.details["result"], StepResult) if "result" in attrs.details else None
             self.step(at, name, local=True, attempt=int((data or {}).get("attempt", 1)), result=result)
         elif kind == "activity_task_scheduled_event_attributes":

@@ -25,8 +25,12 @@ with workflow.unsafe.imports_passed_through():
         SESSION_GONE,
         CallRequest,
         CheckpointRef,
+        LoadStateInput,
         ReleaseInput,
         ResumeInput,
+        SaveStateInput,
+        SegmentRef,
+        StateSegment,
         StartInput,
         StepResult,
         ToolInput,
@@ -103,6 +107,8 @@ class CodeExecutionWorkflow:
         self._ignored: list[IgnoredSignal] = []
         #: Bytes of results kept whole in the call records so far (see RECORDS_BUDGET).
         self._record_bytes = 0
+        #: The journal and records of earlier runs, in the store (see workflows/state.py).
+        self._segments: list[SegmentRef] = []
         self._determinism: Determinism | None = None
         self._req = CodeExecutionRequest(code="")
         #: The step whose sandbox holds compute (a cloud session) has been suspended.
@@ -165,7 +171,8 @@ class CodeExecutionWorkflow:
         """The state, pending approvals, stdout and a page of the calls: from index ``since``,
         or the last ``STATUS_PAGE`` calls when it is not given."""
         calls = list(self._calls.values())
-        start = max(len(calls) - STATUS_PAGE, 0) if since is None else max(since, 0)
+        earlier = self._earlier_calls  # in stored segments: `codemode history` has them
+        start = max(len(calls) - STATUS_PAGE, 0) if since is None else max(since - earlier, 0)
         page: list[ToolCallRecord] = []
         size = 0
         for record in calls[start : start + STATUS_PAGE]:  # and at most ~1 MB of results
@@ -178,13 +185,17 @@ class CodeExecutionWorkflow:
             runtime=self._runtime,
             pending_approvals=list(self._pending.values()),
             tool_calls=page,
-            calls_from=start,
-            call_count=len(calls),
+            calls_from=earlier + start,
+            call_count=earlier + len(calls),
             stdout="".join(self._stdout),
             error=self._error,
             runs=len(self._runs) + 1,
             ignored_signals=list(self._ignored),
         )
+
+    @property
+    def _earlier_calls(self) -> int:
+        return sum(s.calls for s in self._segments)
 
     # -- the run ------------------------------------------------------------------------
 
@@ -202,7 +213,8 @@ class CodeExecutionWorkflow:
         if carry is not None:
             self._runs = list(carry.runs)
             self._calls = {c.call_id: c for c in carry.calls}
-            self._record_bytes = sum(c.result_size for c in carry.calls if c.result is not None)
+            self._segments = list(carry.segments)
+            self._record_bytes = carry.record_bytes
             self._journal = list(carry.journal)
             self._stdout = [carry.stdout] if carry.stdout else []
             self._stdout_len = len(carry.stdout)
@@ -249,7 +261,7 @@ class CodeExecutionWorkflow:
             output=output,
             stdout="".join(self._stdout),
             error=error,
-            tool_calls=list(self._calls.values()),
+            tool_calls=await self._all_calls(start),
             duration_ms=(workflow.now() - started).total_seconds() * 1000,
             runtime=req.runtime,
         )
@@ -334,9 +346,27 @@ class CodeExecutionWorkflow:
     async def _roll_over(self, req: CodeExecutionRequest, cursor: Cursor) -> NoReturn:
         await workflow.wait_condition(workflow.all_handlers_finished)
         assert self._started is not None
+        if self._calls or self._journal:  # every record is final here: nothing runs, nobody decides
+            info = workflow.info()
+            ref = await workflow.execute_local_activity(
+                "sandbox_save_state",
+                SaveStateInput(
+                    execution_id=info.workflow_id,
+                    first_run_id=info.first_execution_run_id,
+                    segment=StateSegment(journal=self._journal, calls=list(self._calls.values())),
+                ),
+                result_type=SegmentRef,
+                start_to_close_timeout=timedelta(seconds=120),
+                retry_policy=STEP_RETRY,
+                summary="store the journal and call records for the next run",
+            )
+            self._segments.append(ref)
+            self._journal, self._calls = [], {}
         carry = Continuation(
             started_at=self._started,
             runs=[*self._runs, workflow.info().run_id],
+            segments=self._segments,
+            record_bytes=self._record_bytes,
             calls=list(self._calls.values()),
             journal=self._journal,
             stdout="".join(self._stdout),
@@ -390,6 +420,7 @@ class CodeExecutionWorkflow:
                 "checkpoint": None,
                 "session_id": None,
                 "start": start,
+                "journal_segments": list(self._segments),
                 "journal": list(self._journal),
                 "replay_reason": reason,
             }
@@ -495,6 +526,21 @@ class CodeExecutionWorkflow:
                 )
         except (ActivityError, ApplicationError) as err:
             workflow.logger.warning("releasing the sandbox failed: %s", _step_cause(err))
+
+    async def _all_calls(self, start: StartInput) -> list[ToolCallRecord]:
+        """Every call record of the execution, the earlier runs' read back from the store."""
+        current = list(self._calls.values())
+        if not self._segments:
+            return current
+        earlier = await workflow.execute_local_activity(
+            "sandbox_load_state",
+            LoadStateInput(execution_id=start.execution_id, first_run_id=start.first_run_id, segments=self._segments),
+            result_type=StateSegment,
+            start_to_close_timeout=timedelta(seconds=120),
+            retry_policy=STEP_RETRY,
+            summary="read back the call records of the earlier runs",
+        )
+        return [*earlier.calls, *current]
 
     def _absorb(self, step: StepResult) -> None:
         if step.stdout:
