@@ -101,6 +101,11 @@ async def test_sealed_checkpoints_refuse_what_a_key_holder_did_not_write(tmp_pat
     assert "does not authenticate" in await refused(sealed, scope, blob[:-1] + bytes([blob[-1] ^ 1]))
     assert "key id 'k1', which is not in" in await refused(CheckpointStore(store, keys=Keyring.parse(K2)), scope, blob)
     assert "this worker has no encryption keys" in await refused(CheckpointStore(store), scope, blob)
+    # A sealed checkpoint does not pass for a stored segment of state, nor the other way round.
+    seg = await sealed.save(scope, b"journal", kind="seg")
+    seg_blob = await store.get_object(bucket=store.bucket, key=scope.key(seg, "seg"))
+    assert "does not authenticate" in await refused(sealed, scope, seg_blob)
+    assert await sealed.load(scope, seg, kind="seg") == b"journal"
     # Without keys, checkpoints stay as they were (no header).
     plain = CheckpointStore(store)
     assert await plain.load(scope, await plain.save(scope, b"plain")) == b"plain"
