@@ -17,7 +17,7 @@ from tests.deploy.composefile import COMPOSE_FILE, REPO, SECRETS, compose_binary
 LONG_RUNNING = {"postgresql", "temporal", "temporal-ui", "seaweedfs", "worker"}
 JOBS = {"temporal-schema", "temporal-bootstrap", "storage-init"}
 #: Environment names that carry a secret, wherever they appear.
-SECRET_NAME = re.compile(r"PASSWORD|PWD|SECRET|ACCESS_KEY|TOKEN|API_KEY")
+SECRET_NAME = re.compile(r"PASSWORD|PWD|SECRET|ACCESS_KEY|TOKEN|API_KEY|ENCRYPTION_KEYS")
 
 
 @pytest.fixture(scope="module")
@@ -128,15 +128,16 @@ def test_published_ports_listen_on_localhost_only(services: dict[str, Any], comp
 
 
 def test_no_secret_is_written_in_the_file(compose: Path, no_env_file: Path) -> None:
-    """Every secret-looking variable is `${VAR:?message}`: required, from the environment or
-    .env, never a default or a literal."""
+    """Every secret-looking variable is `${VAR:?message}` (required) or `${VAR:-}` (optional,
+    empty when unset: encryption keys, the codec token), from the environment or .env, never
+    a default or a literal."""
     raw = render(compose, no_env_file, interpolate=False)["services"]
     seen = set()
     for name, service in raw.items():
         for key, value in (service.get("environment") or {}).items():
             if SECRET_NAME.search(key):
                 seen.add(key)
-                assert re.fullmatch(r"\$\{[A-Z_]+:\?[^}]+\}", str(value)), f"{name}.{key} = {value!r}"
+                assert re.fullmatch(r"\$\{[A-Z_]+(:\?[^}]+|:-)\}", str(value)), f"{name}.{key} = {value!r}"
     assert {"POSTGRES_PWD", "POSTGRES_PASSWORD", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} <= seen
     # and the placeholders appear in the rendered file only where the environment put them
     text = COMPOSE_FILE.read_text()

@@ -62,6 +62,12 @@ LOCAL_STEP_RUNTIMES = frozenset({"monty"})
 STATUS_KEY = SearchAttributeKey.for_keyword(SA_STATUS)
 RUNTIME_KEY = SearchAttributeKey.for_keyword(SA_RUNTIME)
 STEP_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(milliseconds=200))
+#: Storing and reading back a long execution's state segments: retried until they work (a
+#: worker without a key the segment was sealed with gives way to one that has it), except
+#: when the segment is gone for good.
+STATE_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1), non_retryable_error_types=["StateLost"]
+)
 #: How long a step waits for the worker holding a live sandbox before replaying elsewhere.
 STICKY_SCHEDULE_TO_START = timedelta(seconds=10)
 #: Regular-activity steps heartbeat, so a step lost with its worker is retried in seconds.
@@ -247,7 +253,7 @@ class CodeExecutionWorkflow:
             self._pending.clear()
             self._show_pending(start.execution_id)
             reason = workflow.cancellation_reason()
-            workflow.set_current_details(f"**Cancelled**{': ' + reason if reason and not req.redact else ''}")
+            workflow.set_current_details(f"**Cancelled**{': ' + reason if reason else ''}")
             await self._release(start)
             raise
         self._error = error
@@ -357,7 +363,7 @@ class CodeExecutionWorkflow:
                 ),
                 result_type=SegmentRef,
                 start_to_close_timeout=timedelta(seconds=120),
-                retry_policy=STEP_RETRY,
+                retry_policy=STATE_RETRY,
                 summary="store the journal and call records for the next run",
             )
             self._segments.append(ref)
@@ -537,7 +543,7 @@ class CodeExecutionWorkflow:
             LoadStateInput(execution_id=start.execution_id, first_run_id=start.first_run_id, segments=self._segments),
             result_type=StateSegment,
             start_to_close_timeout=timedelta(seconds=120),
-            retry_policy=STEP_RETRY,
+            retry_policy=STATE_RETRY,
             summary="read back the call records of the earlier runs",
         )
         return [*earlier.calls, *current]
@@ -667,9 +673,8 @@ class CodeExecutionWorkflow:
         workflow.set_current_details("\n".join(lines))
 
     def _summary(self, call: CallRequest | PendingApproval) -> str:
-        """How a call is named where Temporal does not encrypt (summaries, details, memo)."""
-        if self._req.redact:
-            return f"{call.tool} (call {call.call_id})"
+        """How a call is named in summaries, details and the memo (all encrypted by the
+        payload codec when keys are set)."""
         return call.summary or f"{call.tool}(...)"
 
     def _final_details(self, success: bool, error: ErrorInfo | None, started: datetime) -> str:
@@ -681,7 +686,7 @@ class CodeExecutionWorkflow:
         if error is None:
             return f"**Failed** {tail}."
         where = f" at line {error.line}" if error.line else ""
-        message = "" if self._req.redact else f": {error.message[:300]}"
+        message = f": {error.message[:300]}"
         word = "Timed out" if error.kind == "timeout" else "Failed"
         return f"**{word}** {tail}: `{error.type}`{where}{message}"
 
