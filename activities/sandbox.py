@@ -39,9 +39,13 @@ from .models import (
     SESSION_GONE,
     CallRequest,
     CheckpointRef,
+    LoadStateInput,
     ReleaseInput,
     ResumeInput,
+    SaveStateInput,
+    SegmentRef,
     StartInput,
+    StateSegment,
     StepResult,
     Via,
     clip,
@@ -167,7 +171,7 @@ class SandboxActivities:
         return len(self._sessions)
 
     def activities(self) -> list[Any]:
-        return [self.start, self.resume, self.release]
+        return [self.start, self.resume, self.release, self.save_state, self.load_state]
 
     # -- activities ---------------------------------------------------------------------
 
@@ -205,6 +209,30 @@ class SandboxActivities:
         else:
             await runtime.discard(blob)
             await self.checkpoints.delete(scope, inp.checkpoint)
+
+    @activity.defn(name="sandbox_save_state")
+    async def save_state(self, inp: SaveStateInput) -> SegmentRef:
+        """Store a segment of a long execution's state (journal and call records) before it
+        continues as new: the next run carries only the reference."""
+        blob = inp.segment.model_dump_json().encode()
+        ref = await self.checkpoints.save(_scope(inp.execution_id, inp.first_run_id), blob, kind="seg")
+        return SegmentRef(sha256=ref.sha256, size=ref.size, calls=len(inp.segment.calls))
+
+    @activity.defn(name="sandbox_load_state")
+    async def load_state(self, inp: LoadStateInput) -> StateSegment:
+        """The stored segments, joined (their hashes verified)."""
+        return await self._load_segments(_scope(inp.execution_id, inp.first_run_id), inp.segments)
+
+    async def _load_segments(self, scope: CheckpointScope, refs: list[SegmentRef]) -> StateSegment:
+        whole = StateSegment()
+        for ref in refs:
+            try:
+                part = StateSegment.model_validate_json(await self.checkpoints.load(scope, ref, kind="seg"))
+            except CheckpointUnusable as err:  # unlike a checkpoint, the journal has no fallback
+                raise ApplicationError(f"the execution's stored state is unusable: {err}", type="StateLost") from err
+            whole.journal.extend(part.journal)
+            whole.calls.extend(part.calls)
+        return whole
 
     async def _start(self, inp: StartInput) -> StepResult:
         try:
@@ -302,8 +330,11 @@ class SandboxActivities:
             )
         except CodeExecutionError as err:
             return StepResult(kind="error", error=error_info(err), via="replayed", fallback=reason)
+        journal = inp.journal
+        if inp.journal_segments:
+            journal = (await self._load_segments(scope, inp.journal_segments)).journal + journal
         try:
-            first = await replay(execution, inp.journal)
+            first = await replay(execution, journal)
         except CodeExecutionError as err:
             await execution.close()
             return StepResult(kind="error", error=error_info(err), via="replayed", fallback=reason)

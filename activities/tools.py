@@ -29,7 +29,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_NON_RETRYABLE = ("TypeError", "ValueError", "KeyError", "PermissionError", "NotImplementedError")
 
 #: Activity names of the sandbox steps and the storage upkeep; a tool may not take them.
-STEP_NAMES = frozenset({"sandbox_start", "sandbox_resume", "sandbox_release"})
+STEP_NAMES = frozenset(
+    {"sandbox_start", "sandbox_resume", "sandbox_release", "sandbox_save_state", "sandbox_load_state"}
+)
 RESERVED_NAMES = STEP_NAMES | {"storage_sweep"}
 
 

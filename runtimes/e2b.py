@@ -62,11 +62,11 @@ from .constraints import CodeConstraints
 from .errors import CodeExecutionError, CodeResourceError, CodeRuntimeError, CodeTimeoutError, SandboxError
 from .execution import CallOutcome, CodeExecution, Step
 from .sandbox.bootstrap import RUNNER_PATH, build_bootstrap, runner_limits
-from .sandbox.driver import RunnerDriver, code_error
+from .sandbox.driver import RunnerDriver
 from .sandbox.process import OutputSink
 from .signatures import FunctionsSpec, ToolSignature, normalize_functions
 from .transports.command import CommandChannel
-from .transports.protocol import ErrorMessage, ReadyMessage, SyncedMessage
+from .transports.protocol import SyncedMessage
 from .types import CheckpointTier, Determinism, ExecutionLimits, FunctionCall, RuntimeCapabilities
 
 log = logging.getLogger(__name__)
@@ -172,20 +172,7 @@ class _E2BRun(RunnerDriver):
         self.pid = self.handle.pid
         self._attach(self.handle)
         await self.channel.send(boot.model_dump(mode="json"), fresh_line=False)
-        try:
-            msg = await asyncio.wait_for(self.receive(), rt.startup_timeout)
-        except asyncio.TimeoutError:
-            raise SandboxError(f"the E2B sandbox's runner did not start within {rt.startup_timeout:g} s") from None
-        if isinstance(msg, ReadyMessage):
-            self.ready = True
-            self.clock.resume()
-            self.start_watchdog()
-            return
-        if isinstance(msg, ErrorMessage):
-            raise code_error(msg)
-        if msg is None:
-            raise await self.death_error()
-        raise SandboxError(f"the sandbox sent {msg.type!r} before 'ready'")
+        await self.expect_ready(rt.startup_timeout, "the E2B sandbox's runner")
 
     def _attach(self, handle: Any) -> None:
         self.handle = handle

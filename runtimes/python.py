@@ -50,12 +50,11 @@ from .errors import (
 from .execution import CodeExecution
 from .sandbox.bootstrap import RUNNER_PATH, build_bootstrap, compiled_runner, runner_limits
 from .sandbox.bwrap import Interpreter, bwrap_argv, find_bwrap, interpreter_flags, probe_interpreter, sandbox_env
-from .sandbox.driver import RunnerDriver, code_error
+from .sandbox.driver import RunnerDriver
 from .sandbox.process import OutputSink, SandboxProcess, exit_signal
 from .sandbox.seccomp import filter_program
 from .signatures import FunctionsSpec, ToolSignature, normalize_functions
 from .transports import CallbackChannel, CallbackTransport, get_transport
-from .transports.protocol import ErrorMessage, ReadyMessage
 from .types import CheckpointTier, Determinism, ExecutionLimits, RuntimeCapabilities
 
 log = logging.getLogger(__name__)
@@ -104,20 +103,7 @@ class _PythonRun(RunnerDriver):
         await process.send_line(boot.line())
         if not channel.uses_stdio:
             process.close_stdin()
-        try:
-            msg = await asyncio.wait_for(self.receive(), rt.startup_timeout)
-        except asyncio.TimeoutError:
-            raise SandboxError(f"the sandbox did not start within {rt.startup_timeout:g} s") from None
-        if isinstance(msg, ReadyMessage):
-            self.ready = True
-            self.clock.resume()
-            self.start_watchdog()
-            return
-        if isinstance(msg, ErrorMessage):
-            raise code_error(msg)
-        if msg is None:
-            raise await self.death_error()
-        raise SandboxError(f"the sandbox sent {msg.type!r} before 'ready'")
+        await self.expect_ready(rt.startup_timeout)
 
     async def _launch(self, interpreter: Interpreter, channel: CallbackChannel, hash_seed: int) -> SandboxProcess:
         """Start the runner: inside bubblewrap (with the seccomp filter on an inherited

@@ -111,13 +111,11 @@ def summary_text(req: CodeExecutionRequest) -> str:
 
 
 def _summary(req: CodeExecutionRequest) -> str:
-    if req.redact:
-        return f"{req.runtime} code, {len(req.code.splitlines())} lines"
     return plain(summary_text(req))
 
 
-def _details(req: CodeExecutionRequest) -> str | None:
-    return None if req.redact else f"```python\n{req.code}\n```"
+def _details(req: CodeExecutionRequest) -> str:
+    return f"```python\n{req.code}\n```"
 
 
 async def start_execution(

@@ -5,6 +5,13 @@ pydantic JSON for our models, then Temporal's own claim check: any payload at or
 carries into its next run) goes to the object store through the SDK's ``S3StorageDriver``
 and the history holds a reference with its SHA-256. The same ``BlobStore`` keeps the
 checkpoints (``activities/checkpoints.py``). Where the store is: ``activities/storage.py``.
+
+With ``CODEMODE_ENCRYPTION_KEYS`` set, an AES-256-GCM payload codec sits between the two
+(``activities/encryption.py``): every payload is encrypted before the claim check decides
+where it goes, so the object store holds ciphertext too, and failures carry their message and
+stack trace as an encoded (so encrypted) attribute instead of in the clear. What stays
+readable: key ids, external-storage references (driver name, key, SHA-256 of the ciphertext),
+search attributes, and the names of activities and signals.
 """
 
 from __future__ import annotations
@@ -12,12 +19,21 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import ClassVar, Literal
 
+from temporalio.api.failure.v1 import Failure
 from temporalio.contrib.aws.s3driver import S3StorageDriver
 from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
-from temporalio.converter import DataConverter, EncodingPayloadConverter, ExternalStorage
+from temporalio.converter import (
+    DataConverter,
+    DefaultFailureConverterWithEncodedAttributes,
+    EncodingPayloadConverter,
+    ExternalStorage,
+    FailureConverter,
+    PayloadConverter,
+)
 
+from activities.encryption import DecryptionFailed, EncryptionCodec, Keyring, UnknownEncryptionKey
 from activities.storage import BlobStore, StorageSettings, open_blob_store
 
 #: Payloads this large or larger are stored outside the history (the SDK's default).
@@ -46,7 +62,7 @@ class SharedPydanticPayloadConverter(PydanticPayloadConverter):
     ``__post_init__`` again), and each one builds a new payload converter with an empty
     ``TypeAdapter`` cache. Its encoding converters keep no state but that cache (which is safe
     to share: pydantic's adapters are immutable), so every instance shares one set (issue 11:
-    about 5% of a worker's CPU per tool call)."""
+    about 5-10% of a worker's CPU per tool call)."""
 
     _shared: ClassVar[Mapping[bytes, EncodingPayloadConverter] | None] = None
 
@@ -59,13 +75,44 @@ class SharedPydanticPayloadConverter(PydanticPayloadConverter):
             self.converters = shared
 
 
-def data_converter(store: BlobStore, *, threshold: int = PAYLOAD_THRESHOLD) -> DataConverter:
-    """pydantic JSON with large payloads claim-checked into ``store``."""
-    return dataclasses.replace(
+class EncryptedFailureConverter(DefaultFailureConverterWithEncodedAttributes):
+    """Failure messages and stack traces go into the encoded (encrypted) attributes, except the
+    codec's own errors (a key not held, ciphertext that does not authenticate): they name only
+    key ids, and whoever reads the failed workflow task in the history or the UI may be the
+    person who has to fix the keys, without being able to decrypt anything yet."""
+
+    def to_failure(self, exception: BaseException, payload_converter: PayloadConverter, failure: Failure) -> None:
+        if isinstance(exception, (UnknownEncryptionKey, DecryptionFailed)):
+            FailureConverter.default.to_failure(exception, payload_converter, failure)
+            return
+        super().to_failure(exception, payload_converter, failure)
+
+
+def data_converter(
+    store: BlobStore,
+    *,
+    threshold: int = PAYLOAD_THRESHOLD,
+    keys: Keyring | Literal["env"] | None = "env",
+) -> DataConverter:
+    """pydantic JSON with large payloads claim-checked into ``store``, encrypted under ``keys``
+    (by default the keyring ``CODEMODE_ENCRYPTION_KEYS`` configures; None: no encryption)."""
+    keyring = Keyring.from_env() if keys == "env" else keys
+    converter = dataclasses.replace(
         pydantic_data_converter,
         payload_converter_class=SharedPydanticPayloadConverter,
         external_storage=ExternalStorage(drivers=[StoreDriver(store)], payload_size_threshold=threshold),
     )
+    if keyring is None:
+        return converter
+    return dataclasses.replace(
+        converter, payload_codec=EncryptionCodec(keyring), failure_converter_class=EncryptedFailureConverter
+    )
+
+
+def keyring_of(converter: DataConverter) -> Keyring | None:
+    """The keyring of a converter made by ``data_converter`` (None when it does not encrypt)."""
+    codec = converter.payload_codec
+    return codec.keyring if isinstance(codec, EncryptionCodec) else None
 
 
 def store_of(converter: DataConverter) -> BlobStore | None:

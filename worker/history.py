@@ -170,6 +170,23 @@ class _Decoder:
             except Exception as err:  # a blob past retention, a key we do not hold
                 return _Undecodable(f"{type(err).__name__}: {err}")
 
+    async def failure(self, failure: Failure) -> Failure:
+        """A copy of ``failure`` with the message and stack trace an encrypting converter moved
+        into its encoded attributes put back, at every level of causes."""
+        out = Failure()
+        out.CopyFrom(failure)
+        f: Failure | None = out
+        while f is not None:
+            if f.HasField("encoded_attributes"):
+                attrs = await self([f.encoded_attributes])
+                if isinstance(attrs, dict):
+                    f.message = str(attrs.get("message") or f.message)
+                    f.stack_trace = str(attrs.get("stack_trace") or "")
+                elif isinstance(attrs, _Undecodable):
+                    f.message = f"(encrypted failure: {attrs})"
+            f = f.cause if f.HasField("cause") else None
+        return out
+
 
 class _Undecodable(str):
     """A payload that could not be read; shown in its place."""
@@ -284,14 +301,20 @@ class _Builder:
                 data = {}
             name = (data or {}).get("activity_type", "local activity")
             if attrs.HasField("failure"):
+                failure = await decode.failure(attrs.failure)
                 self.audit.steps.append(
-                    StepAudit(name=name, local=True, at=at, error=_failure_info(attrs.failure), kind="error")
+                    StepAudit(name=name, local=True, at=at, error=_failure_info(failure), kind="error")
                 )
-                self.event(at, "step", f"{name} (local) failed: {attrs.failure.message}")
+                self.event(at, "step", f"{name} (local) failed: {failure.message}")
                 return
             if name == "sandbox_release":
                 self.event(at, "step", "sandbox_release (local): released what the sandbox held")
                 return
+            if name == "sandbox_save_state":
+                self.event(at, "step", "stored this run's journal and call records for the next run")
+                return
+            if name == "sandbox_load_state":
+                return  # the outcome reading back earlier runs' call records (the audit has them)
             result = await decode(attrs.details["result"], StepResult) if "result" in attrs.details else None
             self.step(at, name, local=True, attempt=int((data or {}).get("attempt", 1)), result=result)
         elif kind == "activity_task_scheduled_event_attributes":
@@ -321,7 +344,7 @@ class _Builder:
                 c = self.call(call_id, name)
                 c.attempts = attrs.attempt
                 if attrs.HasField("last_failure"):
-                    c.retried_after = _failure_info(attrs.last_failure)
+                    c.retried_after = _failure_info(await decode.failure(attrs.last_failure))
             else:
                 self.step_attempts[(self.run, attrs.scheduled_event_id)] = attrs.attempt
         elif kind == "activity_task_completed_event_attributes":
@@ -346,7 +369,7 @@ class _Builder:
         elif kind in ("activity_task_failed_event_attributes", "activity_task_timed_out_event_attributes"):
             attrs = getattr(e, kind)
             name, call_id = self.activities.get((self.run, attrs.scheduled_event_id), ("?", None))
-            err = _failure_info(attrs.failure)
+            err = _failure_info(await decode.failure(attrs.failure))
             if call_id is None:
                 self.audit.steps.append(StepAudit(name=name, local=False, at=at, error=err, kind="error"))
                 self.event(at, "step", f"{name} failed: {err.message}")
@@ -408,7 +431,8 @@ class _Builder:
         elif kind in _CLOSED:
             a.status, a.closed_at, a.success = _CLOSED[kind], at, False
             attrs = getattr(e, kind)
-            message = attrs.failure.message if hasattr(attrs, "failure") and attrs.HasField("failure") else ""
+            has_failure = hasattr(attrs, "failure") and attrs.HasField("failure")
+            message = (await decode.failure(attrs.failure)).message if has_failure else ""
             message = message or getattr(attrs, "reason", "") or a.status
             a.error = ErrorInfo(type="WorkflowError", message=message, kind="sandbox")
             self.event(at, "failed", f"execution {a.status}: {message}")

@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +143,7 @@ class EmbeddedServer:
         ui: bool = True,
         ip: str = "localhost",
         log_level: str = "error",
+        codec_endpoint: str | None = None,
     ) -> None:
         self.port = port
         self.ip = ip
@@ -152,8 +154,12 @@ class EmbeddedServer:
             ui_port = port + 1000 if port_is_free(port + 1000) else free_port()
         self.ui_port = ui_port
         self.log_level = log_level
+        #: A codec server the web UI decodes payloads with (``--ui-codec-endpoint``).
+        self.codec_endpoint = codec_endpoint
         self.log_path = self.db.with_suffix(".log")
         self._proc: subprocess.Popen[bytes] | None = None
+        #: Run after the server stops (e.g. stopping the codec server started with it).
+        self.on_stop: list[Callable[[], Awaitable[object]]] = []
 
     @property
     def address(self) -> str:
@@ -190,6 +196,8 @@ class EmbeddedServer:
         ]
         if self.ui:
             cmd += ["--ui-port", str(self.ui_port), "--ui-disable-news-fetch"]
+            if self.codec_endpoint:
+                cmd += ["--ui-codec-endpoint", self.codec_endpoint]
         else:
             cmd.append("--headless")
         return cmd
@@ -246,6 +254,15 @@ class EmbeddedServer:
     async def stop(self, timeout: float = 15.0) -> int | None:
         """SIGTERM (the server flushes SQLite and exits), SIGKILL if it will not."""
         proc, self._proc = self._proc, None
+        try:
+            return await self._stop(proc, timeout)
+        finally:
+            callbacks, self.on_stop = self.on_stop, []
+            for callback in callbacks:
+                await callback()
+
+    @staticmethod
+    async def _stop(proc: subprocess.Popen[bytes] | None, timeout: float) -> int | None:
         if proc is None:
             return None
         if proc.poll() is None:

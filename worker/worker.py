@@ -11,9 +11,9 @@ import contextlib
 import os
 import socket
 import uuid
+from collections.abc import AsyncIterator, Mapping
 from datetime import timedelta
 from importlib.metadata import version as _version
-from collections.abc import AsyncIterator, Mapping
 
 from temporalio.client import Client
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
@@ -25,8 +25,8 @@ from activities.storage import BlobStore
 from activities.tool_activity import tool_activities
 from activities.tools import ToolRegistry
 from runtimes import CodeRuntime
+from worker.converter import keyring_of, store_of
 from workflows.code_execution import CodeExecutionWorkflow
-from worker.converter import store_of
 from worker.sandbox_runner import CodeModeWorkflowRunner
 from workflows.models import TASK_QUEUE
 from workflows.sweep import SWEEP_SCHEDULE_ID, SWEEP_WORKFLOW, StorageSweepWorkflow
@@ -72,7 +72,8 @@ class CodeModeWorker:
         self.store = store
         self.sandbox = SandboxActivities(
             registry,
-            CheckpointStore(store),
+            # Checkpoints are sealed under the same keys as the client's payloads.
+            CheckpointStore(store, keys=keyring_of(client.data_converter)),
             runtimes=runtimes,
             session_queue=self.session_queue,
             keep_alive_seconds=keep_alive_seconds,
@@ -82,7 +83,8 @@ class CodeModeWorker:
             task_queue=task_queue,
             workflows=[CodeExecutionWorkflow, StorageSweepWorkflow],
             # The SDK's sandbox (restrictions, fresh modules per run), without an exec per
-            # payload for its serialization context (worker/sandbox_runner.py).
+            # payload for its serialization context, its modules compiled once
+            # (worker/sandbox_runner.py).
             workflow_runner=CodeModeWorkflowRunner(),
             activities=[*self.sandbox.activities(), RetentionActivities(store).sweep, *tool_activities(registry)],
             max_concurrent_activities=max_concurrent_activities,

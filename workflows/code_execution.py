@@ -25,14 +25,19 @@ with workflow.unsafe.imports_passed_through():
         SESSION_GONE,
         CallRequest,
         CheckpointRef,
+        LoadStateInput,
         ReleaseInput,
         ResumeInput,
+        SaveStateInput,
+        SegmentRef,
+        StateSegment,
         StartInput,
         StepResult,
         ToolInput,
         ToolOutput,
     )
     from runtimes.replay import JournalEntry
+    from runtimes.types import Determinism
     from workflows.models import (
         CODE_APPROVAL_ID,
         SA_RUNTIME,
@@ -50,7 +55,6 @@ with workflow.unsafe.imports_passed_through():
         ToolCallRecord,
         read_decision,
     )
-    from runtimes.types import Determinism
     from workflows.state import Continuation, Cursor
 
 #: Runtimes whose steps are cheap, stateless and snapshot-based: run them as local activities.
@@ -58,6 +62,12 @@ LOCAL_STEP_RUNTIMES = frozenset({"monty"})
 STATUS_KEY = SearchAttributeKey.for_keyword(SA_STATUS)
 RUNTIME_KEY = SearchAttributeKey.for_keyword(SA_RUNTIME)
 STEP_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(milliseconds=200))
+#: Storing and reading back a long execution's state segments: retried until they work (a
+#: worker without a key the segment was sealed with gives way to one that has it), except
+#: when the segment is gone for good.
+STATE_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1), non_retryable_error_types=["StateLost"]
+)
 #: How long a step waits for the worker holding a live sandbox before replaying elsewhere.
 STICKY_SCHEDULE_TO_START = timedelta(seconds=10)
 #: Regular-activity steps heartbeat, so a step lost with its worker is retried in seconds.
@@ -69,8 +79,13 @@ CALL_WINDOW = 64
 #: set high: far below its hard limits (51,200 events, 50 MB).
 MAX_RUN_EVENTS = 10_000
 MAX_RUN_BYTES = 10 * 1024 * 1024
-#: Calls the status query returns at most (a long execution is read in pages).
+#: Calls the status query returns at most (a long execution is read in pages), and the
+#: results it carries at most (a query answer is not offloaded like a payload).
 STATUS_PAGE = 500
+STATUS_PAGE_BYTES = 1024 * 1024
+#: Results kept whole in the call records, all calls together; past it, records keep a
+#: preview (the journal, which replay needs, keeps everything). Bounds the outcome's size.
+RECORDS_BUDGET = 8 * 1024 * 1024
 #: Ignored decisions kept for the status and carried into the next run.
 MAX_IGNORED = 50
 
@@ -96,6 +111,10 @@ class CodeExecutionWorkflow:
         self._session: tuple[str, str | None] | None = None
         self._started: datetime | None = None
         self._ignored: list[IgnoredSignal] = []
+        #: Bytes of results kept whole in the call records so far (see RECORDS_BUDGET).
+        self._record_bytes = 0
+        #: The journal and records of earlier runs, in the store (see workflows/state.py).
+        self._segments: list[SegmentRef] = []
         self._determinism: Determinism | None = None
         self._req = CodeExecutionRequest(code="")
         #: The step whose sandbox holds compute (a cloud session) has been suspended.
@@ -158,19 +177,31 @@ class CodeExecutionWorkflow:
         """The state, pending approvals, stdout and a page of the calls: from index ``since``,
         or the last ``STATUS_PAGE`` calls when it is not given."""
         calls = list(self._calls.values())
-        start = max(len(calls) - STATUS_PAGE, 0) if since is None else max(since, 0)
+        earlier = self._earlier_calls  # in stored segments: `codemode history` has them
+        start = max(len(calls) - STATUS_PAGE, 0) if since is None else max(since - earlier, 0)
+        page: list[ToolCallRecord] = []
+        size = 0
+        for record in calls[start : start + STATUS_PAGE]:  # and at most ~1 MB of results
+            if page and size + record.result_size > STATUS_PAGE_BYTES:
+                break
+            page.append(record)
+            size += record.result_size if record.result is not None else 0
         return ExecutionStatus(
             state=self._state,
             runtime=self._runtime,
             pending_approvals=list(self._pending.values()),
-            tool_calls=calls[start : start + STATUS_PAGE],
-            calls_from=start,
-            call_count=len(calls),
+            tool_calls=page,
+            calls_from=earlier + start,
+            call_count=earlier + len(calls),
             stdout="".join(self._stdout),
             error=self._error,
             runs=len(self._runs) + 1,
             ignored_signals=list(self._ignored),
         )
+
+    @property
+    def _earlier_calls(self) -> int:
+        return sum(s.calls for s in self._segments)
 
     # -- the run ------------------------------------------------------------------------
 
@@ -188,6 +219,8 @@ class CodeExecutionWorkflow:
         if carry is not None:
             self._runs = list(carry.runs)
             self._calls = {c.call_id: c for c in carry.calls}
+            self._segments = list(carry.segments)
+            self._record_bytes = carry.record_bytes
             self._journal = list(carry.journal)
             self._stdout = [carry.stdout] if carry.stdout else []
             self._stdout_len = len(carry.stdout)
@@ -220,7 +253,7 @@ class CodeExecutionWorkflow:
             self._pending.clear()
             self._show_pending(start.execution_id)
             reason = workflow.cancellation_reason()
-            workflow.set_current_details(f"**Cancelled**{': ' + reason if reason and not req.redact else ''}")
+            workflow.set_current_details(f"**Cancelled**{': ' + reason if reason else ''}")
             await self._release(start)
             raise
         self._error = error
@@ -234,7 +267,7 @@ class CodeExecutionWorkflow:
             output=output,
             stdout="".join(self._stdout),
             error=error,
-            tool_calls=list(self._calls.values()),
+            tool_calls=await self._all_calls(start),
             duration_ms=(workflow.now() - started).total_seconds() * 1000,
             runtime=req.runtime,
         )
@@ -319,9 +352,27 @@ class CodeExecutionWorkflow:
     async def _roll_over(self, req: CodeExecutionRequest, cursor: Cursor) -> NoReturn:
         await workflow.wait_condition(workflow.all_handlers_finished)
         assert self._started is not None
+        if self._calls or self._journal:  # every record is final here: nothing runs, nobody decides
+            info = workflow.info()
+            ref = await workflow.execute_local_activity(
+                "sandbox_save_state",
+                SaveStateInput(
+                    execution_id=info.workflow_id,
+                    first_run_id=info.first_execution_run_id,
+                    segment=StateSegment(journal=self._journal, calls=list(self._calls.values())),
+                ),
+                result_type=SegmentRef,
+                start_to_close_timeout=timedelta(seconds=120),
+                retry_policy=STATE_RETRY,
+                summary="store the journal and call records for the next run",
+            )
+            self._segments.append(ref)
+            self._journal, self._calls = [], {}
         carry = Continuation(
             started_at=self._started,
             runs=[*self._runs, workflow.info().run_id],
+            segments=self._segments,
+            record_bytes=self._record_bytes,
             calls=list(self._calls.values()),
             journal=self._journal,
             stdout="".join(self._stdout),
@@ -375,6 +426,7 @@ class CodeExecutionWorkflow:
                 "checkpoint": None,
                 "session_id": None,
                 "start": start,
+                "journal_segments": list(self._segments),
                 "journal": list(self._journal),
                 "replay_reason": reason,
             }
@@ -481,6 +533,21 @@ class CodeExecutionWorkflow:
         except (ActivityError, ApplicationError) as err:
             workflow.logger.warning("releasing the sandbox failed: %s", _step_cause(err))
 
+    async def _all_calls(self, start: StartInput) -> list[ToolCallRecord]:
+        """Every call record of the execution, the earlier runs' read back from the store."""
+        current = list(self._calls.values())
+        if not self._segments:
+            return current
+        earlier = await workflow.execute_local_activity(
+            "sandbox_load_state",
+            LoadStateInput(execution_id=start.execution_id, first_run_id=start.first_run_id, segments=self._segments),
+            result_type=StateSegment,
+            start_to_close_timeout=timedelta(seconds=120),
+            retry_policy=STATE_RETRY,
+            summary="read back the call records of the earlier runs",
+        )
+        return [*earlier.calls, *current]
+
     def _absorb(self, step: StepResult) -> None:
         if step.stdout:
             self._stdout.append(step.stdout)
@@ -542,8 +609,9 @@ class CodeExecutionWorkflow:
         record.status = "ok"
         record.attempts = out.attempt
         record.result_size = out.size
-        if out.size <= RECORD_RESULT_BYTES:
+        if out.size <= RECORD_RESULT_BYTES and self._record_bytes + out.size <= RECORDS_BUDGET:
             record.result = out.value
+            self._record_bytes += out.size
         else:
             record.result_preview = _preview(out.value)
         return _entry(call, result=out.value)
@@ -591,22 +659,22 @@ class CodeExecutionWorkflow:
             for p in pending
         ]
         workflow.upsert_memo({"pending_approvals": entries})
-        lines = [f"**Awaiting approval** ({len(pending)} call{'s' if len(pending) != 1 else ''}):"]
+        lines = [f"**Awaiting approval** ({len(pending)} call{'s' if len(pending) != 1 else ''}):", ""]
         for p in pending:
             lines.append(
                 f"- call `{p.call_id}`: `{self._summary(p)}` — approve with `codemode approve {execution_id} {p.call_id}`"
                 f" or deny with `codemode deny {execution_id} {p.call_id}`"
             )
         first = pending[0].call_id
+        lines.append("")
         lines.append(
             f'Or use *Send a Signal*: name `approve` (or `deny`), input `{{"call_id": "{first}", "by": "your name"}}`.'
         )
         workflow.set_current_details("\n".join(lines))
 
     def _summary(self, call: CallRequest | PendingApproval) -> str:
-        """How a call is named where Temporal does not encrypt (summaries, details, memo)."""
-        if self._req.redact:
-            return f"{call.tool} (call {call.call_id})"
+        """How a call is named in summaries, details and the memo (all encrypted by the
+        payload codec when keys are set)."""
         return call.summary or f"{call.tool}(...)"
 
     def _final_details(self, success: bool, error: ErrorInfo | None, started: datetime) -> str:
@@ -618,7 +686,7 @@ class CodeExecutionWorkflow:
         if error is None:
             return f"**Failed** {tail}."
         where = f" at line {error.line}" if error.line else ""
-        message = "" if self._req.redact else f": {error.message[:300]}"
+        message = f": {error.message[:300]}"
         word = "Timed out" if error.kind == "timeout" else "Failed"
         return f"**{word}** {tail}: `{error.type}`{where}{message}"
 

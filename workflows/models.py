@@ -77,9 +77,6 @@ class CodeExecutionRequest(BaseModel):
     #: Keep the CodeModeStatus/CodeModeRuntime search attributes current. Clients turn this
     #: off on a server where they are not registered (upserting them would fail the run).
     index_search_attributes: bool = True
-    #: Keep code, arguments and results out of what Temporal does not encrypt (summaries,
-    #: current details, memo): set by clients that encrypt payloads.
-    redact: bool = False
 
 
 class ExecutionOutcome(BaseModel):

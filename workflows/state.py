@@ -15,7 +15,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from activities.models import CallRequest, CheckpointRef, StepResult
+from activities.models import CallRequest, CheckpointRef, SegmentRef, StepResult
 from runtimes.replay import JournalEntry
 from runtimes.types import Determinism
 from workflows.models import ApprovalRecord, IgnoredSignal, ToolCallRecord
@@ -37,6 +37,12 @@ class Continuation(BaseModel):
     started_at: datetime
     #: Run ids of the runs before this one, oldest first (the audit follows the chain).
     runs: list[str] = Field(default_factory=list)
+    #: The journal and call records of the runs before, stored once each (one segment per
+    #: rollover): the carry stays small however long the execution, and nothing is stored twice.
+    segments: list[SegmentRef] = Field(default_factory=list)
+    #: Bytes of results kept whole in the call records so far (the records' budget).
+    record_bytes: int = 0
+    #: Call records and journal entries not in a segment yet.
     calls: list[ToolCallRecord] = Field(default_factory=list)
     journal: list[JournalEntry] = Field(default_factory=list)
     stdout: str = ""

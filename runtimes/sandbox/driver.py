@@ -32,6 +32,7 @@ from ..transports.protocol import (
     CallMessage,
     DoneMessage,
     ErrorMessage,
+    ReadyMessage,
     SandboxMessage,
 )
 from ..types import ExecutionLimits, ExecutionResult, FunctionCall
@@ -137,6 +138,24 @@ class RunnerDriver(ABC):
         """Free the sandbox (called once, by ``close``)."""
 
     # -- events -------------------------------------------------------------------------
+
+    async def expect_ready(self, startup_timeout: float, what: str = "the sandbox") -> None:
+        """Wait for the runner's first message: ``ready`` starts the compute clock; an error
+        (syntax...) or a death is raised as what it is."""
+        try:
+            msg = await asyncio.wait_for(self.receive(), startup_timeout)
+        except asyncio.TimeoutError:
+            raise SandboxError(f"{what} did not start within {startup_timeout:g} s") from None
+        if isinstance(msg, ReadyMessage):
+            self.ready = True
+            self.clock.resume()
+            self.start_watchdog()
+            return
+        if isinstance(msg, ErrorMessage):
+            raise code_error(msg)
+        if msg is None:
+            raise await self.death_error()
+        raise SandboxError(f"the sandbox sent {msg.type!r} before 'ready'")
 
     def start_watchdog(self) -> None:
         self.tasks.append(asyncio.create_task(self._watchdog()))

@@ -10,8 +10,8 @@ import asyncio
 import os
 import socket
 import time
-from pathlib import Path
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp

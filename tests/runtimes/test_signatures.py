@@ -12,7 +12,13 @@ from typing import Annotated, Any, Literal, Optional
 import pytest
 from pydantic import BaseModel, Field
 
-from runtimes import ToolSignature, normalize_functions, render_stubs, signature_from_callable, signature_from_json_schema
+from runtimes import (
+    ToolSignature,
+    normalize_functions,
+    render_stubs,
+    signature_from_callable,
+    signature_from_json_schema,
+)
 
 
 class Address(BaseModel):

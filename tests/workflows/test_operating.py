@@ -120,11 +120,11 @@ async def test_cancel_a_parked_run(client, task_queue, worker, events_file) -> N
 async def test_cancel_a_running_python_run_closes_its_sandbox(client, task_queue, events_file) -> None:
     registry = ToolRegistry.from_module(TOOLS_MODULE)
     worker = CodeModeWorker(client, registry, task_queue=task_queue)
-    code = "a = slow_step(1, 0)\nb = slow_step(2, 3.5)\na + b"
+    code = "a = slow_step(1, 0)\nb = await nap(30)\na + b"  # nap is async: the cancel stops it
     async with worker.running():
         handle = await start_execution(client, CodeExecutionRequest(code=code, runtime="python"), task_queue=task_queue)
         for _ in range(200):  # wait until the second call is inside its tool
-            if any(e["event"] == "start" and e["arg"] == 2 for e in read_events(events_file)):
+            if any(e["event"] == "start" and e["tool"] == "nap" for e in read_events(events_file)):
                 break
             await asyncio.sleep(0.05)
         assert worker.sandbox.live_sessions == 1  # the CPython process waits for the result

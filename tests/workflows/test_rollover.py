@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 from temporalio.client import Client
-from temporalio.worker import Replayer
 from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer
 
 from activities import ToolRegistry
 from runtimes import ExecutionLimits

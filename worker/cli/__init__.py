@@ -7,6 +7,7 @@ One module per command group, so a command is found by its file name:
 - ``inspect.py``: ``status``, ``history``, ``list``
 - ``serve.py``: ``worker``, ``server``, ``dev``
 - ``tools.py``: ``tools``
+- ``codec.py``: ``keygen``, ``codec-server`` (encryption keys, and decrypting for the web UI and CLI)
 - ``common.py``: options, ``Fail``, exit codes and helpers they share
 
 Exit codes: 0 success, 1 code error (or a failed execution), 2 usage or input error,
@@ -23,7 +24,7 @@ import sys
 
 import click
 
-from worker.cli import decide, inspect, run, serve, storage, tools
+from worker.cli import codec, decide, inspect, run, serve, storage, tools
 from worker.cli.common import note
 
 
@@ -46,6 +47,8 @@ for _command in (
     serve.dev,
     storage.gc,
     tools.tools,
+    codec.keygen,
+    codec.codec_server,
 ):
     cli.add_command(_command)
 
@@ -72,8 +75,20 @@ def main(argv: list[str] | None = None) -> None:
 
             traceback.print_exc()
         note(f"error: {type(err).__name__}: {err}")
+        if _encrypted_payload(err):
+            note("This execution's payloads are encrypted: set CODEMODE_ENCRYPTION_KEYS to a list that holds its key.")
         code = 1
     with contextlib.suppress(Exception):
         sys.stdout.flush()
         sys.stderr.flush()
     os._exit(code if isinstance(code, int) else 0)
+
+
+def _encrypted_payload(err: BaseException | None) -> bool:
+    """Whether a failure came from a payload encrypted under no key this process holds (the
+    SDK says "Unknown payload encoding binary/encrypted" when no keys are set at all)."""
+    while err is not None:
+        if "binary/encrypted" in str(err):
+            return True
+        err = err.__cause__ or err.__context__
+    return False

@@ -21,9 +21,11 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.encryption import EncryptionKeyError, Keyring
 from activities.storage import BlobStore, BlobStoreError
 from activities.tools import ToolRegistry
 from worker.client import DEFAULT_ADDRESS, connect
+from worker.codec_server import DEFAULT_PORT as DEFAULT_CODEC_PORT
 from worker.converter import default_store
 from worker.server import EmbeddedServer, ServerStartError, default_db_path, server_answers
 from workflows.models import TASK_QUEUE, ExecutionOutcome, ExecutionStatus
@@ -189,6 +191,7 @@ async def open_client(address: str, **options: Any) -> Client:
             "(or `codemode dev --tools MODULE`), or point TEMPORAL_ADDRESS / --address at yours"
         )
     await open_store()
+    encryption_keys()  # a malformed CODEMODE_ENCRYPTION_KEYS says so, not "cannot connect"
     try:
         return await connect(address, **options)
     except Exception as err:
@@ -253,9 +256,41 @@ def interactive_terminal() -> bool:
     return sys.stdin.isatty() and os.environ.get("CI", "").lower() not in ("1", "true", "yes")
 
 
-async def start_server(port: int, ui_port: int | None, db: str | None) -> EmbeddedServer:
+codec_port_option = click.option(
+    "--codec-port",
+    type=int,
+    default=DEFAULT_CODEC_PORT,
+    show_default=True,
+    envvar="CODEMODE_CODEC_PORT",
+    show_envvar=True,
+    help="With CODEMODE_ENCRYPTION_KEYS set: port of the codec server started for the web UI (a free one if taken).",
+)
+
+
+def encryption_keys() -> Keyring | None:
+    """The keyring ``CODEMODE_ENCRYPTION_KEYS`` configures (a bad value is a usage error)."""
+    try:
+        return Keyring.from_env()
+    except EncryptionKeyError as err:
+        raise Fail(str(err)) from None
+
+
+async def start_server(
+    port: int, ui_port: int | None, db: str | None, codec_port: int = DEFAULT_CODEC_PORT
+) -> EmbeddedServer:
+    """The embedded server; with encryption keys set, also a codec server in this process,
+    which the web UI is pointed at (``--ui-codec-endpoint``) so it shows plaintext."""
     server = EmbeddedServer(port=port, ui_port=ui_port, db=db)
+    if encryption_keys() is not None and server.ui_url:
+        from worker.cli.codec import start_codec_server
+
+        ui = server.ui_url
+        origins = [ui, ui.replace("//localhost:", "//127.0.0.1:")]
+        codec = await start_codec_server(codec_port, sorted(set(origins)))
+        server.codec_endpoint = codec.url
+        server.on_stop.append(codec.stop)
     try:
         return await server.start()
     except (ServerStartError, FileNotFoundError) as err:
+        await server.stop()  # and the codec server started for it
         raise Fail(f"cannot start the embedded Temporal server: {err}") from None

@@ -9,8 +9,8 @@ from datetime import timedelta
 
 import click
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
-from temporalio.service import RPCError
 from temporalio.exceptions import CancelledError
+from temporalio.service import RPCError
 
 from worker import display
 from worker.cli.common import (

@@ -14,6 +14,7 @@ from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
 from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.encryption import KEY_ID_METADATA, DecryptionFailed, UnknownEncryptionKey
 from runtimes import RUNTIMES
 from worker import display
 from worker.cli.common import (
@@ -186,7 +187,11 @@ async def _summary(client: Client, execution_id: str, run_id: str, gate: asyncio
             desc = await client.get_workflow_handle(execution_id, run_id=run_id).describe()
         except RPCError:
             return None
-        summary = await desc.static_summary()
+        try:
+            summary = await desc.static_summary()
+        except (KeyError, UnknownEncryptionKey, DecryptionFailed):  # encrypted, and we lack the key
+            key = desc.raw_description.execution_config.user_metadata.summary.metadata.get(KEY_ID_METADATA, b"?")
+            return f"(encrypted under key {key.decode(errors='replace')!r})"
         return unplain(summary) if summary else summary
 
 

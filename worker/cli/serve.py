@@ -18,6 +18,7 @@ from worker.cli.common import (
     EXIT_OK,
     Fail,
     address_option,
+    codec_port_option,
     db_option,
     load_tools,
     note,
@@ -99,11 +100,14 @@ async def until_stopped() -> None:
 
 
 def server_banner(server: EmbeddedServer) -> list[str]:
-    return [
+    lines = [
         f"Temporal server: {server.address}",
         f"Web UI:          {server.ui_url}",
         f"Database:        {server.db}",
     ]
+    if server.codec_endpoint:
+        lines.append(f"Codec server:    {server.codec_endpoint} (payloads are encrypted; the web UI decrypts through it)")
+    return lines
 
 
 async def _serve_worker(client: Client, registry: ToolRegistry, task_queue: str, address: str) -> None:
@@ -142,13 +146,15 @@ async def _worker(registry: ToolRegistry, address: str, task_queue: str, metrics
 @port_option
 @ui_port_option
 @db_option
-def server(port: int, ui_port: int | None, db: str | None) -> int:
-    """Run the embedded Temporal dev server (SQLite, web UI) until Ctrl-C."""
-    return asyncio.run(_server(port, ui_port, db))
+@codec_port_option
+def server(port: int, ui_port: int | None, db: str | None, codec_port: int) -> int:
+    """Run the embedded Temporal dev server (SQLite, web UI) until Ctrl-C; with
+    CODEMODE_ENCRYPTION_KEYS set, also a codec server the web UI decrypts through."""
+    return asyncio.run(_server(port, ui_port, db, codec_port))
 
 
-async def _server(port: int, ui_port: int | None, db: str | None) -> int:
-    srv = await start_server(port, ui_port, db)
+async def _server(port: int, ui_port: int | None, db: str | None, codec_port: int) -> int:
+    srv = await start_server(port, ui_port, db, codec_port)
     try:
         for line in server_banner(srv):
             note(line)
@@ -166,19 +172,33 @@ async def _server(port: int, ui_port: int | None, db: str | None) -> int:
 @db_option
 @task_queue_option
 @metrics_option
+@codec_port_option
 def dev(
-    tools_module: str | None, port: int, ui_port: int | None, db: str | None, task_queue: str, metrics: str | None
+    tools_module: str | None,
+    port: int,
+    ui_port: int | None,
+    db: str | None,
+    task_queue: str,
+    metrics: str | None,
+    codec_port: int,
 ) -> int:
-    """The embedded server and a worker in one process, until Ctrl-C."""
+    """The embedded server and a worker in one process, until Ctrl-C (with
+    CODEMODE_ENCRYPTION_KEYS set, also the codec server for the web UI)."""
     registry = load_tools(require_tools(tools_module))
-    return asyncio.run(_dev(registry, port, ui_port, db, task_queue, metrics))
+    return asyncio.run(_dev(registry, port, ui_port, db, task_queue, metrics, codec_port))
 
 
 async def _dev(
-    registry: ToolRegistry, port: int, ui_port: int | None, db: str | None, task_queue: str, metrics: str | None
+    registry: ToolRegistry,
+    port: int,
+    ui_port: int | None,
+    db: str | None,
+    task_queue: str,
+    metrics: str | None,
+    codec_port: int,
 ) -> int:
     runtime = metrics_runtime(metrics)  # first: a busy metrics port fails before the server starts
-    srv = await start_server(port, ui_port, db)
+    srv = await start_server(port, ui_port, db, codec_port)
     try:
         for line in [*server_banner(srv), *metrics_banner(metrics)]:
             note(line)

@@ -1,0 +1,115 @@
+"""``codemode keygen`` and ``codemode codec-server``: make an encryption key, and serve the
+Temporal codec server protocol so the web UI and ``temporal --codec-endpoint`` decrypt.
+
+``codemode server`` and ``codemode dev`` start the same codec server themselves when
+``CODEMODE_ENCRYPTION_KEYS`` is set (``start_codec_server`` below, through ``common.start_server``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import click
+
+from activities.encryption import KEY_ID_PATTERN, KEYS_ENV, EncryptionKeyError, Keyring, new_key
+from worker.cli.common import EXIT_OK, Fail, note, open_store
+from worker.codec_server import DEFAULT_PORT, DEFAULT_UI_ORIGINS, CodecServer
+
+
+def require_keys() -> Keyring:
+    try:
+        keys = Keyring.from_env()
+    except EncryptionKeyError as err:
+        raise Fail(str(err)) from None
+    if keys is None:
+        raise Fail(f"{KEYS_ENV} is not set: there is nothing to decrypt with (make a key with `codemode keygen`)")
+    return keys
+
+
+@click.command()
+@click.argument("key_id", default="k1")
+def keygen(key_id: str) -> int:
+    """Print a new random AES-256 key as KEY_ID:BASE64, an entry for CODEMODE_ENCRYPTION_KEYS."""
+    if not KEY_ID_PATTERN.fullmatch(key_id):
+        raise Fail(f"key id {key_id!r} must be 1 to 64 letters, digits, '.', '_' or '-'")
+    click.echo(f"{key_id}:{new_key()}")
+    return EXIT_OK
+
+
+@click.command("codec-server")
+@click.option("--port", type=int, default=DEFAULT_PORT, show_default=True, help="Port to listen on.")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Interface to listen on. Anyone who reaches it can decrypt: keep it on loopback, or use --token behind TLS.",
+)
+@click.option(
+    "--token",
+    envvar="CODEMODE_CODEC_TOKEN",
+    show_envvar=True,
+    default=None,
+    help="Require `Authorization: Bearer TOKEN` (the temporal CLI: --codec-auth 'Bearer TOKEN').",
+)
+@click.option(
+    "--ui-origin",
+    "ui_origins",
+    multiple=True,
+    metavar="URL",
+    help=f"Origin of a web UI allowed to call it (CORS; repeatable) [default: {', '.join(DEFAULT_UI_ORIGINS)}].",
+)
+@click.option(
+    "--namespace",
+    "namespaces",
+    multiple=True,
+    metavar="NS",
+    help="Serve only these namespaces (X-Namespace; repeatable).",
+)
+def codec_server(port: int, host: str, token: str | None, ui_origins: Sequence[str], namespaces: Sequence[str]) -> int:
+    """Serve the Temporal codec server protocol (POST /encode, /decode, /download) with the keys
+    in CODEMODE_ENCRYPTION_KEYS, until Ctrl-C."""
+    require_keys()
+    return asyncio.run(_codec_server(port, host, token, list(ui_origins) or list(DEFAULT_UI_ORIGINS), namespaces))
+
+
+async def _codec_server(port: int, host: str, token: str | None, origins: list[str], namespaces: Sequence[str]) -> int:
+    from worker.cli.serve import until_stopped
+
+    server = await start_codec_server(port, origins, host=host, token=token, namespaces=namespaces, fallback=False)
+    try:
+        note(f"Codec server:    {server.url} (keys: {', '.join(require_keys().key_ids)})")
+        note(f"Web UI origins:  {', '.join(origins)}")
+        note(f"temporal CLI:    temporal --codec-endpoint {server.url} workflow show -w ID")
+        note("Ready. Ctrl-C to stop.")
+        await until_stopped()
+    finally:
+        await server.stop()
+    return EXIT_OK
+
+
+async def start_codec_server(
+    port: int,
+    ui_origins: Sequence[str],
+    *,
+    host: str = "127.0.0.1",
+    token: str | None = None,
+    namespaces: Sequence[str] = (),
+    fallback: bool = True,
+) -> CodecServer:
+    """A running codec server over this process's data converter (its keys, its object store).
+    ``fallback``: when ``port`` is taken, take a free one instead of failing."""
+    from worker.converter import data_converter
+
+    converter = data_converter(await open_store())
+    try:
+        return await CodecServer(
+            converter, host=host, port=port, ui_origins=ui_origins, token=token, namespaces=namespaces
+        ).start()
+    except OSError as err:
+        if not fallback:
+            raise Fail(f"cannot serve the codec server on {host}:{port}: {err.strerror or err}") from None
+    note(f"Port {port} is taken; the codec server takes a free port instead.")
+    return await CodecServer(
+        converter, host=host, port=0, ui_origins=ui_origins, token=token, namespaces=namespaces
+    ).start()
