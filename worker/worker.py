@@ -26,8 +26,8 @@ from activities.tool_activity import tool_activities
 from activities.tools import ToolRegistry
 from runtimes import CodeRuntime
 from worker.converter import keyring_of, store_of
-from workflows.code_execution import CodeExecutionWorkflow
 from worker.sandbox_runner import CodeModeWorkflowRunner
+from workflows.code_execution import CodeExecutionWorkflow
 from workflows.models import TASK_QUEUE
 from workflows.sweep import SWEEP_SCHEDULE_ID, SWEEP_WORKFLOW, StorageSweepWorkflow
 
