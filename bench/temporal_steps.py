@@ -12,7 +12,10 @@ do not depend on how the shared cores were divided.
    handles two workflow activations and two activity tasks where the bare floor has one each).
 
 Every figure is the median over ``--repeat`` pairs (floor and ours back to back, in
-alternating order).
+alternating order). "Worker" CPU is this process (the workers and the client that starts the
+executions, the same for both sides) plus its sandbox subprocesses; with few calls in flight
+(the sequential part) it also holds the pollers' idle CPU, so read CPU per call from the
+throughput part.
 
     python bench/temporal_steps.py [--calls 40] [--executions 50] [--repeat 3] [--only throughput]
 """
