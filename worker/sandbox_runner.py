@@ -51,7 +51,8 @@ if _SandboxInstance is not None:
 
     class _Instance(_SandboxInstance):  # type: ignore[misc, valid-type]
         def _in_sandbox(self) -> Any:
-            return self.globals_and_locals.get(_IN_SANDBOX)
+            scope = getattr(self, "globals_and_locals", None)  # an SDK that moved it: the SDK's path
+            return scope.get(_IN_SANDBOX) if isinstance(scope, dict) else None
 
         def _ask(self, method: str, command_info: Any) -> Any:
             target = self._in_sandbox()
