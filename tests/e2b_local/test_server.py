@@ -200,9 +200,14 @@ async def test_expiry_kills_or_pauses(Sandbox: Any) -> None:
     killed = await Sandbox.create(timeout=1)
     paused = await Sandbox.create(timeout=1, lifecycle={"on_timeout": "pause"})
     await until(lambda: _gone(Sandbox, killed.sandbox_id))
-    assert (await paused.get_info()).state == SandboxState.PAUSED
+    # Created a moment later (longer under load): its own second may not be over yet.
+    await until(lambda: _state_is(paused, SandboxState.PAUSED))
     await paused.set_timeout(60)
     await Sandbox.kill(paused.sandbox_id)
+
+
+async def _state_is(sandbox: Any, state: Any) -> bool:
+    return (await sandbox.get_info()).state == state
 
 
 async def _gone(Sandbox: Any, sandbox_id: str) -> bool:
