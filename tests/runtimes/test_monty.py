@@ -232,6 +232,41 @@ async def test_type_check_raises_without_running_the_code(monty: MontyRuntime, c
         await monty.type_check("class A:\n    pass\nclass B(A):\n    pass", sigs)
 
 
+def _get_weather_by_id(city: int) -> dict[str, Any]:
+    raise NotImplementedError
+
+
+async def test_a_passed_type_check_is_not_repeated_for_the_same_code_and_stubs() -> None:
+    """ty costs ~16 ms per execution: a verdict is kept per (code, stubs), so a replay or a
+    re-run skips it, while different stubs (other tools, other inputs) check again and code
+    that failed keeps failing."""
+    rt = MontyRuntime()
+    checked: list[bool] = []
+    checkout = rt._checkout
+
+    async def spy(**kwargs: Any) -> Any:
+        checked.append(kwargs["type_check"])
+        return await checkout(**kwargs)
+
+    rt._checkout = spy  # type: ignore[method-assign]
+    sigs = {"get_weather": get_weather}
+    try:
+        for _ in range(2):
+            execution = await rt.execute("get_weather('Oslo')", functions=sigs)
+            async with execution:
+                assert isinstance(await execution.next(), FunctionCall)
+        # the same code against another signature of the tool is checked, and refused
+        with pytest.raises(CodeTypeError):
+            await rt.execute("get_weather('Oslo')", functions={"get_weather": _get_weather_by_id})
+        for _ in range(2):
+            with pytest.raises(CodeTypeError) as info:
+                await rt.execute("get_weather(42)", functions=sigs)
+            assert info.value.line == 1
+    finally:
+        await rt.aclose()
+    assert checked == [True, False, True, True, True]
+
+
 async def test_type_checking_can_be_turned_off() -> None:
     async with MontyRuntime(type_check=False) as rt:
         execution = await rt.execute("get_weather(42)", functions={"get_weather": get_weather})
