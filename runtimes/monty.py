@@ -193,6 +193,8 @@ class _StdoutSink:
 
 #: Type-check verdicts a runtime keeps (32 bytes each).
 TYPE_CHECK_VERDICTS = 4096
+#: The heap of a type-check session (the checker's own memory counts against it).
+TYPE_CHECK_MEMORY = 256 * 1024 * 1024
 
 
 class _MontyRun:
@@ -532,12 +534,17 @@ class MontyRuntime(CodeRuntime):
         limits = limits or ExecutionLimits()
         signatures = normalize_functions(functions)
         stubs = _type_check_stubs(signatures, inputs)
-        verdict = hashlib.sha256(f"{len(stubs)}:{stubs}\0{code}".encode()).digest()
-        check = self.type_check_enabled and verdict not in self._passed_type_check
+        if self.type_check_enabled:
+            # In a session of its own: ty's memory (over 1 MB for `1`) is then not charged
+            # to the code's heap limit, and a remembered verdict changes nothing but time.
+            verdict = hashlib.sha256(f"{len(stubs)}:{stubs}\0{code}".encode()).digest()
+            if verdict not in self._passed_type_check:
+                await self._check(code, stubs)
+                self._remember_type_check(verdict)
         session = await self._checkout(
             limits=limits,
-            stubs=stubs,
-            type_check=check,
+            stubs=None,
+            type_check=False,
             os_policy=self._determinism_policy(determinism),
         )
         sink = _StdoutSink(limits.max_stdout_bytes)
@@ -556,8 +563,6 @@ class MontyRuntime(CodeRuntime):
             # runtime, so the handle (and the stdout printed before the error) is available.
             run.failed = None
             run.deferred = err
-        if check:  # it ran, so it passed
-            self._remember_type_check(verdict)
         return run.execution()
 
     def _remember_type_check(self, verdict: bytes) -> None:
@@ -572,10 +577,12 @@ class MontyRuntime(CodeRuntime):
         return at once and a small heap, so at most a few instructions run. Nothing escapes:
         a tool call only suspends the VM (no host answers it here), print output is dropped
         and Monty denies OS access; the session is discarded."""
-        sigs = normalize_functions(signatures)
+        await self._check(code, _type_check_stubs(normalize_functions(signatures), None))
+
+    async def _check(self, code: str, stubs: str) -> None:
         session = await self._checkout(
-            limits={"max_feed_duration_secs": 0.0, "max_memory": 16 * 1024 * 1024},
-            stubs=_type_check_stubs(sigs, None),
+            limits={"max_feed_duration_secs": 0.0, "max_memory": TYPE_CHECK_MEMORY},
+            stubs=stubs,
             type_check=True,
             os_policy={**{k: v for k, v in (self._os_policy or {}).items() if k != "sleep_system_max"}, "sleep": "zero"},
         )

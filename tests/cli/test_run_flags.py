@@ -80,7 +80,7 @@ async def test_values_with_units(
     ("args", "code", "error"),
     [
         (["--max-calls", "1"], 'get_weather("Paris")\nget_weather("London")\n', "too many tool calls: the limit is 1"),
-        (["--memory", "512K"], "1", "MemoryError: memory limit exceeded"),
+        (["--memory", "512K"], "x = list(range(200000))\nlen(x)", "MemoryError: memory limit exceeded"),
         (["--allow-tool", "get_forecast"], 'get_weather("Paris")', "Name `get_weather` used when not defined"),
     ],
 )

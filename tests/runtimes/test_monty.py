@@ -17,6 +17,7 @@ from runtimes import (
     FULL_PYTHON,
     CheckpointTier,
     CodeExecution,
+    CodeResourceError,
     CodeRuntimeError,
     CodeSyntaxError,
     CodeTypeError,
@@ -264,7 +265,25 @@ async def test_a_passed_type_check_is_not_repeated_for_the_same_code_and_stubs()
             assert info.value.line == 1
     finally:
         await rt.aclose()
-    assert checked == [True, False, True, True, True]
+    # a check session, then the run (unchecked); the second run has no check session
+    assert checked == [True, False, False, True, True, True]
+
+
+async def test_the_memory_limit_is_the_codes_alone() -> None:
+    """ty needs over 1 MB even for `1`; it runs in its own session, so a small heap limit
+    still type-checks and runs small code, and limits what the code allocates."""
+    rt = MontyRuntime()
+    small = ExecutionLimits(max_memory_bytes=512 * 1024)
+    try:
+        execution = await rt.execute("1", functions={"get_weather": get_weather}, limits=small)
+        assert (await finish(execution)).output == 1
+        with pytest.raises(CodeTypeError):
+            await rt.execute("get_weather(42)", functions={"get_weather": get_weather}, limits=small)
+        execution = await rt.execute("x = list(range(200000))\nlen(x)", functions={}, limits=small)
+        with pytest.raises(CodeResourceError, match="memory limit"):
+            await finish(execution)
+    finally:
+        await rt.aclose()
 
 
 async def test_type_checking_can_be_turned_off() -> None:
