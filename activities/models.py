@@ -166,6 +166,9 @@ class StepResult(CompactModel):
     #: The checkpoint names a sandbox that costs compute while it waits (a cloud session):
     #: the workflow suspends it when the run parks on an approval.
     holds_compute: bool = False
+    #: The code ended and the step already freed what it consumed (a snapshot runtime's last
+    #: checkpoint): the workflow has nothing left to release.
+    released: bool = False
 
 
 class ToolInput(CompactModel):

@@ -24,6 +24,7 @@ import asyncio
 import base64
 import contextlib
 import hashlib
+import itertools
 import os
 import shutil
 import string
@@ -127,7 +128,10 @@ class FileBlobStore(BlobStore):
 
     async def put_object(self, *, bucket: str, key: str, data: bytes) -> None:
         path = self._path(bucket, key)
-        await asyncio.to_thread(_write_atomic, path, data)
+        if len(data) <= INLINE_WRITE_BYTES:  # a checkpoint of a few KB: cheaper than a thread hop
+            _write_atomic(path, data)
+        else:
+            await asyncio.to_thread(_write_atomic, path, data)
 
     async def object_exists(self, *, bucket: str, key: str) -> bool:
         return self._path(bucket, key).is_file()
@@ -141,7 +145,10 @@ class FileBlobStore(BlobStore):
 
     async def delete_objects(self, *, bucket: str, keys: Sequence[str]) -> None:
         paths = [self._path(bucket, k) for k in keys]
-        await asyncio.to_thread(_unlink_all, paths)
+        if len(paths) <= 4:  # a step's superseded checkpoint: one unlink, no thread hop
+            _unlink_all(paths)
+        else:
+            await asyncio.to_thread(_unlink_all, paths)
 
     async def list_keys(self, *, bucket: str, prefix: str) -> list[str]:
         base = self.root / bucket
@@ -156,9 +163,22 @@ class FileBlobStore(BlobStore):
         return len(keys)
 
 
+#: Objects up to this size are written on the event loop (page cache, tens of microseconds).
+INLINE_WRITE_BYTES = 64 * 1024
+_TMP_PREFIX = f".{uuid.uuid4().hex[:8]}-"
+_TMP_SEQ = itertools.count()
+
+
 def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{uuid.uuid4().hex[:8]}-", suffix=".part")
+    tmp = str(path.parent / f"{_TMP_PREFIX}{next(_TMP_SEQ)}.part")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(tmp, flags, 0o600)
+    except FileNotFoundError:  # the first object under this prefix
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, flags, 0o600)
+    except FileExistsError:  # a leftover of an earlier process with the same prefix
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_TMP_PREFIX, suffix=".part")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

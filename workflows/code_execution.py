@@ -226,7 +226,7 @@ class CodeExecutionWorkflow:
             self._stdout_len = len(carry.stdout)
             self._code_approval = carry.code_approval
             self._ignored = list(carry.ignored_signals)
-        elif self._index:
+        elif self._index and not _indexed_at_start(req.runtime):
             workflow.upsert_search_attributes([STATUS_KEY.value_set("running"), RUNTIME_KEY.value_set(req.runtime)])
         start = StartInput(
             execution_id=info.workflow_id,
@@ -333,8 +333,8 @@ class CodeExecutionWorkflow:
         self._suspended, self._holds_compute = False, step.holds_compute
         if step.kind == "calls":  # holds its own checkpoint; the one before is deleted next step
             self._checkpoint, self._superseded = step.checkpoint, superseded
-        else:  # finished: the checkpoint it consumed is the last one left
-            self._checkpoint, self._superseded = superseded, None
+        else:  # finished: the checkpoint it consumed is the last one left, unless it freed it
+            self._checkpoint, self._superseded = (None if step.released else superseded), None
         self._session = (step.session_id, step.session_queue) if step.session_id else None
 
     # -- continue-as-new ------------------------------------------------------------------
@@ -696,6 +696,13 @@ class CodeExecutionWorkflow:
         self._state = state
         if self._index:
             workflow.upsert_search_attributes([STATUS_KEY.value_set(state)])
+
+
+def _indexed_at_start(runtime: str) -> bool:
+    """Whether the starter set our search attributes already (``start_execution`` does; a
+    start from the UI or another SDK does not, and the workflow upserts them itself)."""
+    attrs = workflow.info().typed_search_attributes
+    return attrs.get(STATUS_KEY) == "running" and attrs.get(RUNTIME_KEY) == runtime
 
 
 #: Short on purpose: a resume step is written into the history once per tool call.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 
@@ -107,4 +109,45 @@ async def test_inputs_and_search_attributes(client, task_queue, worker) -> None:
     assert outcome.output == 42
     desc = await handle.describe()
     sa = {k: v for k, v in desc.search_attributes.items()}
+    assert sa["CodeModeStatus"] == ["completed"] and sa["CodeModeRuntime"] == ["monty"]
+
+
+async def test_indexed_from_the_start_and_released_by_the_last_step(client, task_queue, worker) -> None:
+    """start_execution sets CodeModeStatus/CodeModeRuntime on the start event, so the workflow
+    does not upsert them again; a start that did not (the UI, another SDK) is indexed by the
+    workflow itself. The Monty step that ends the code frees its last checkpoint, so no
+    release step follows it, and the store keeps nothing of the execution."""
+    from temporalio.api.enums.v1 import EventType
+
+    from worker.converter import default_store
+    from workflows.models import WORKFLOW_TYPE
+
+    code = "a = await fetch(1)\nb = await fetch(2)\na + b"
+    handle = await start_execution(client, CodeExecutionRequest(code=code), task_queue=task_queue)
+    assert (await handle.result()).output == 203
+    events = [e async for e in handle.fetch_history_events()]
+    upserts = [e for e in events if e.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES]
+    assert len(upserts) == 1  # only "completed"
+    markers = [e for e in events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED]
+    assert len(markers) == 3  # start, resume, resume: no release
+    desc = await handle.describe()
+    assert desc.typed_search_attributes  # still indexed, and closed as completed
+    assert {k: v for k, v in desc.search_attributes.items()}["CodeModeStatus"] == ["completed"]
+    store = await default_store()
+    prefix = f"codemode/ns/default/wi/{handle.id}/"
+    for _ in range(100):  # the last checkpoint is deleted off the step's critical path
+        if not await store.list_keys(bucket=store.bucket, prefix=prefix):
+            break
+        await asyncio.sleep(0.05)
+    assert await store.list_keys(bucket=store.bucket, prefix=prefix) == []
+
+    # Started without our search attributes: the workflow indexes itself.
+    other = await client.start_workflow(
+        WORKFLOW_TYPE, CodeExecutionRequest(code="await fetch(3)"), id=f"{handle.id}-raw", task_queue=task_queue
+    )
+    await other.result()
+    events = [e async for e in other.fetch_history_events()]
+    upserts = [e for e in events if e.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES]
+    assert len(upserts) == 2  # running (with the runtime), then completed
+    sa = {k: v for k, v in (await other.describe()).search_attributes.items()}
     assert sa["CodeModeStatus"] == ["completed"] and sa["CodeModeRuntime"] == ["monty"]
