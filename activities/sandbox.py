@@ -184,14 +184,17 @@ class SandboxActivities:
     async def resume(self, inp: ResumeInput) -> StepResult:
         async with _heartbeating():
             step = await self._resume(inp)
-        if step.kind != "calls" and inp.checkpoint is not None and not inp.session_id:
-            # The code ended: free the checkpoint this step consumed now rather than in a
-            # release step (one local activity fewer per execution). Only for runtimes whose
-            # checkpoint names nothing live (a snapshot); a retry of this step that finds it
-            # gone replays the journal, like any missing checkpoint.
-            if type(self.runtime(inp.runtime)).discard is CodeRuntime.discard:
-                self._in_background(self._delete_quietly(_scope(inp.execution_id, inp.first_run_id), inp.checkpoint))
-                step.released = True
+        # The code ended: free the checkpoint this step consumed now rather than in a release
+        # step (one local activity fewer per execution). Only a snapshot names nothing live; a
+        # retry of this step that finds it gone replays the journal, like any missing checkpoint.
+        if (
+            step.kind != "calls"
+            and inp.checkpoint is not None
+            and not inp.session_id
+            and self.runtime(inp.runtime).capabilities.checkpoint_tier is CheckpointTier.SNAPSHOT
+        ):
+            self._in_background(self._delete_quietly(_scope(inp.execution_id, inp.first_run_id), inp.checkpoint))
+            step.released = True
         return step
 
     @activity.defn(name="sandbox_release")

@@ -9,16 +9,22 @@ from typing import Any
 
 from pydantic_core import to_json
 from temporalio.client import Client, WorkflowHandle
-from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from activities.models import MAX_VALUE_BYTES, human_bytes
 from activities.storage import BlobStore
 from worker import telemetry
 from worker.converter import data_converter, default_store
-from workflows.models import SA_RUNTIME, SA_STATUS, TASK_QUEUE, WORKFLOW_TYPE, CodeExecutionRequest, ExecutionOutcome
-
-STATUS_KEY = SearchAttributeKey.for_keyword(SA_STATUS)
-RUNTIME_KEY = SearchAttributeKey.for_keyword(SA_RUNTIME)
+from workflows.models import (
+    RUNTIME_KEY,
+    SA_RUNTIME,
+    SA_STATUS,
+    STATUS_KEY,
+    TASK_QUEUE,
+    WORKFLOW_TYPE,
+    CodeExecutionRequest,
+    ExecutionOutcome,
+)
 
 DEFAULT_ADDRESS = "localhost:7233"
 

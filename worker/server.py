@@ -25,7 +25,7 @@ from platformdirs import user_data_dir
 from temporalio.testing import WorkflowEnvironment
 
 from worker.binaries import temporal_cli_path
-from workflows.models import SA_RUNTIME, SA_STATUS
+from workflows.models import RUNTIME_KEY, SA_RUNTIME, SA_STATUS, STATUS_KEY
 
 #: Overrides the data directory (tests point it at a temporary folder).
 DATA_DIR_ENV = "CODEMODE_DATA_DIR"
@@ -45,7 +45,6 @@ async def start_local_environment(
     what tests and benchmarks run against, configured like ``codemode server``. Its client
     uses our data converter (``data_converter=`` to choose the store); ``dynamic_config``
     sets server limits (e.g. ``{"limit.historyCount.suggestContinueAsNew": 200}``)."""
-    from temporalio.common import SearchAttributeKey
 
     from worker.converter import data_converter, default_store
 
@@ -56,7 +55,7 @@ async def start_local_environment(
         extra += ["--dynamic-config-value", f"{key}={value}"]
     return await WorkflowEnvironment.start_local(
         dev_server_existing_path=temporal_cli_path(),
-        search_attributes=[SearchAttributeKey.for_keyword(SA_STATUS), SearchAttributeKey.for_keyword(SA_RUNTIME)],
+        search_attributes=[STATUS_KEY, RUNTIME_KEY],
         dev_server_log_level="error",
         dev_server_extra_args=extra,
         ui=False,

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
@@ -40,8 +40,8 @@ with workflow.unsafe.imports_passed_through():
     from runtimes.types import Determinism
     from workflows.models import (
         CODE_APPROVAL_ID,
-        SA_RUNTIME,
-        SA_STATUS,
+        RUNTIME_KEY,
+        STATUS_KEY,
         WORKFLOW_TYPE,
         ApprovalRecord,
         CodeExecutionRequest,
@@ -59,8 +59,6 @@ with workflow.unsafe.imports_passed_through():
 
 #: Runtimes whose steps are cheap, stateless and snapshot-based: run them as local activities.
 LOCAL_STEP_RUNTIMES = frozenset({"monty"})
-STATUS_KEY = SearchAttributeKey.for_keyword(SA_STATUS)
-RUNTIME_KEY = SearchAttributeKey.for_keyword(SA_RUNTIME)
 STEP_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(milliseconds=200))
 #: Storing and reading back a long execution's state segments: retried until they work (a
 #: worker without a key the segment was sealed with gives way to one that has it), except

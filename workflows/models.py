@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
+from temporalio.common import SearchAttributeKey
 
 from runtimes.types import ExecutionLimits
 
@@ -19,6 +20,8 @@ WORKFLOW_TYPE = "CodeExecutionWorkflow"
 #: Keyword search attributes kept current by the workflow (pre-registered by `codemode server`).
 SA_STATUS = "CodeModeStatus"
 SA_RUNTIME = "CodeModeRuntime"
+STATUS_KEY = SearchAttributeKey.for_keyword(SA_STATUS)
+RUNTIME_KEY = SearchAttributeKey.for_keyword(SA_RUNTIME)
 #: The pseudo call id under which `require_code_approval` parks before the code runs.
 CODE_APPROVAL_ID = "code"
 

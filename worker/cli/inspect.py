@@ -11,7 +11,6 @@ from typing import get_args
 import click
 from pydantic import BaseModel
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
-from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.encryption import KEY_ID_METADATA, DecryptionFailed, UnknownEncryptionKey
@@ -33,8 +32,10 @@ from worker.cli.common import (
 from worker.client import unplain
 from worker.history import ExecutionAudit, fetch_audit
 from workflows.models import (
+    RUNTIME_KEY,
     SA_RUNTIME,
     SA_STATUS,
+    STATUS_KEY,
     WORKFLOW_TYPE,
     ApprovalRecord,
     ExecutionState,
@@ -129,8 +130,6 @@ async def _history(execution_id: str, as_json: bool, address: str) -> int:
 
 #: The state words, the same in `status`, `list` and the CodeModeStatus search attribute.
 STATES = ("running", "awaiting_approval", "completed", "failed", "cancelled", "timed_out")
-STATUS_KEY = SearchAttributeKey.for_keyword(SA_STATUS)
-RUNTIME_KEY = SearchAttributeKey.for_keyword(SA_RUNTIME)
 #: Each state as a visibility query. Temporal's own close status is asked too: it is right even
 #: when the workflow could not update CodeModeStatus (terminated, or cancelled by an older
 #: workflow version), and it keeps a closed run out of the running states.
