@@ -12,20 +12,12 @@ from pathlib import Path
 
 from playwright.async_api import async_playwright, expect
 
+from tests.browser import CHROMIUM, CHROMIUM_FLAGS
 from tests.cli.runner import Background, base_env, codemode
 from worker.server import free_port
 
 from .conftest import K1, keys_env
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
 INPUT_MARKER, OUTPUT_MARKER = "MRKUIINPUTr2d", "MRKUIOUTPUTs6f"
 CODE = 'w = get_weather(city)\n[w["sky"], secret.lower(), "MRK" + "UIOUTPUTs6f"]'
 

@@ -30,18 +30,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser import CHROMIUM, CHROMIUM_FLAGS
 from tests.cli.runner import Background, approve_command, base_env, codemode
 from worker.server import free_port
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
 #: Generous waits for the page (the UI fetches and renders after load); never asserted on.
 PAGE_TIMEOUT_MS = 30_000
 
