@@ -171,6 +171,35 @@ class StepResult(CompactModel):
     released: bool = False
 
 
+class NextStep(CompactModel):
+    """What a tool activity needs to run the sandbox step after its call (issue 11): the
+    call was the only one its step was waiting for, so the same activity answers it and
+    runs the code on to its next calls, and the workflow needs no resume step of its own."""
+
+    runtime: str
+    first_run_id: str = ""
+    checkpoint: CheckpointRef
+    superseded: CheckpointRef | None = None
+    tools: list[str] | None = None
+    stdout_offset: int = 0
+    #: Seconds the step may take after the tool returned; past them the activity returns the
+    #: tool's result alone and the workflow runs the step. The activity's start-to-close
+    #: timeout is the tool's own plus this (the tool keeps its own timeout inside).
+    step_timeout: float = 10.0
+
+    def resume_input(self, execution_id: str, answer: JournalEntry) -> ResumeInput:
+        return ResumeInput(
+            execution_id=execution_id,
+            runtime=self.runtime,
+            first_run_id=self.first_run_id,
+            checkpoint=self.checkpoint,
+            superseded=self.superseded,
+            answers=[answer],
+            tools=self.tools,
+            stdout_offset=self.stdout_offset,
+        )
+
+
 class ToolInput(CompactModel):
     """A tool call as its activity sees it (the tool is the activity type, the execution is
     the workflow id)."""
@@ -178,6 +207,10 @@ class ToolInput(CompactModel):
     call_id: str
     args: list[Any] = Field(default_factory=list)
     kwargs: dict[str, Any] = Field(default_factory=dict)
+    #: Run the sandbox step after the call, in this activity (see ``NextStep``).
+    then: NextStep | None = None
+    #: The tool's own timeout, kept inside the activity when ``then`` lengthens the activity's.
+    timeout_seconds: float | None = None
 
 
 class ToolOutput(CompactModel):
@@ -185,6 +218,10 @@ class ToolOutput(CompactModel):
     attempt: int = 1
     #: Size of the value as JSON, so the workflow can decide what to keep without measuring.
     size: int = 0
+    #: The sandbox step run after the call (``ToolInput.then``), or None: then ``unfused``
+    #: says why, and the workflow runs the step itself. The tool never runs again for it.
+    step: StepResult | None = None
+    unfused: str | None = None
 
 
 class ReleaseInput(CompactModel):

@@ -40,6 +40,7 @@ from .models import (
     CallRequest,
     CheckpointRef,
     LoadStateInput,
+    NextStep,
     ReleaseInput,
     ResumeInput,
     SaveStateInput,
@@ -183,7 +184,18 @@ class SandboxActivities:
     @activity.defn(name="sandbox_resume")
     async def resume(self, inp: ResumeInput) -> StepResult:
         async with _heartbeating():
-            step = await self._resume(inp)
+            return await self._resume_and_release(inp)
+
+    async def step_after_tool(self, then: NextStep, execution_id: str, answer: JournalEntry) -> StepResult:
+        """The resume step a tool activity runs after its call (``ToolInput.then``), bounded
+        by ``then.step_timeout``. Any failure comes back as an exception for the tool
+        activity to report in-band: the tool's result is final either way."""
+        return await asyncio.wait_for(
+            self._resume_and_release(then.resume_input(execution_id, answer)), then.step_timeout
+        )
+
+    async def _resume_and_release(self, inp: ResumeInput) -> StepResult:
+        step = await self._resume(inp)
         # The code ended: free the checkpoint this step consumed now rather than in a release
         # step (one local activity fewer per execution). Only a snapshot names nothing live; a
         # retry of this step that finds it gone replays the journal, like any missing checkpoint.
@@ -427,7 +439,7 @@ class SandboxActivities:
                     via=via,
                     fallback=fallback,
                 )
-                checkpoint = execution.dump()
+                checkpoint = await execution.checkpoint()
                 if checkpoint is not None:
                     step.checkpoint = await self.checkpoints.save(scope, checkpoint)
                     step.holds_compute = self.runtime(execution.runtime).capabilities.checkpoint_tier == (

@@ -13,18 +13,30 @@ catch, rather than sent as a payload no store or server should have to hold.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_json, to_jsonable_python
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from runtimes.replay import JournalEntry
+
 from .models import MAX_VALUE_BYTES, ToolInput, ToolOutput, clip, human_bytes
 from .tools import CallContext, ToolRegistry, ToolSpec, _current
 
+if TYPE_CHECKING:
+    from .sandbox import SandboxActivities
 
-def make_tool_activity(spec: ToolSpec) -> Callable[..., Any]:
+log = logging.getLogger(__name__)
+
+
+def make_tool_activity(spec: ToolSpec, sandbox: SandboxActivities | None = None) -> Callable[..., Any]:
+    """The tool's activity. With ``sandbox`` (a worker that runs sandbox steps too), a call
+    scheduled with ``ToolInput.then`` also runs the sandbox step that follows it (one
+    activity per tool call, no resume step in the workflow: issue 11)."""
+
     @activity.defn(name=spec.name)
     async def run_tool(inp: ToolInput) -> ToolOutput:
         info = activity.info()
@@ -32,7 +44,12 @@ def make_tool_activity(spec: ToolSpec) -> Callable[..., Any]:
         token = _current.set(CallContext(info.workflow_id or "", inp.call_id, spec.name, attempt))
         beating = asyncio.create_task(_heartbeat())
         try:
-            value = await spec.invoke(inp.args, inp.kwargs)
+            if inp.then is not None and inp.timeout_seconds:
+                value = await _within(spec, inp, inp.timeout_seconds, attempt)
+            else:
+                value = await spec.invoke(inp.args, inp.kwargs)
+        except _OwnTimeout as err:
+            raise ApplicationError(str(err), {"attempt": attempt}, type="TimeoutError") from None
         except Exception as err:
             exc_type = type(err).__name__
             raise ApplicationError(
@@ -62,9 +79,45 @@ def make_tool_activity(spec: ToolSpec) -> Callable[..., Any]:
                 type="ValueError",
                 non_retryable=True,
             )
-        return ToolOutput(value=value, attempt=attempt, size=size)
+        out = ToolOutput(value=value, attempt=attempt, size=size)
+        if inp.then is not None:
+            if sandbox is None:
+                out.unfused = "this worker runs tools only"
+            else:
+                answer = JournalEntry(
+                    call_id=inp.call_id, function_name=spec.name, args=inp.args, kwargs=inp.kwargs, result=value
+                )
+                try:
+                    out.step = await sandbox.step_after_tool(inp.then, info.workflow_id or "", answer)
+                except asyncio.TimeoutError:
+                    out.unfused = f"the step after the call took over {inp.then.step_timeout:g}s"
+                except Exception as err:  # in-band: the result stands, the workflow runs the step
+                    out.unfused = clip(f"{type(err).__name__}: {err}", 500)
+                if out.unfused:
+                    log.info("call %s: step after the tool left to the workflow: %s", inp.call_id, out.unfused)
+        return out
 
     return run_tool
+
+
+async def _within(spec: ToolSpec, inp: ToolInput, seconds: float, attempt: int) -> Any:
+    """Run the tool under its own timeout, as the activity's start-to-close timeout would
+    (a ``TimeoutError`` the retry policy retries), when the activity's own timeout also
+    covers the step after it."""
+    task = asyncio.ensure_future(spec.invoke(inp.args, inp.kwargs))
+    try:
+        done, _ = await asyncio.wait({task}, timeout=seconds)
+    except BaseException:
+        task.cancel()
+        raise
+    if not done:
+        task.cancel()
+        raise _OwnTimeout(f"{spec.name} timed out after {seconds:g}s (attempt {attempt})")
+    return task.result()
+
+
+class _OwnTimeout(Exception):
+    """The tool overran its own timeout (not a TimeoutError the tool raised itself)."""
 
 
 async def _heartbeat() -> None:
@@ -76,5 +129,5 @@ async def _heartbeat() -> None:
         await asyncio.sleep(1.0)
 
 
-def tool_activities(registry: ToolRegistry) -> list[Callable[..., Any]]:
-    return [make_tool_activity(spec) for spec in registry]
+def tool_activities(registry: ToolRegistry, sandbox: SandboxActivities | None = None) -> list[Callable[..., Any]]:
+    return [make_tool_activity(spec, sandbox) for spec in registry]

@@ -105,11 +105,13 @@ class CodeExecution:
         pending: Iterable[FunctionCall] = (),
         runtime: str = "",
         read_stdout: Callable[[], str] | None = None,
+        adump: Callable[[], Awaitable[bytes | None]] | None = None,
     ) -> None:
         self._read_stdout = read_stdout
         self._advance = advance
         self._answer = answer
         self._dump = dump
+        self._adump = adump
         self._close = close or _noop_close
         self._pending: dict[str, FunctionCall] = {c.call_id: c for c in pending}
         self._answered = asyncio.Event()
@@ -206,6 +208,15 @@ class CodeExecution:
         if self._dump is None or self._finished or self._closed:
             return None
         return self._dump()
+
+    async def checkpoint(self) -> bytes | None:
+        """``dump()`` without blocking the event loop where the runtime can (Monty's VM is
+        in a subprocess: a synchronous dump waits for it, about 0.6 ms a step under load)."""
+        if self._adump is None:
+            return self.dump()
+        if self._dump is None or self._finished or self._closed:
+            return None
+        return await self._adump()
 
     async def close(self) -> None:
         if not self._closed:

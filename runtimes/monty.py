@@ -360,6 +360,17 @@ class _MontyRun:
     def dump(self) -> bytes | None:
         if self.snap is None or isinstance(self.snap, pm.MontyComplete) or self.closed:
             return None
+        return self._envelope(self.snap.dump())
+
+    async def adump(self) -> bytes | None:
+        """``dump()`` without blocking the event loop: the session's own dump of its
+        suspended state (the same bytes as the snapshot's, measured), awaited rather than a
+        synchronous round trip to the Monty subprocess."""
+        if self.snap is None or isinstance(self.snap, pm.MontyComplete) or self.closed:
+            return None
+        return self._envelope(await self.session.dump())
+
+    def _envelope(self, vm: bytes) -> bytes:
         meta = {
             "functions": {n: s.model_dump(mode="json") for n, s in self.signatures.items()},
             "pending": [c.model_dump(mode="json") for c in self.shown.values()],
@@ -373,7 +384,7 @@ class _MontyRun:
             "code": self.code,
             "determinism": self.determinism.model_dump(mode="json") if self.determinism else None,
         }
-        return encode_checkpoint("monty", MONTY_VERSION, meta, self.snap.dump())
+        return encode_checkpoint("monty", MONTY_VERSION, meta, vm)
 
     async def close(self) -> None:
         if self.closed:
@@ -390,6 +401,7 @@ class _MontyRun:
             advance=self.advance,
             answer=self.answer,
             dump=self.dump,
+            adump=self.adump,
             close=self.close,
             # shown to the host and not answered yet (answers wait in self.answers until
             # the VM asks for them)

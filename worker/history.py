@@ -90,6 +90,8 @@ class StepAudit(BaseModel):
     #: Why the step rebuilt the run by replay instead of restoring (checkpoint missing...).
     fallback: str | None = None
     error: ErrorInfo | None = None
+    #: The tool whose activity ran this step right after its call (issue 11), if one did.
+    after: str | None = None
 
 
 class AuditEvent(BaseModel):
@@ -242,9 +244,11 @@ class _Builder:
             self.calls[call_id] = CallAudit(call_id=call_id, tool=tool)
         return self.calls[call_id]
 
-    def step(self, at: datetime, name: str, *, local: bool, attempt: int, result: Any) -> None:
+    def step(
+        self, at: datetime, name: str, *, local: bool, attempt: int, result: Any, after: str | None = None
+    ) -> None:
         step = _as(StepResult, result)
-        audit = StepAudit(name=name, local=local, at=at, attempt=attempt)
+        audit = StepAudit(name=name, local=local, at=at, attempt=attempt, after=after)
         if step is not None:
             audit.kind, audit.via, audit.error, audit.fallback = step.kind, step.via, step.error, step.fallback
         self.audit.steps.append(audit)
@@ -252,7 +256,8 @@ class _Builder:
         how = _VIA.get(audit.via, "")
         if audit.fallback:
             how = f"{how} because {audit.fallback}" if how else audit.fallback
-        text = f"{name}{' (local)' if local else ''}: {what.get(audit.kind, 'ran')}" + (f" [{how}]" if how else "")
+        where = f" (in {after}'s activity)" if after else " (local)" if local else ""
+        text = f"{name}{where}: {what.get(audit.kind, 'ran')}" + (f" [{how}]" if how else "")
         self.event(at, "step", text)
         if step is not None:
             self.audit.stdout += step.stdout
@@ -366,6 +371,10 @@ class _Builder:
             c.result = out.value if out else None
             c.attempts = out.attempt if out else c.attempts
             self.event(at, "call", _call_text(c), call_id)
+            if out is not None and out.step is not None:
+                self.step(at, "sandbox_resume", local=False, attempt=1, result=out.step, after=name)
+            elif out is not None and out.unfused:
+                self.event(at, "step", f"the step after {name} runs on its own: {out.unfused}")
         elif kind in ("activity_task_failed_event_attributes", "activity_task_timed_out_event_attributes"):
             attrs = getattr(e, kind)
             name, call_id = self.activities.get((self.run, attrs.scheduled_event_id), ("?", None))

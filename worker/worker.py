@@ -86,7 +86,7 @@ class CodeModeWorker:
             # payload for its serialization context, its modules compiled once
             # (worker/sandbox_runner.py).
             workflow_runner=CodeModeWorkflowRunner(),
-            activities=[*self.sandbox.activities(), RetentionActivities(store).sweep, *tool_activities(registry)],
+            activities=[*self.sandbox.activities(), RetentionActivities(store).sweep, *tool_activities(registry, self.sandbox)],
             max_concurrent_activities=max_concurrent_activities,
             max_concurrent_local_activities=max_concurrent_activities,
             # Calls gathered by the code are scheduled together: poll for (and, on a server

@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
         CallRequest,
         CheckpointRef,
         LoadStateInput,
+        NextStep,
         ReleaseInput,
         ResumeInput,
         SaveStateInput,
@@ -57,6 +58,10 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.state import Continuation, Cursor
 
+#: What a tool's activity gives the step after its call before leaving it to the workflow's
+#: own step (which redoes it from the checkpoint; the tool never runs again). It is added to
+#: the tool's timeout, so it is also what a lost worker adds to noticing a lost call: short.
+FUSED_STEP_SECONDS = 10.0
 #: Runtimes whose steps are cheap, stateless and snapshot-based: run them as local activities.
 LOCAL_STEP_RUNTIMES = frozenset({"monty"})
 STEP_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(milliseconds=200))
@@ -287,6 +292,8 @@ class CodeExecutionWorkflow:
                     return False, None, _permission_error("the code", self._code_approval)
             step = await self._step("sandbox_start", start, local=local, timeout=timeout)
             cursor = self._take(step, superseded=None)
+        #: The step in hand came from a tool's activity (so no rollover check preceded it).
+        fused_before = False
         while True:
             step = cursor.step
             if step.kind == "result":
@@ -294,10 +301,38 @@ class CodeExecutionWorkflow:
                 return True, step.result.output, None
             if step.kind == "error":
                 return False, None, step.error
+            if self._can_fuse(cursor, local):
+                # The step waits for one call: its tool activity runs the step after it too.
+                # A history written before this existed has no step in any tool's result, so
+                # it replays on the path below (the workflow's own resume step), unpatched.
+                if fused_before and self._should_roll_over():  # else checked before the step
+                    await self._roll_over(req, cursor)
+                call = cursor.remaining[0]
+                then = NextStep(
+                    runtime=req.runtime,
+                    first_run_id=start.first_run_id,
+                    checkpoint=step.checkpoint,
+                    superseded=cursor.superseded,
+                    tools=req.tools,
+                    stdout_offset=self._stdout_len,
+                    step_timeout=min(timeout.total_seconds(), FUSED_STEP_SECONDS),
+                )
+                workflow.set_current_details(f"Running `{self._summary(call)}`")
+                # In a task of its own, as gathered calls are: the execution's cancellation then
+                # reaches this await as CancelledError, not only as the activity's cancelled
+                # failure (which _run_call records as the call's outcome).
+                ((answer, fused),) = await asyncio.gather(self._run_call(call, req.approval_timeout, then=then))
+                cursor.remaining = []
+                cursor.answers.append(answer)
+                self._journal.append(answer)
+                fused_before = fused is not None
+                if fused is not None:
+                    cursor = self._take(fused, superseded=step.checkpoint)
+                    continue
             while cursor.remaining:
                 window, cursor.remaining = cursor.remaining[:CALL_WINDOW], cursor.remaining[CALL_WINDOW:]
                 workflow.set_current_details("Running " + ", ".join(f"`{self._summary(c)}`" for c in window[:5]))
-                answers = await asyncio.gather(*(self._run_call(c, req.approval_timeout) for c in window))
+                answers = [a for a, _ in await asyncio.gather(*(self._run_call(c, req.approval_timeout) for c in window))]
                 cursor.answers.extend(answers)
                 self._journal.extend(answers)
                 if cursor.remaining and self._should_roll_over():
@@ -319,6 +354,20 @@ class CodeExecutionWorkflow:
                 resume = self._with_journal(resume, start, "the previous step left no checkpoint")
             step = await self._resume(resume, cursor.step, start, local=local, timeout=timeout)
             cursor = self._take(step, superseded=resume.checkpoint)
+            fused_before = False
+
+    def _can_fuse(self, cursor: Cursor, local: bool) -> bool:
+        """Whether the next call's tool activity can run the step after it: a snapshot step
+        (one any worker can continue) waiting for exactly one call. Decided from recorded
+        data only, so no patch marker (and no search-attribute upsert) per run."""
+        step = cursor.step
+        return (
+            local
+            and step.checkpoint is not None
+            and not step.session_id
+            and len(cursor.remaining) == 1
+            and not cursor.answers
+        )
 
     def _take(self, step: StepResult, superseded: CheckpointRef | None) -> Cursor:
         """Record a step's outcome; the cursor that works through its calls."""
@@ -565,8 +614,11 @@ class CodeExecutionWorkflow:
 
     # -- one call ------------------------------------------------------------------------------
 
-    async def _run_call(self, call: CallRequest, approval_timeout: timedelta) -> JournalEntry:
-        """Approve (if needed) and run one call; its outcome as a journal entry."""
+    async def _run_call(
+        self, call: CallRequest, approval_timeout: timedelta, then: NextStep | None = None
+    ) -> tuple[JournalEntry, StepResult | None]:
+        """Approve (if needed) and run one call: its outcome as a journal entry, and the
+        step after it when ``then`` asked the tool activity to run it and it did."""
         record = ToolCallRecord(
             call_id=call.call_id, tool=call.tool, args=call.args, kwargs=call.kwargs, summary=call.summary
         )
@@ -581,15 +633,22 @@ class CodeExecutionWorkflow:
             if record.approval.decision != "approved":
                 record.status = "denied" if record.approval.decision == "denied" else "timed_out"
                 record.error = _permission_error(call.summary, record.approval)
-                return _entry(call, error=("PermissionError", record.error.message))
+                return _entry(call, error=("PermissionError", record.error.message)), None
         record.status = "running"
+        timeout = call.timeout_seconds + (then.step_timeout if then is not None else 0)
         try:
             out = await workflow.execute_activity(
                 call.tool,
-                ToolInput(call_id=call.call_id, args=call.args, kwargs=call.kwargs),
+                ToolInput(
+                    call_id=call.call_id,
+                    args=call.args,
+                    kwargs=call.kwargs,
+                    then=then,
+                    timeout_seconds=call.timeout_seconds if then is not None else None,
+                ),
                 result_type=ToolOutput,
                 activity_id=f"call-{call.call_id}",
-                start_to_close_timeout=timedelta(seconds=call.timeout_seconds),
+                start_to_close_timeout=timedelta(seconds=timeout),
                 retry_policy=RetryPolicy(
                     maximum_attempts=call.max_attempts,
                     initial_interval=timedelta(seconds=1),
@@ -603,7 +662,7 @@ class CodeExecutionWorkflow:
             record.status = "error"
             record.attempts = attempts
             record.error = ErrorInfo(type=etype, message=message, kind="tool", line=call.line)
-            return _entry(call, error=(etype, message))
+            return _entry(call, error=(etype, message)), None
         record.status = "ok"
         record.attempts = out.attempt
         record.result_size = out.size
@@ -612,7 +671,9 @@ class CodeExecutionWorkflow:
             self._record_bytes += out.size
         else:
             record.result_preview = _preview(out.value)
-        return _entry(call, result=out.value)
+        if out.unfused:
+            workflow.logger.info("call %s: running the step after it separately: %s", call.call_id, out.unfused)
+        return _entry(call, result=out.value), out.step
 
     async def _await_approval(self, review: PendingApproval, timeout: timedelta) -> ApprovalRecord:
         execution_id = workflow.info().workflow_id

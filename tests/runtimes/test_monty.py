@@ -123,6 +123,36 @@ async def test_an_answer_given_before_the_dump_travels_with_it(monty: MontyRunti
     assert result.output == 42
 
 
+async def test_the_async_checkpoint_is_the_dump(monty: MontyRuntime) -> None:
+    """``checkpoint()`` (the session's own dump, awaited: the event loop is not blocked on the
+    Monty subprocess) writes the same bytes as ``dump()``, paused at a call, answered but not
+    delivered, and mid-gather; it restores like the dump does."""
+    execution = await monty.execute(
+        "import asyncio\nxs = await asyncio.gather(*[fetch(i) for i in range(3)])\nb = get(sum(xs))\nb",
+        functions={"fetch": fetch, "get": None},
+    )
+    async with execution:
+        calls = await execution.next_batch()
+        assert isinstance(calls, list) and len(calls) == 3
+        assert await execution.checkpoint() == execution.dump()
+        await execution.provide_result(10, call_id=calls[0].call_id)
+        assert await execution.checkpoint() == execution.dump()
+        for c in calls[1:]:
+            await execution.provide_result(10, call_id=c.call_id)
+        call = await execution.next()
+        assert isinstance(call, FunctionCall) and call.args == [30]
+        blob = await execution.checkpoint()
+        assert blob == execution.dump()
+    assert await execution.checkpoint() is None  # closed: nothing to checkpoint
+    restored = await monty.restore(blob)
+    assert restored is not None
+    async with restored:
+        assert [c.args for c in restored.pending_calls] == [[30]]
+        await restored.provide_result(31, call_id=call.call_id)
+        result = await finish(restored)
+    assert result.output == 31
+
+
 GATHER = """
 import asyncio
 values = await asyncio.gather(*[fetch(i) for i in range(5)])

@@ -9,6 +9,7 @@ from temporalio.client import WorkflowExecutionStatus
 
 from runtimes import ExecutionLimits
 from worker.client import start_execution
+from worker.history import fetch_audit
 from workflows.models import CodeExecutionRequest
 
 from .conftest import read_events
@@ -129,7 +130,15 @@ async def test_indexed_from_the_start_and_released_by_the_last_step(client, task
     upserts = [e for e in events if e.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES]
     assert len(upserts) == 1  # only "completed"
     markers = [e for e in events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED]
-    assert len(markers) == 3  # start, resume, resume: no release
+    # The start step only: each call's activity ran the step after it (issue 11), the last
+    # of which freed the checkpoint (no release step).
+    assert len(markers) == 1
+    audit = await fetch_audit(client, handle.id)
+    assert [(s.name, s.after, s.kind, s.via) for s in audit.steps] == [
+        ("sandbox_start", None, "calls", "started"),
+        ("sandbox_resume", "fetch", "calls", "live"),
+        ("sandbox_resume", "fetch", "result", "live"),
+    ]
     desc = await handle.describe()
     assert desc.typed_search_attributes  # still indexed, and closed as completed
     assert {k: v for k, v in desc.search_attributes.items()}["CodeModeStatus"] == ["completed"]

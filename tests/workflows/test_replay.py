@@ -2,7 +2,9 @@
 
 Two sets: histories recorded now (every code path of the workflow), and histories committed
 under histories/ by earlier versions, so a change that breaks running workflows fails here.
-Regenerate the committed ones deliberately with CODEMODE_RECORD_HISTORIES=1.
+Regenerate the committed ones deliberately with CODEMODE_RECORD_HISTORIES=1, or add a set
+beside them with CODEMODE_RECORD_HISTORIES=<prefix> (``fused-*.json``: tool activities that
+run the step after their call, issue 11).
 """
 
 from __future__ import annotations
@@ -81,10 +83,13 @@ async def _record(client, task_queue) -> dict[str, WorkflowHistory]:
 
 async def test_recorded_histories_replay(client, task_queue, worker, events_file) -> None:
     histories = await _record(client, task_queue)
-    if os.environ.get("CODEMODE_RECORD_HISTORIES"):
+    if record := os.environ.get("CODEMODE_RECORD_HISTORIES"):
+        # =1 rewrites the committed set; any other value is a prefix for a new set beside
+        # it (the earlier sets stay: running workflows of those versions must still replay).
+        prefix = "" if record == "1" else f"{record}-"
         HISTORIES.mkdir(exist_ok=True)
         for name, history in histories.items():
-            (HISTORIES / f"{name}.json").write_text(history.to_json())
+            (HISTORIES / f"{prefix}{name}.json").write_text(history.to_json())
     replayer = Replayer(workflows=[CodeExecutionWorkflow], data_converter=client.data_converter)
     results = await replayer.replay_workflows(_aiter(histories.values()), raise_on_replay_failure=False)
     failures = {wid: str(err) for wid, err in results.replay_failures.items()}
