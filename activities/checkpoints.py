@@ -137,5 +137,11 @@ class CheckpointStore:
         if keys:
             await self.store.delete_objects(bucket=self.bucket, keys=keys)
 
+    async def delete_many(self, items: list[tuple[CheckpointScope, CheckpointRef]]) -> None:
+        """Delete checkpoints of any executions in one store call (batched by the store)."""
+        keys = [scope.key(ref) for scope, ref in items]
+        if keys:
+            await self.store.delete_objects(bucket=self.bucket, keys=keys)
+
     async def delete_all(self, scope: CheckpointScope) -> int:
         return await self.store.delete_prefix(bucket=self.bucket, prefix=scope.prefix)

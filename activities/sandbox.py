@@ -109,6 +109,10 @@ class SandboxActivities:
         self.snapshot_cache_bytes = snapshot_cache_bytes
         self._snapshots: OrderedDict[str, _LiveSession] = OrderedDict()
         self._background: set[asyncio.Task[Any]] = set()
+        #: Small checkpoints recorded history has moved past, deleted together a moment later
+        #: (one thread hop or one DeleteObjects request for many steps, not one per step).
+        self._doomed: list[tuple[CheckpointScope, CheckpointRef]] = []
+        self._reaper: asyncio.TimerHandle | None = None
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -123,6 +127,7 @@ class SandboxActivities:
         while self._snapshots:
             _, live = self._snapshots.popitem()
             await live.execution.close()
+        self._reap()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
         for rt in self._runtimes.values():
@@ -205,7 +210,7 @@ class SandboxActivities:
             and not inp.session_id
             and self.runtime(inp.runtime).capabilities.checkpoint_tier is CheckpointTier.SNAPSHOT
         ):
-            self._in_background(self._delete_quietly(_scope(inp.execution_id, inp.first_run_id), inp.checkpoint))
+            self._delete_later(_scope(inp.execution_id, inp.first_run_id), inp.checkpoint)
             step.released = True
         return step
 
@@ -283,7 +288,7 @@ class SandboxActivities:
         runtime = self.runtime(inp.runtime)
         scope = _scope(inp.execution_id, inp.first_run_id)
         if inp.superseded is not None and inp.superseded != inp.checkpoint:
-            self._in_background(self._delete_quietly(scope, inp.superseded))
+            self._delete_later(scope, inp.superseded)
         execution: CodeExecution | None = None
         specs: dict[str, ToolSpec] | None = None
         via: Via = "live"
@@ -365,6 +370,31 @@ class SandboxActivities:
         return await self._drive(
             execution, specs, scope, stdout_offset=inp.stdout_offset, via="replayed", first=first, fallback=reason
         )
+
+    def _delete_later(self, scope: CheckpointScope, ref: CheckpointRef) -> None:
+        """Delete a checkpoint off the step's critical path: a large one now, small ones in
+        batches every ``DELETE_BATCH_SECONDS`` (so a run holds two large checkpoints at most,
+        and for an instant a third small one)."""
+        if ref.size > DELETE_BATCH_MAX_BYTES:
+            self._in_background(self._delete_quietly(scope, ref))
+            return
+        self._doomed.append((scope, ref))
+        if self._reaper is None:
+            self._reaper = asyncio.get_running_loop().call_later(DELETE_BATCH_SECONDS, self._reap)
+
+    def _reap(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+            self._reaper = None
+        doomed, self._doomed = self._doomed, []
+        if doomed:
+            self._in_background(self._delete_batch(doomed))
+
+    async def _delete_batch(self, doomed: list[tuple[CheckpointScope, CheckpointRef]]) -> None:
+        try:
+            await self.checkpoints.delete_many(doomed)
+        except Exception as err:  # leftovers are swept at retention; never fail a step for them
+            log.warning("could not delete %d superseded checkpoints: %s", len(doomed), err)
 
     async def _delete_quietly(self, scope: CheckpointScope, ref: CheckpointRef) -> None:
         try:
@@ -471,6 +501,11 @@ class SandboxActivities:
         except BaseException:
             await execution.close()
             raise
+
+
+#: Small superseded checkpoints are deleted in batches this often (see ``_delete_later``).
+DELETE_BATCH_SECONDS = 0.05
+DELETE_BATCH_MAX_BYTES = 64 * 1024
 
 
 @contextlib.asynccontextmanager

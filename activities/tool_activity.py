@@ -103,17 +103,15 @@ def make_tool_activity(spec: ToolSpec, sandbox: SandboxActivities | None = None)
 async def _within(spec: ToolSpec, inp: ToolInput, seconds: float, attempt: int) -> Any:
     """Run the tool under its own timeout, as the activity's start-to-close timeout would
     (a ``TimeoutError`` the retry policy retries), when the activity's own timeout also
-    covers the step after it."""
-    task = asyncio.ensure_future(spec.invoke(inp.args, inp.kwargs))
+    covers the step after it. No task of its own: the tool runs in the activity's."""
+    scope = asyncio.timeout(seconds)
     try:
-        done, _ = await asyncio.wait({task}, timeout=seconds)
-    except BaseException:
-        task.cancel()
-        raise
-    if not done:
-        task.cancel()
-        raise _OwnTimeout(f"{spec.name} timed out after {seconds:g}s (attempt {attempt})")
-    return task.result()
+        async with scope:
+            return await spec.invoke(inp.args, inp.kwargs)
+    except TimeoutError:
+        if scope.expired():
+            raise _OwnTimeout(f"{spec.name} timed out after {seconds:g}s (attempt {attempt})") from None
+        raise  # the tool's own TimeoutError
 
 
 class _OwnTimeout(Exception):
@@ -123,10 +121,11 @@ class _OwnTimeout(Exception):
 async def _heartbeat() -> None:
     """Heartbeat while the tool runs: the server answers a heartbeat with the news that the
     execution was cancelled, which then cancels an async tool where it awaits (a sync tool's
-    thread runs to its end, and its result is dropped)."""
+    thread runs to its end, and its result is dropped). The first one after a second: a
+    quick call sends none (each is a request to the server, issue 11)."""
     while True:
-        activity.heartbeat()
         await asyncio.sleep(1.0)
+        activity.heartbeat()
 
 
 def tool_activities(registry: ToolRegistry, sandbox: SandboxActivities | None = None) -> list[Callable[..., Any]]:

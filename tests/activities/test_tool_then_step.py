@@ -40,13 +40,17 @@ async def sleepy(seconds: float) -> float:
     return seconds
 
 
+async def gives_up() -> int:
+    raise TimeoutError("upstream took too long")
+
+
 #: Between its two calls the code computes for a while (about a second in Monty).
 CODE = "a = await noop(1)\nx = 0\nfor i in range(3_000_000):\n    x += i\nb = await noop(2)\n[a, b, x]"
 
 
 @pytest.fixture
 async def sandbox(tmp_path: Path):
-    registry = ToolRegistry([noop, sleepy])
+    registry = ToolRegistry([noop, sleepy, gives_up])
     acts = SandboxActivities(
         registry, CheckpointStore(FileBlobStore(tmp_path / "blobs")), runtimes={"monty": MontyRuntime()}
     )
@@ -124,3 +128,11 @@ async def test_the_tool_keeps_its_own_timeout_inside_the_longer_activity(sandbox
         await _env().run(run_tool, ToolInput(call_id="1", args=[5.0], then=_then(step, 60), timeout_seconds=0.2))
     assert caught.value.type == "TimeoutError" and not caught.value.non_retryable
     assert caught.value.message == "sleepy timed out after 0.2s (attempt 1)"
+
+
+async def test_a_timeout_the_tool_raises_itself_stays_its_own(sandbox: SandboxActivities) -> None:
+    step = await _first_step(sandbox)
+    run_tool = make_tool_activity(sandbox.registry.select(["gives_up"])["gives_up"], sandbox)
+    with pytest.raises(ApplicationError) as caught:
+        await _env().run(run_tool, ToolInput(call_id="1", then=_then(step, 60), timeout_seconds=30))
+    assert caught.value.type == "TimeoutError" and caught.value.message == "upstream took too long"
