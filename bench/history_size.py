@@ -164,7 +164,9 @@ async def read_history(client: Client, workflow_id: str, is_tool: Callable[[str]
                     h.largest_carry = max(h.largest_carry, size)
             elif kind == "marker_recorded_event_attributes" and h.checkpoint_bytes is None:
                 details = e.marker_recorded_event_attributes.details
-                if "result" in details:
+                data = await client.data_converter.decode(details["data"].payloads) if "data" in details else [{}]
+                step_marker = isinstance(data[0], dict) and data[0].get("activity_type") in STEP_MARKERS
+                if "result" in details and step_marker:  # not a save_state/load_state marker
                     [step] = await client.data_converter.decode(details["result"].payloads, [StepResult])
                     if isinstance(step, StepResult) and step.checkpoint is not None:
                         h.checkpoint_bytes = step.checkpoint.size
@@ -172,6 +174,11 @@ async def read_history(client: Client, workflow_id: str, is_tool: Callable[[str]
         if not first.continued_execution_run_id:
             return h
         run_id = first.continued_execution_run_id
+
+
+#: Local-activity markers that hold a StepResult (a tool's activity may carry the resume step
+#: in its result instead: issue 11).
+STEP_MARKERS = ("sandbox_start", "sandbox_resume")
 
 
 def is_codemode_tool(activity_type: str) -> bool:
