@@ -133,9 +133,7 @@ class CheckpointStore:
         return checkpoint
 
     async def delete(self, scope: CheckpointScope, *refs: CheckpointRef) -> None:
-        keys = [scope.key(r) for r in refs]
-        if keys:
-            await self.store.delete_objects(bucket=self.bucket, keys=keys)
+        await self.delete_many([(scope, r) for r in refs])
 
     async def delete_many(self, items: list[tuple[CheckpointScope, CheckpointRef]]) -> None:
         """Delete checkpoints of any executions in one store call (batched by the store)."""

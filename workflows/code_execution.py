@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
 with workflow.unsafe.imports_passed_through():
@@ -318,10 +318,7 @@ class CodeExecutionWorkflow:
                     step_timeout=min(timeout.total_seconds(), FUSED_STEP_SECONDS),
                 )
                 workflow.set_current_details(f"Running `{self._summary(call)}`")
-                # In a task of its own, as gathered calls are: the execution's cancellation then
-                # reaches this await as CancelledError, not only as the activity's cancelled
-                # failure (which _run_call records as the call's outcome).
-                ((answer, fused),) = await asyncio.gather(self._run_call(call, req.approval_timeout, then=then))
+                answer, fused = await self._run_call(call, req.approval_timeout, then=then)
                 cursor.remaining = []
                 cursor.answers.append(answer)
                 self._journal.append(answer)
@@ -658,6 +655,10 @@ class CodeExecutionWorkflow:
                 summary=self._summary(call),
             )
         except ActivityError as err:
+            if isinstance(err.cause, CancelledError):
+                # Only the execution's cancellation cancels a tool's activity: it is not the
+                # call's outcome, and the run ends cancelled (the record says "cancelled").
+                raise asyncio.CancelledError(str(err.cause)) from err
             etype, message, attempts = _tool_failure(err, call)
             record.status = "error"
             record.attempts = attempts
