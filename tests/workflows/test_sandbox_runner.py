@@ -108,3 +108,28 @@ async def test_the_workflow_module_is_compiled_once_and_still_run_per_instance()
     one, two = (i.globals_and_locals["__temporal_workflow_class"] for i in (first, second))
     assert one is not two  # each run still gets its own module
     assert one.run.__code__ is two.run.__code__  # compiled once
+
+
+async def test_the_sdks_sandbox_code_strings_are_compiled_once(client: Client) -> None:
+    """Activations exec the SDK's code strings as code objects compiled once: a real
+    workflow run through the runner leaves only a handful of them, whatever its length."""
+    from worker.sandbox_runner import _sandbox_code
+
+    task_queue = f"tq-{uuid.uuid4().hex[:8]}"
+    async with Worker(client, task_queue=task_queue, workflows=[Sleeps], workflow_runner=CodeModeWorkflowRunner()):
+        for _ in range(2):
+            assert await client.execute_workflow(Sleeps.run, 2, id=f"sleeps-{uuid.uuid4().hex[:8]}", task_queue=task_queue) == 2
+    assert any("activate(__temporal_activation)" in code for code in _sandbox_code)
+    # create (2 strings per workflow class, here two classes at most) + activate + contexts
+    assert len(_sandbox_code) <= 8
+    for code, compiled in _sandbox_code.items():
+        assert compiled.co_filename == "<string>"  # tracebacks read as the SDK's own
+
+
+@workflow.defn(name="SleepsInSteps")
+class Sleeps:
+    @workflow.run
+    async def run(self, steps: int) -> int:
+        for _ in range(steps):  # one activation per timer
+            await workflow.sleep(0.01)
+        return steps
