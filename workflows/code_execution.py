@@ -76,8 +76,16 @@ STICKY_SCHEDULE_TO_START = timedelta(seconds=10)
 #: Regular-activity steps heartbeat, so a step lost with its worker is retried in seconds.
 STEP_HEARTBEAT = timedelta(seconds=5)
 #: Calls of one gathered batch run (and are recorded) this many at a time, so even a batch
-#: of thousands leaves room to continue as new between windows.
-CALL_WINDOW = 64
+#: of thousands leaves room to continue as new between windows. Each call that completes
+#: while a workflow task is in flight adds two buffered events (started, completed); past
+#: 100 (the server's ``history.maximumBufferedEventsBatch``) the server force-fails that task
+#: (``FORCE_CLOSE_COMMAND``) and the worker replays the run from its history. 40 calls stay
+#: below that, with room for signals.
+CALL_WINDOW = 40
+#: The window before that (a batch of 41 to 64 calls was one window): what histories
+#: recorded without the ``CALL_WINDOW_PATCH`` marker replay with.
+OLD_CALL_WINDOW = 64
+CALL_WINDOW_PATCH = "call-window-40"
 #: Our own ceilings for one run, in case the server's continue-as-new suggestion is off or
 #: set high: far below its hard limits (51,200 events, 50 MB).
 MAX_RUN_EVENTS = 10_000
@@ -327,7 +335,8 @@ class CodeExecutionWorkflow:
                     cursor = self._take(fused, superseded=step.checkpoint)
                     continue
             while cursor.remaining:
-                window, cursor.remaining = cursor.remaining[:CALL_WINDOW], cursor.remaining[CALL_WINDOW:]
+                width = _call_window(len(cursor.remaining))
+                window, cursor.remaining = cursor.remaining[:width], cursor.remaining[width:]
                 workflow.set_current_details("Running " + ", ".join(f"`{self._summary(c)}`" for c in window[:5]))
                 answers = [a for a, _ in await asyncio.gather(*(self._run_call(c, req.approval_timeout) for c in window))]
                 cursor.answers.extend(answers)
@@ -756,6 +765,14 @@ class CodeExecutionWorkflow:
         self._state = state
         if self._index:
             workflow.upsert_search_attributes([STATUS_KEY.value_set(state)])
+
+
+def _call_window(remaining: int) -> int:
+    """How many of the remaining calls to run now. Asks for the patch (a marker and a
+    search-attribute update, once per run) only for a batch the two windows split differently."""
+    if remaining <= CALL_WINDOW:
+        return remaining
+    return CALL_WINDOW if workflow.patched(CALL_WINDOW_PATCH) else OLD_CALL_WINDOW
 
 
 def _indexed_at_start(runtime: str) -> bool:

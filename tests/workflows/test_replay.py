@@ -4,7 +4,9 @@ Two sets: histories recorded now (every code path of the workflow), and historie
 under histories/ by earlier versions, so a change that breaks running workflows fails here.
 Regenerate the committed ones deliberately with CODEMODE_RECORD_HISTORIES=1, or add a set
 beside them with CODEMODE_RECORD_HISTORIES=<prefix> (``fused-*.json``: tool activities that
-run the step after their call, issue 11).
+run the step after their call, issue 11). ``window64-wide_gather.json`` and
+``window40-wide_gather.json``: a batch of 50 gathered calls before and after the call window
+went from 64 to 40 (``workflows/code_execution.py``, ``CALL_WINDOW_PATCH``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ HISTORIES = Path(__file__).parent / "histories"
 SCENARIOS = {
     "sequential": CodeExecutionRequest(code="a = slow_step(1, 0.01)\nb = lookup('Paris')\n[a, b]"),
     "gather": CodeExecutionRequest(code="import asyncio\nawait asyncio.gather(*[fetch(i) for i in range(5)])"),
+    # More calls than the workflow keeps in flight at once (CALL_WINDOW): several windows.
+    "wide_gather": CodeExecutionRequest(code="import asyncio\nsum(await asyncio.gather(*[fetch(i) for i in range(50)]))"),
     "retry": CodeExecutionRequest(code="flaky('x')"),
     "tool_error": CodeExecutionRequest(code="try:\n    lookup('Atlantis')\nexcept ValueError as e:\n    r = str(e)\nr"),
     "code_error": CodeExecutionRequest(code="x = 1\nx / 0"),
