@@ -113,6 +113,8 @@ class StartInput(CompactModel):
     #: The seed and clock the code sees, fixed by the workflow, so a journal replay makes
     #: the same calls (``runtimes.types.Determinism``).
     determinism: Determinism | None = None
+    #: JSON bytes the first step may leave unsaved (see ``NextStep.defer_bytes``; 0: save).
+    defer_bytes: int = 0
 
 
 class ResumeInput(CompactModel):
@@ -140,6 +142,17 @@ class ResumeInput(CompactModel):
     replay_reason: str | None = None
     #: Bytes of stdout already reported, skipped when a replay prints them again.
     stdout_offset: int = 0
+    #: A live run a worker kept without saving a checkpoint (``StepResult.live``): tried
+    #: first. Its state is ``checkpoint`` (or the start, when None) plus ``tail_entries``
+    #: journal entries and then ``answers``.
+    live: str | None = None
+    #: How many journal entries since ``checkpoint`` the live run has absorbed, and, for a
+    #: step that may have to rebuild it, those entries (a fused step gets the count alone and
+    #: leaves a rebuild to the workflow's own step).
+    tail_entries: int = 0
+    tail: list[JournalEntry] = Field(default_factory=list)
+    #: Stdout the code printed since ``checkpoint`` (reported already; a rebuild prints it again).
+    base_stdout: int = 0
 
 
 class StepResult(CompactModel):
@@ -169,6 +182,12 @@ class StepResult(CompactModel):
     #: The code ended and the step already freed what it consumed (a snapshot runtime's last
     #: checkpoint): the workflow has nothing left to release.
     released: bool = False
+    #: The step saved no checkpoint (issue 11, deferred checkpoints): the worker keeps the run
+    #: live under this key, and the durable state is the checkpoint before (or the start)
+    #: plus the journal entries since, which the workflow holds. ``deferred`` is the JSON
+    #: bytes this step added to that tail (0: not deferred).
+    live: str | None = None
+    deferred: int = 0
 
 
 class NextStep(CompactModel):
@@ -178,7 +197,8 @@ class NextStep(CompactModel):
 
     runtime: str
     first_run_id: str = ""
-    checkpoint: CheckpointRef
+    #: None only with ``live``: a run whose start deferred its checkpoint.
+    checkpoint: CheckpointRef | None = None
     superseded: CheckpointRef | None = None
     tools: list[str] | None = None
     stdout_offset: int = 0
@@ -186,6 +206,12 @@ class NextStep(CompactModel):
     #: tool's result alone and the workflow runs the step. The activity's start-to-close
     #: timeout is the tool's own plus this (the tool keeps its own timeout inside).
     step_timeout: float = 10.0
+    #: The live run to continue (``StepResult.live``) and the journal entries it holds beyond
+    #: ``checkpoint``: a worker without it leaves the step to the workflow, which has them.
+    live: str | None = None
+    tail_entries: int = 0
+    #: JSON bytes the step may add to the unsaved tail instead of saving a checkpoint (0: save).
+    defer_bytes: int = 0
 
     def resume_input(self, execution_id: str, answer: JournalEntry) -> ResumeInput:
         return ResumeInput(
@@ -197,6 +223,8 @@ class NextStep(CompactModel):
             answers=[answer],
             tools=self.tools,
             stdout_offset=self.stdout_offset,
+            live=self.live,
+            tail_entries=self.tail_entries,
         )
 
 
@@ -235,4 +263,6 @@ class ReleaseInput(CompactModel):
     #: The checkpoint before it, if the run ended before a step could delete it.
     superseded: CheckpointRef | None = None
     session_id: str | None = None
+    #: A live run kept without a checkpoint (``StepResult.live``), closed if still held.
+    live: str | None = None
     mode: Literal["suspend", "discard"] = "discard"

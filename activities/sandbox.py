@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -75,6 +76,8 @@ class _LiveSession:
     expiry: asyncio.TimerHandle | None = None
     #: Bytes of the checkpoint it stands for (a proxy for the heap it keeps in memory).
     size: int = 0
+    #: Wall seconds of steps since its last saved checkpoint (what a rebuild would redo).
+    unsaved_s: float = 0.0
 
 
 class SandboxActivities:
@@ -191,16 +194,24 @@ class SandboxActivities:
         async with _heartbeating():
             return await self._resume_and_release(inp)
 
-    async def step_after_tool(self, then: NextStep, execution_id: str, answer: JournalEntry) -> StepResult:
+    async def step_after_tool(
+        self, then: NextStep, execution_id: str, answer: JournalEntry, spent: int = 0
+    ) -> StepResult:
         """The resume step a tool activity runs after its call (``ToolInput.then``), bounded
         by ``then.step_timeout``. Any failure comes back as an exception for the tool
-        activity to report in-band: the tool's result is final either way."""
+        activity to report in-band: the tool's result is final either way. ``spent``: the
+        JSON bytes of the call's arguments and result (what deferring its checkpoint adds to
+        the journal tail the workflow holds)."""
         return await asyncio.wait_for(
-            self._resume_and_release(then.resume_input(execution_id, answer)), then.step_timeout
+            self._resume_and_release(
+                then.resume_input(execution_id, answer),
+                defer=(then.defer_bytes - spent, spent) if then.defer_bytes > 0 else None,
+            ),
+            then.step_timeout,
         )
 
-    async def _resume_and_release(self, inp: ResumeInput) -> StepResult:
-        step = await self._resume(inp)
+    async def _resume_and_release(self, inp: ResumeInput, defer: tuple[int, int] | None = None) -> StepResult:
+        step = await self._resume(inp, defer)
         # The code ended: free the checkpoint this step consumed now rather than in a release
         # step (one local activity fewer per execution). Only a snapshot names nothing live; a
         # retry of this step that finds it gone replays the journal, like any missing checkpoint.
@@ -220,11 +231,16 @@ class SandboxActivities:
         (``discard``) what its checkpoint names. Discard also deletes the last checkpoint."""
         if inp.session_id:
             await self._drop(inp.session_id)
+        if inp.live and inp.checkpoint is None:
+            held = self._snapshots.pop(_live_key(inp.execution_id, inp.live), None)
+            if held is not None:
+                await held.execution.close()
         if inp.checkpoint is None:
             return
-        live = self._snapshots.pop(_cache_key(inp.execution_id, inp.checkpoint), None)
-        if live is not None:
-            await live.execution.close()
+        for key in (_live_key(inp.execution_id, inp.live) if inp.live else None, _cache_key(inp.execution_id, inp.checkpoint)):
+            live = self._snapshots.pop(key, None) if key else None
+            if live is not None:
+                await live.execution.close()
         scope = _scope(inp.execution_id, inp.first_run_id)
         if inp.mode == "discard" and inp.superseded is not None and inp.superseded != inp.checkpoint:
             await self._delete_quietly(scope, inp.superseded)
@@ -282,9 +298,11 @@ class SandboxActivities:
         except SandboxError as err:
             raise ApplicationError(f"the {inp.runtime} sandbox failed to start: {err}", type="SandboxError") from err
         scope = _scope(inp.execution_id, inp.first_run_id)
-        return await self._drive(execution, specs, scope, stdout_offset=0, via="started")
+        defer = (inp.defer_bytes, 0) if inp.defer_bytes > 0 else None
+        return await self._drive(execution, specs, scope, stdout_offset=0, via="started", defer=defer)
 
-    async def _resume(self, inp: ResumeInput) -> StepResult:
+    async def _resume(self, inp: ResumeInput, defer: tuple[int, int] | None = None) -> StepResult:
+        began = time.perf_counter()
         runtime = self.runtime(inp.runtime)
         scope = _scope(inp.execution_id, inp.first_run_id)
         if inp.superseded is not None and inp.superseded != inp.checkpoint:
@@ -294,7 +312,21 @@ class SandboxActivities:
         via: Via = "live"
         stdout_offset = inp.stdout_offset
         refused: str | None = inp.replay_reason
-        if inp.session_id:
+        unsaved_s = 0.0
+        size = 0
+        #: Journal entries to answer from before this step's answers (a rebuilt live run).
+        tail: list[JournalEntry] | None = None
+        held = self._snapshots.pop(_live_key(inp.execution_id, inp.live), None) if inp.live else None
+        if held is not None:
+            execution, specs, stdout_offset = held.execution, held.specs, held.stdout_offset
+            unsaved_s, size = held.unsaved_s, held.size
+        elif inp.live and (len(inp.tail) < inp.tail_entries or (inp.checkpoint is None and inp.start is None)):
+            # The run went on past its checkpoint on another worker (or this one restarted):
+            # only the workflow holds the journal entries to rebuild it from.
+            raise ApplicationError(
+                "the live run is not on this worker; rebuild it from the journal", type=CHECKPOINT_REFUSED, non_retryable=True
+            )
+        elif inp.session_id:
             live = self._sessions.pop(inp.session_id, None)
             if live is not None:
                 if live.expiry is not None:
@@ -303,9 +335,14 @@ class SandboxActivities:
             else:
                 refused = refused or "the live sandbox is gone (its worker restarted or its keep-alive expired)"
         elif inp.checkpoint is not None:
+            if inp.live:
+                tail, unsaved_s = inp.tail, float("inf")  # rebuilt: save a checkpoint this time
             cached = self._snapshots.pop(_cache_key(inp.execution_id, inp.checkpoint), None)
             if cached is not None:
                 execution, specs, stdout_offset = cached.execution, cached.specs, cached.stdout_offset
+                size = cached.size
+                if tail is not None:
+                    stdout_offset += inp.base_stdout
             else:
                 try:
                     blob = await self.checkpoints.load(scope, inp.checkpoint)
@@ -315,7 +352,9 @@ class SandboxActivities:
                 except CheckpointUnusable as err:
                     refused = str(err)
                 via = "restored"
-                stdout_offset = 0  # a restored handle prints only what comes after the checkpoint
+                # a restored handle prints only what comes after the checkpoint
+                stdout_offset = inp.base_stdout if tail is not None else 0
+                size = inp.checkpoint.size
         if execution is None:
             if inp.start is not None:
                 return await self._replay(runtime, inp, scope, refused)
@@ -326,9 +365,13 @@ class SandboxActivities:
             )
         if specs is None:
             specs = self.registry.select(inp.tools)
+        first: list[FunctionCall] | ExecutionResult | None = None
         try:
-            for ans in inp.answers:
-                await _answer(execution, ans)
+            if tail:
+                first = await _replay_from_checkpoint(execution, [*tail, *inp.answers])
+            else:
+                for ans in inp.answers:
+                    await _answer(execution, ans)
         except CodeExecutionError as err:
             await execution.close()
             return StepResult(kind="error", error=error_info(err), via=via)
@@ -340,8 +383,18 @@ class SandboxActivities:
             # drop it and continue from the checkpoint like any other worker would.
             log.info("kept sandbox handle is stale (%s); restoring from the checkpoint", err)
             await execution.close()
-            return await self._resume(inp)
-        return await self._drive(execution, specs, scope, stdout_offset=stdout_offset, via=via)
+            return await self._resume(inp, defer)  # the live handle is gone from the cache now
+        return await self._drive(
+            execution,
+            specs,
+            scope,
+            stdout_offset=stdout_offset,
+            via=via,
+            first=first,
+            defer=defer,
+            unsaved_s=unsaved_s + (time.perf_counter() - began),
+            size=size,
+        )
 
     async def _replay(
         self, runtime: CodeRuntime, inp: ResumeInput, scope: CheckpointScope, reason: str | None
@@ -414,8 +467,20 @@ class SandboxActivities:
         via: Via,
         first: list[FunctionCall] | ExecutionResult | None = None,
         fallback: str | None = None,
+        defer: tuple[int, int] | None = None,
+        unsaved_s: float = 0.0,
+        size: int = 0,
     ) -> StepResult:
-        """Run to the next batch of valid calls (answering invalid ones in place) or the end."""
+        """Run to the next batch of valid calls (answering invalid ones in place) or the end.
+
+        ``defer``: (bytes the step may add to the unsaved journal tail, bytes its answers
+        already add). A step that may, that waits for exactly one call and has run for less
+        than ``DEFER_SECONDS`` since the last saved checkpoint saves none: it keeps the run
+        live on this worker (``StepResult.live``), and the next call's activity continues it
+        here (issue 11: the dump and the store write were the largest per-call cost left).
+        Anywhere else the run is rebuilt from the checkpoint before plus the journal entries
+        since, which the workflow holds: no tool runs again, at most that much compute does."""
+        began = time.perf_counter()
         rejected: list[JournalEntry] = []
         try:
             while True:
@@ -469,12 +534,26 @@ class SandboxActivities:
                     via=via,
                     fallback=fallback,
                 )
+                runtime = self.runtime(execution.runtime)
+                if defer is not None and len(calls) == 1 and not calls[0].requires_approval:
+                    added = defer[1] + sum(len(to_json(e)) for e in rejected)
+                    ran = unsaved_s + (time.perf_counter() - began)
+                    if (
+                        added <= defer[0]
+                        and ran <= DEFER_SECONDS
+                        and runtime.capabilities.checkpoint_tier is CheckpointTier.SNAPSHOT
+                    ):
+                        step.live, step.deferred = uuid.uuid4().hex[:16], max(added, 1)
+                        self._cache_snapshot(
+                            execution.runtime,
+                            _live_key(scope.execution_id, step.live),
+                            _LiveSession(execution, specs, len(stdout), size=size, unsaved_s=ran),
+                        )
+                        return step
                 checkpoint = await execution.checkpoint()
                 if checkpoint is not None:
                     step.checkpoint = await self.checkpoints.save(scope, checkpoint)
-                    step.holds_compute = self.runtime(execution.runtime).capabilities.checkpoint_tier == (
-                        CheckpointTier.SESSION
-                    )
+                    step.holds_compute = runtime.capabilities.checkpoint_tier == CheckpointTier.SESSION
                     self._cache_snapshot(
                         execution.runtime,
                         _cache_key(scope.execution_id, step.checkpoint),
@@ -503,6 +582,9 @@ class SandboxActivities:
             raise
 
 
+#: A step may leave its checkpoint unsaved while the steps since the last saved one have run
+#: for less than this (wall seconds): what a rebuild on another worker would redo.
+DEFER_SECONDS = 0.05
 #: Small superseded checkpoints are deleted in batches this often (see ``_delete_later``).
 DELETE_BATCH_SECONDS = 0.05
 DELETE_BATCH_MAX_BYTES = 64 * 1024
@@ -536,6 +618,25 @@ def _scope(execution_id: str, first_run_id: str) -> CheckpointScope:
 
 def _cache_key(execution_id: str, ref: CheckpointRef) -> str:
     return f"{execution_id}:{ref.sha256}"
+
+
+def _live_key(execution_id: str, live: str) -> str:
+    return f"{execution_id}~{live}"
+
+
+async def _replay_from_checkpoint(
+    execution: CodeExecution, journal: list[JournalEntry]
+) -> list[FunctionCall] | ExecutionResult:
+    """Bring a run restored at its checkpoint (paused at that step's calls) up to date: answer
+    those calls and replay the rest of ``journal``; the first event beyond it."""
+    waiting = {c.call_id for c in execution.pending_calls}
+    rest: list[JournalEntry] = []
+    for entry in journal:
+        if entry.call_id in waiting:
+            await _answer(execution, entry)
+        else:
+            rest.append(entry)
+    return await replay(execution, rest)
 
 
 def _oversize(what: str, value: Any, verb: str = "is") -> str | None:

@@ -87,8 +87,9 @@ def make_tool_activity(spec: ToolSpec, sandbox: SandboxActivities | None = None)
                 answer = JournalEntry(
                     call_id=inp.call_id, function_name=spec.name, args=inp.args, kwargs=inp.kwargs, result=value
                 )
+                spent = size + len(to_json([inp.args, inp.kwargs])) if inp.then.defer_bytes > 0 else 0
                 try:
-                    out.step = await sandbox.step_after_tool(inp.then, info.workflow_id or "", answer)
+                    out.step = await sandbox.step_after_tool(inp.then, info.workflow_id or "", answer, spent)
                 except asyncio.TimeoutError:
                     out.unfused = f"the step after the call took over {inp.then.step_timeout:g}s"
                 except Exception as err:  # in-band: the result stands, the workflow runs the step

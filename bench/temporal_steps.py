@@ -80,7 +80,7 @@ async def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", choices=["latency", "throughput"], help="run one part only")
     ap.add_argument("--no-eager", dest="eager", action="store_false",
-                    help="leave eager activity execution off on the server (the dev server's default)")
+                    help="turn eager activity execution off on the server (the dev server turns it on by default too)")
     args = ap.parse_args()
     env = await start_local_environment(eager=args.eager)
     client = env.client

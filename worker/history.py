@@ -92,6 +92,8 @@ class StepAudit(BaseModel):
     error: ErrorInfo | None = None
     #: The tool whose activity ran this step right after its call (issue 11), if one did.
     after: str | None = None
+    #: The step saved no checkpoint: its worker kept the run live (deferred checkpoints).
+    deferred: bool = False
 
 
 class AuditEvent(BaseModel):
@@ -251,6 +253,7 @@ class _Builder:
         audit = StepAudit(name=name, local=local, at=at, attempt=attempt, after=after)
         if step is not None:
             audit.kind, audit.via, audit.error, audit.fallback = step.kind, step.via, step.error, step.fallback
+            audit.deferred = bool(step.deferred)
         self.audit.steps.append(audit)
         what = {"calls": "paused at a tool call", "result": "finished the code", "error": "stopped on an error"}
         how = _VIA.get(audit.via, "")
@@ -258,6 +261,8 @@ class _Builder:
             how = f"{how} because {audit.fallback}" if how else audit.fallback
         where = f" (in {after}'s activity)" if after else " (local)" if local else ""
         text = f"{name}{where}: {what.get(audit.kind, 'ran')}" + (f" [{how}]" if how else "")
+        if audit.deferred:
+            text += " (checkpoint deferred: kept live on its worker)"
         self.event(at, "step", text)
         if step is not None:
             self.audit.stdout += step.stdout

@@ -50,7 +50,8 @@ async def start_local_environment(
 
     if "data_converter" not in kwargs:
         kwargs["data_converter"] = data_converter(await default_store())
-    extra = list(DYNAMIC_CONFIG) if eager else []
+    # (The dev server dispatches eagerly by default too, measured: off must be said.)
+    extra = list(DYNAMIC_CONFIG) if eager else ["--dynamic-config-value", "system.enableActivityEagerExecution=false"]
     for key, value in (dynamic_config or {}).items():
         extra += ["--dynamic-config-value", f"{key}={value}"]
     return await WorkflowEnvironment.start_local(

@@ -62,6 +62,14 @@ with workflow.unsafe.imports_passed_through():
 #: own step (which redoes it from the checkpoint; the tool never runs again). It is added to
 #: the tool's timeout, so it is also what a lost worker adds to noticing a lost call: short.
 FUSED_STEP_SECONDS = 10.0
+#: Deferred checkpoints (issue 11): a snapshot step waiting for one call may leave its
+#: checkpoint unsaved and keep the run live on its worker while the journal entries since the
+#: last saved checkpoint stay under these bounds (and the steps under
+#: ``activities.sandbox.DEFER_SECONDS`` of run time). The workflow holds those entries: a
+#: worker without the live run leaves the step to the workflow, whose own step rebuilds the
+#: run from the checkpoint and them. No tool ever runs again; at most that much compute does.
+DEFER_ENTRIES = 32
+DEFER_BYTES = 256 * 1024
 #: Runtimes whose steps are cheap, stateless and snapshot-based: run them as local activities.
 LOCAL_STEP_RUNTIMES = frozenset({"monty"})
 STEP_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(milliseconds=200))
@@ -131,6 +139,15 @@ class CodeExecutionWorkflow:
         #: The step whose sandbox holds compute (a cloud session) has been suspended.
         self._suspended = False
         self._holds_compute = False
+        #: Deferred checkpoints: the live run's key, where the journal entries since the last
+        #: saved checkpoint start (``self._journal[self._base_index:]``), the stdout length
+        #: then, and the JSON bytes of those entries. Off for the rest of a run once a step
+        #: found the live run on another worker (eager dispatch off, several workers).
+        self._live: str | None = None
+        self._base_index = 0
+        self._stdout_at_base = 0
+        self._tail_bytes = 0
+        self._defer_ok = True
 
     # -- handlers -----------------------------------------------------------------------
 
@@ -237,6 +254,8 @@ class CodeExecutionWorkflow:
             self._stdout_len = len(carry.stdout)
             self._code_approval = carry.code_approval
             self._ignored = list(carry.ignored_signals)
+            # A deferred step's tail rode in carry.journal (see _roll_over).
+            self._stdout_at_base, self._tail_bytes = carry.base_stdout, carry.tail_bytes
         elif self._index and not _indexed_at_start(req.runtime):
             workflow.upsert_search_attributes([STATUS_KEY.value_set("running"), RUNTIME_KEY.value_set(req.runtime)])
         start = StartInput(
@@ -252,6 +271,7 @@ class CodeExecutionWorkflow:
             determinism=carry.determinism if carry else Determinism(
                 seed=workflow.random().getrandbits(63), epoch=workflow.now().timestamp()
             ),
+            defer_bytes=DEFER_BYTES if req.runtime in LOCAL_STEP_RUNTIMES else 0,
         )
         self._determinism = start.determinism
         try:
@@ -316,14 +336,18 @@ class CodeExecutionWorkflow:
                 if fused_before and self._should_roll_over():  # else checked before the step
                     await self._roll_over(req, cursor)
                 call = cursor.remaining[0]
+                tail = len(self._journal) - self._base_index if step.live else 0
                 then = NextStep(
                     runtime=req.runtime,
                     first_run_id=start.first_run_id,
                     checkpoint=step.checkpoint,
-                    superseded=cursor.superseded,
+                    superseded=cursor.superseded if cursor.superseded != step.checkpoint else None,
                     tools=req.tools,
                     stdout_offset=self._stdout_len,
                     step_timeout=min(timeout.total_seconds(), FUSED_STEP_SECONDS),
+                    live=step.live,
+                    tail_entries=tail,
+                    defer_bytes=DEFER_BYTES - self._tail_bytes if self._defer_ok and tail < DEFER_ENTRIES else 0,
                 )
                 workflow.set_current_details(f"Running `{self._summary(call)}`")
                 answer, fused = await self._run_call(call, req.approval_timeout, then=then)
@@ -331,6 +355,8 @@ class CodeExecutionWorkflow:
                 cursor.answers.append(answer)
                 self._journal.append(answer)
                 fused_before = fused is not None
+                if fused is None and step.live and answer.error_type is None:
+                    self._defer_ok = False  # the live run was on another worker: save from now on
                 if fused is not None:
                     cursor = self._take(fused, superseded=step.checkpoint)
                     continue
@@ -355,8 +381,13 @@ class CodeExecutionWorkflow:
                 answers=cursor.answers,
                 tools=req.tools,
                 stdout_offset=self._stdout_len,
+                live=step.live,
             )
-            if step.checkpoint is None and step.session_id is None:  # nothing to continue from
+            if step.live and step.checkpoint is not None:  # the live run, or the checkpoint and entries since
+                tail_list = self._journal[self._base_index : len(self._journal) - len(cursor.answers)]
+                resume.tail, resume.tail_entries = tail_list, len(tail_list)
+                resume.base_stdout = self._stdout_len - self._stdout_at_base
+            elif step.checkpoint is None and step.session_id is None:  # nothing to continue from
                 resume = self._with_journal(resume, start, "the previous step left no checkpoint")
             step = await self._resume(resume, cursor.step, start, local=local, timeout=timeout)
             cursor = self._take(step, superseded=resume.checkpoint)
@@ -369,7 +400,7 @@ class CodeExecutionWorkflow:
         step = cursor.step
         return (
             local
-            and step.checkpoint is not None
+            and (step.checkpoint is not None or step.live is not None)
             and not step.session_id
             and len(cursor.remaining) == 1
             and not cursor.answers
@@ -378,6 +409,11 @@ class CodeExecutionWorkflow:
     def _take(self, step: StepResult, superseded: CheckpointRef | None) -> Cursor:
         """Record a step's outcome; the cursor that works through its calls."""
         self._absorb(step)
+        if step.deferred:  # the code ran on live; the checkpoint is still the one before
+            step.checkpoint = superseded
+            self._tail_bytes += step.deferred
+        else:  # saved (or finished): the journal tail starts here
+            self._base_index, self._stdout_at_base, self._tail_bytes = len(self._journal), self._stdout_len, 0
         self._hold(step, superseded)
         return Cursor(step=step, remaining=list(step.calls), superseded=superseded)
 
@@ -389,6 +425,7 @@ class CodeExecutionWorkflow:
         else:  # finished: the checkpoint it consumed is the last one left, unless it freed it
             self._checkpoint, self._superseded = (None if step.released else superseded), None
         self._session = (step.session_id, step.session_queue) if step.session_id else None
+        self._live = step.live if step.kind == "calls" else None
 
     # -- continue-as-new ------------------------------------------------------------------
 
@@ -405,6 +442,11 @@ class CodeExecutionWorkflow:
     async def _roll_over(self, req: CodeExecutionRequest, cursor: Cursor) -> NoReturn:
         await workflow.wait_condition(workflow.all_handlers_finished)
         assert self._started is not None
+        # A deferred step's tail (the journal entries since its checkpoint) rides along in the
+        # carry, so the next run can still rebuild the live run; everything before is stored.
+        keep = self._journal[self._base_index :] if cursor.step.live else []
+        if keep:
+            self._journal = self._journal[: self._base_index]
         if self._calls or self._journal:  # every record is final here: nothing runs, nobody decides
             info = workflow.info()
             ref = await workflow.execute_local_activity(
@@ -421,6 +463,7 @@ class CodeExecutionWorkflow:
             )
             self._segments.append(ref)
             self._journal, self._calls = [], {}
+        self._journal = keep
         carry = Continuation(
             started_at=self._started,
             runs=[*self._runs, workflow.info().run_id],
@@ -433,6 +476,8 @@ class CodeExecutionWorkflow:
             ignored_signals=self._ignored,
             determinism=self._determinism,
             cursor=cursor,
+            base_stdout=self._stdout_at_base,
+            tail_bytes=self._tail_bytes,
         )
         workflow.continue_as_new(args=[req, carry])
 
@@ -505,7 +550,9 @@ class CodeExecutionWorkflow:
                 reason = _why_not_live(err)
                 workflow.logger.info("live sandbox unavailable (%s); replaying the journal", reason)
                 inp = self._with_journal(inp, start, reason)
-        elif inp.checkpoint is not None:
+        elif inp.checkpoint is not None or inp.live:
+            # (a deferred run without a checkpoint sends the journal since the start, which
+            # the tail bounds: a local activity, so it is not copied into the history)
             try:
                 return await self._run_step("sandbox_resume", inp, local=local, timeout=timeout)
             except (ActivityError, ApplicationError) as err:
@@ -544,17 +591,18 @@ class CodeExecutionWorkflow:
     async def _release(self, start: StartInput) -> None:
         """Free what the sandbox layer still holds for this execution (its last checkpoint, a
         live process, a cloud sandbox). Best effort: a leftover is swept at retention."""
-        checkpoint, superseded, session = self._checkpoint, self._superseded, self._session
-        self._checkpoint = self._superseded = self._session = None
-        if checkpoint is None and session is None:
+        checkpoint, superseded, session, live = self._checkpoint, self._superseded, self._session, self._live
+        self._checkpoint = self._superseded = self._session = self._live = None
+        if checkpoint is None and session is None and live is None:
             return
         inp = ReleaseInput(
             execution_id=start.execution_id,
             runtime=start.runtime,
             first_run_id=start.first_run_id,
             checkpoint=checkpoint,
-            superseded=superseded,
+            superseded=superseded if superseded != checkpoint else None,
             session_id=session[0] if session else None,
+            live=live,
         )
         try:
             if session is not None and session[1]:

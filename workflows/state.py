@@ -50,3 +50,7 @@ class Continuation(BaseModel):
     ignored_signals: list[IgnoredSignal] = Field(default_factory=list)
     determinism: Determinism | None = None
     cursor: Cursor
+    #: A deferred step (``cursor.step.live``): ``journal`` starts at its checkpoint; the
+    #: stdout length there and the JSON bytes of those entries (see CodeExecutionWorkflow).
+    base_stdout: int = 0
+    tail_bytes: int = 0

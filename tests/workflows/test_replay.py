@@ -4,7 +4,8 @@ Two sets: histories recorded now (every code path of the workflow), and historie
 under histories/ by earlier versions, so a change that breaks running workflows fails here.
 Regenerate the committed ones deliberately with CODEMODE_RECORD_HISTORIES=1, or add a set
 beside them with CODEMODE_RECORD_HISTORIES=<prefix> (``fused-*.json``: tool activities that
-run the step after their call, issue 11). ``window64-wide_gather.json`` and
+run the step after their call, issue 11; ``deferred-*.json``: steps that keep the run live
+on their worker instead of saving a checkpoint, issue 11). ``window64-wide_gather.json`` and
 ``window40-wide_gather.json``: a batch of 50 gathered calls before and after the call window
 went from 64 to 40 (``workflows/code_execution.py``, ``CALL_WINDOW_PATCH``).
 """

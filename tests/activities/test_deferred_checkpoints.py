@@ -1,0 +1,251 @@
+"""Deferred checkpoints (issue 11), driven as Temporal runs the activities
+(``ActivityEnvironment``) with real Monty and a real file store.
+
+A step that waits for one call and has run briefly since the last saved checkpoint saves
+none: the worker keeps the run live (``StepResult.live``) and the next call's activity
+continues it there. The durable state is the checkpoint before (or the start) plus the
+journal entries since, which the workflow holds; a worker without the live run leaves the
+step to the workflow, whose own step rebuilds the run from them. These tests play the
+workflow's part by hand, with two ``SandboxActivities`` standing for two workers that share
+the store, on code that keeps a 1 MB heap and prints at every step."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from activities import ToolRegistry, tool
+from activities.checkpoints import CheckpointStore
+from activities.models import CHECKPOINT_REFUSED, NextStep, ResumeInput, StartInput, StepResult, ToolInput, ToolOutput
+from activities.sandbox import SandboxActivities
+from activities.storage import FileBlobStore
+from activities.tool_activity import make_tool_activity
+from runtimes import ExecutionLimits
+from runtimes.monty import MontyRuntime
+from runtimes.replay import JournalEntry
+
+RUNS: list[int] = []
+
+
+@tool(timeout=timedelta(seconds=30))
+async def noop(i: int) -> int:
+    RUNS.append(i)
+    return i * 10
+
+
+N = 12
+#: A 1 MB heap the checkpoints carry, a print and a call per step, a sum at the end.
+CODE = f"""
+heap = ['x' * 100 for _ in range(10_000)]
+total = 0
+for i in range({N}):
+    print('step', i)
+    total += await noop(i)
+[total, len(heap)]
+"""
+EXEC = "exec-deferred"
+
+
+def _env() -> ActivityEnvironment:
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, workflow_id=EXEC, workflow_namespace="default")
+    return env
+
+
+@pytest.fixture
+async def workers(tmp_path: Path):
+    """Two workers' sandbox activities over one store."""
+    store = FileBlobStore(tmp_path / "blobs")
+    pair = [
+        SandboxActivities(ToolRegistry([noop]), CheckpointStore(store), runtimes={"monty": MontyRuntime()})
+        for _ in range(2)
+    ]
+    try:
+        yield pair
+    finally:
+        for acts in pair:
+            await acts.aclose()
+
+
+def _checkpoints(tmp_path: Path) -> list[Path]:
+    return [p for p in (tmp_path / "blobs").rglob("*") if p.is_file() and "/cp/" in str(p)]
+
+
+class Driver:
+    """The workflow's bookkeeping for deferred checkpoints, by hand: the checkpoint, the live
+    key, the journal entries since the checkpoint and their bytes, the stdout."""
+
+    def __init__(self, defer_bytes: int = 256 * 1024) -> None:
+        self.defer_bytes = defer_bytes
+        self.step: StepResult | None = None
+        self.checkpoint = None
+        self.tail: list[JournalEntry] = []
+        self.tail_bytes = 0
+        self.stdout = ""
+        self.stdout_at_base = 0
+        self.journal: list[JournalEntry] = []
+
+    def take(self, step: StepResult) -> StepResult:
+        self.stdout += step.stdout
+        if step.deferred:
+            step.checkpoint = self.checkpoint
+            self.tail_bytes += step.deferred
+        else:
+            self.checkpoint, self.tail, self.tail_bytes, self.stdout_at_base = step.checkpoint, [], 0, len(self.stdout)
+        self.step = step
+        return step
+
+    def then(self) -> NextStep:
+        assert self.step is not None
+        return NextStep(
+            runtime="monty",
+            first_run_id="run-1",
+            checkpoint=self.step.checkpoint,
+            live=self.step.live,
+            tail_entries=len(self.tail) if self.step.live else 0,  # (the workflow's count, before this answer)
+            defer_bytes=self.defer_bytes - self.tail_bytes,
+            step_timeout=60,
+        )
+
+    def answered(self, entry: JournalEntry) -> None:
+        self.journal.append(entry)
+        self.tail.append(entry)  # entries since the last saved checkpoint (its own call's answer first)
+
+
+async def _start(acts: SandboxActivities, driver: Driver, *, defer: bool = True) -> StepResult:
+    start = StartInput(
+        execution_id=EXEC,
+        runtime="monty",
+        code=CODE,
+        first_run_id="run-1",
+        limits=ExecutionLimits(timeout_seconds=60),
+        defer_bytes=driver.defer_bytes if defer else 0,
+    )
+    return driver.take(await _env().run(acts.start, start))
+
+
+async def _call(acts: SandboxActivities, driver: Driver) -> ToolOutput:
+    assert driver.step is not None
+    (call,) = driver.step.calls
+    run_tool = make_tool_activity(acts.registry.select(["noop"])["noop"], acts)
+    out: ToolOutput = await _env().run(
+        run_tool, ToolInput(call_id=call.call_id, args=call.args, then=driver.then(), timeout_seconds=30)
+    )
+    driver.answered(JournalEntry(call_id=call.call_id, function_name="noop", args=call.args, result=out.value))
+    return out
+
+
+async def test_steps_keep_the_run_live_and_save_no_checkpoint(workers, tmp_path: Path) -> None:
+    RUNS.clear()
+    a, _ = workers
+    driver = Driver()
+    first = await _start(a, driver)
+    # The start ran the 1 MB heap build: past DEFER_SECONDS or not, it is a live run or a checkpoint.
+    saved_at_start = first.checkpoint is not None
+    while driver.step.kind == "calls":
+        out = await _call(a, driver)
+        assert out.unfused is None and out.step is not None
+        driver.take(out.step)
+    assert driver.step.kind == "result" and driver.step.result.output == [10 * sum(range(N)), 10_000]
+    assert driver.stdout == "".join(f"step {i}\n" for i in range(N))
+    assert RUNS == list(range(N))
+    # Every step after the start ran on from the live run: nothing but the start's checkpoint
+    # (if it saved one) was ever written, and the end freed it.
+    assert a.live_sessions == 0 and not _checkpoints(tmp_path)
+    assert saved_at_start or first.live is not None
+
+
+async def test_the_byte_budget_makes_a_step_save(workers, tmp_path: Path) -> None:
+    RUNS.clear()
+    a, _ = workers
+    driver = Driver(defer_bytes=25)  # about two calls: each adds ~10 bytes (arguments and result)
+    await _start(a, driver)
+    saved = 0
+    while driver.step.kind == "calls":
+        out = await _call(a, driver)
+        assert out.step is not None
+        saved += out.step.deferred == 0 and out.step.kind == "calls"
+        assert driver.tail_bytes + out.step.deferred <= 25
+        driver.take(out.step)
+    assert driver.step.result.output[0] == 10 * sum(range(N))
+    assert saved >= N // 3  # every few calls the tail is full and the step saves
+
+
+@pytest.mark.parametrize("start_saves", [True, False], ids=["from-a-checkpoint", "from-the-start"])
+async def test_another_worker_leaves_the_step_to_the_workflow_which_rebuilds_the_run(
+    workers, tmp_path: Path, start_saves: bool
+) -> None:
+    RUNS.clear()
+    a, b = workers
+    driver = Driver()
+    first = await _start(a, driver, defer=not start_saves)
+    assert (first.checkpoint is not None) == start_saves and (first.live is None) == start_saves
+    for _ in range(5):  # five calls on worker a: the run is live there, the tail grows
+        driver.take((await _call(a, driver)).step)
+    assert driver.step.live is not None
+    # The sixth call's activity lands on worker b: the tool runs (once), the step cannot.
+    out = await _call(b, driver)
+    assert out.step is None and "not on this worker" in (out.unfused or "")
+    assert RUNS == [0, 1, 2, 3, 4, 5]
+    # The workflow's own step on b: the checkpoint before (or the start) plus the entries since.
+    answer = driver.journal[-1]
+    resume = ResumeInput(
+        execution_id=EXEC,
+        runtime="monty",
+        first_run_id="run-1",
+        checkpoint=driver.step.checkpoint,
+        live=driver.step.live,
+        answers=[answer],
+        stdout_offset=len(driver.stdout),
+    )
+    if driver.step.checkpoint is not None:
+        resume.tail = driver.tail[:-1]
+        resume.tail_entries = len(resume.tail)
+        resume.base_stdout = len(driver.stdout) - driver.stdout_at_base
+    else:  # the start deferred too: the journal from the start (the workflow's _with_journal)
+        resume.start = StartInput(
+            execution_id=EXEC, runtime="monty", code=CODE, first_run_id="run-1", limits=ExecutionLimits(timeout_seconds=60)
+        )
+        resume.journal = list(driver.journal)
+    step = driver.take(await _env().run(b.resume, resume))
+    assert step.kind == "calls" and [c.args for c in step.calls] == [[6]]
+    assert step.via == ("restored" if start_saves else "replayed")
+    assert step.checkpoint is not None and not step.deferred
+    # Replayed code printed its steps again: only the new one is reported.
+    assert driver.stdout == "".join(f"step {i}\n" for i in range(7))
+    while driver.step.kind == "calls":
+        driver.take((await _call(b, driver)).step)
+    assert driver.step.result.output[0] == 10 * sum(range(N))
+    assert driver.stdout == "".join(f"step {i}\n" for i in range(N))
+    assert RUNS == list(range(N))  # no tool ran twice
+
+
+async def test_a_fused_step_without_the_entries_refuses_rather_than_guess(workers) -> None:
+    a, b = workers
+    driver = Driver()
+    await _start(a, driver)
+    for _ in range(2):
+        driver.take((await _call(a, driver)).step)
+    resume = driver.then().resume_input(EXEC, JournalEntry(call_id="x", function_name="noop", args=[2], result=20))
+    with pytest.raises(ApplicationError) as caught:
+        await _env().run(b.resume, resume)
+    assert caught.value.type == CHECKPOINT_REFUSED and caught.value.non_retryable
+
+
+async def test_a_step_that_computed_for_long_saves_its_checkpoint(workers, tmp_path: Path) -> None:
+    a, _ = workers
+    code = "a = await noop(1)\nx = 0\nfor i in range(3_000_000):\n    x += i\nb = await noop(2)\n[a, b]"
+    driver = Driver()
+    start = StartInput(
+        execution_id=EXEC, runtime="monty", code=code, first_run_id="run-1",
+        limits=ExecutionLimits(timeout_seconds=60), defer_bytes=driver.defer_bytes,
+    )
+    driver.take(await _env().run(a.start, start))
+    out = await _call(a, driver)  # about a second of compute after it: over DEFER_SECONDS
+    assert out.step is not None and out.step.kind == "calls" and not out.step.deferred
+    assert out.step.checkpoint is not None and _checkpoints(tmp_path)
