@@ -6,6 +6,10 @@ A step is idempotent under retry: for Monty it is a pure function of (checkpoint
 so any worker can run any step. Checkpoints go to the object store and the step returns
 only their reference (``activities/checkpoints.py``); the next step verifies the hash before
 loading one, and deletes the checkpoint before it, which recorded history has moved past.
+A Monty step waiting for one call may defer its checkpoint (``DEFER_SECONDS``, and the
+workflow's ``DEFER_ENTRIES`` / ``DEFER_BYTES``): it keeps the run live here instead, and its
+durable state is the checkpoint before (or the start) plus the journal entries since, which
+the workflow holds and sends to the step that must rebuild it (``ResumeInput.tail``).
 Runtimes that cannot checkpoint keep their process live on the worker that ran the step (a
 keep-alive window), advertise that worker's own task queue, and are rebuilt by journal
 replay anywhere else; only then does the workflow send the journal.
@@ -78,6 +82,9 @@ class _LiveSession:
     size: int = 0
     #: Wall seconds of steps since its last saved checkpoint (what a rebuild would redo).
     unsaved_s: float = 0.0
+    #: Set for a run kept live instead of a checkpoint (deferred): where to spill it if the
+    #: cache must let it go.
+    scope: CheckpointScope | None = None
 
 
 class SandboxActivities:
@@ -111,6 +118,10 @@ class SandboxActivities:
         self.snapshot_cache_size = snapshot_cache_size
         self.snapshot_cache_bytes = snapshot_cache_bytes
         self._snapshots: OrderedDict[str, _LiveSession] = OrderedDict()
+        #: Deferred runs the cache let go, dumped to the store (not referenced by any history:
+        #: a cache spill, deleted by the step that restores it, else by the retention sweep),
+        #: so the next step here restores them instead of leaving a rebuild to the workflow.
+        self._spilled: OrderedDict[str, asyncio.Future[tuple[CheckpointRef, _LiveSession] | None]] = OrderedDict()
         self._background: set[asyncio.Task[Any]] = set()
         #: Small checkpoints recorded history has moved past, deleted together a moment later
         #: (one thread hop or one DeleteObjects request for many steps, not one per step).
@@ -130,6 +141,8 @@ class SandboxActivities:
         while self._snapshots:
             _, live = self._snapshots.popitem()
             await live.execution.close()
+        spills, self._spilled = list(self._spilled.values()), OrderedDict()
+        await asyncio.gather(*spills, return_exceptions=True)  # each closes its sandbox
         self._reap()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
@@ -170,9 +183,50 @@ class SandboxActivities:
         self._snapshots[key] = live
         held = sum(entry.size for entry in self._snapshots.values())
         while len(self._snapshots) > limit or (held > self.snapshot_cache_bytes and len(self._snapshots) > 1):
-            _, old = self._snapshots.popitem(last=False)
+            old_key, old = self._snapshots.popitem(last=False)
             held -= old.size
-            self._close_later(old.execution)
+            if old.scope is None:
+                self._close_later(old.execution)
+                continue
+            spill = asyncio.get_running_loop().create_task(self._spill(old))
+            self._spilled[old_key] = spill
+            while len(self._spilled) > SPILLS_KEPT:
+                _, forgotten = self._spilled.popitem(last=False)
+                forgotten.cancel()
+
+    async def _spill(self, live: _LiveSession) -> tuple[CheckpointRef, _LiveSession] | None:
+        """Dump an evicted deferred run to the store (then close it): the ref, or None."""
+        assert live.scope is not None
+        try:
+            blob = await live.execution.checkpoint()
+            return None if blob is None else (await self.checkpoints.save(live.scope, blob), live)
+        except Exception as err:  # the workflow still holds what rebuilds it
+            log.info("could not spill an evicted live run: %s", err)
+            return None
+        finally:
+            await live.execution.close()
+
+    async def _unspill(self, key: str) -> tuple[CodeExecution, _LiveSession] | None:
+        """The deferred run spilled under ``key``, restored (its spill deleted), or None."""
+        spill = self._spilled.pop(key, None)
+        if spill is None:
+            return None
+        try:
+            spilled = await spill
+        except asyncio.CancelledError:
+            return None
+        if spilled is None:
+            return None
+        ref, live = spilled
+        assert live.scope is not None
+        try:
+            blob = await self.checkpoints.load(live.scope, ref)
+            self._delete_later(live.scope, ref)
+            execution = await self.runtime(live.execution.runtime).restore(blob)
+        except (CheckpointUnusable, SandboxError) as err:
+            log.info("could not restore a spilled live run: %s", err)
+            return None
+        return (execution, live) if execution is not None else None
 
     @property
     def live_sessions(self) -> int:
@@ -231,6 +285,14 @@ class SandboxActivities:
         (``discard``) what its checkpoint names. Discard also deletes the last checkpoint."""
         if inp.session_id:
             await self._drop(inp.session_id)
+        if inp.live:
+            spill = self._spilled.pop(_live_key(inp.execution_id, inp.live), None)
+            spilled = None
+            if spill is not None:
+                with contextlib.suppress(asyncio.CancelledError):
+                    spilled = await spill
+            if spilled is not None and spilled[1].scope is not None:
+                await self._delete_quietly(spilled[1].scope, spilled[0])
         if inp.live and inp.checkpoint is None:
             held = self._snapshots.pop(_live_key(inp.execution_id, inp.live), None)
             if held is not None:
@@ -316,10 +378,15 @@ class SandboxActivities:
         size = 0
         #: Journal entries to answer from before this step's answers (a rebuilt live run).
         tail: list[JournalEntry] | None = None
-        held = self._snapshots.pop(_live_key(inp.execution_id, inp.live), None) if inp.live else None
+        key = _live_key(inp.execution_id, inp.live) if inp.live else None
+        held = self._snapshots.pop(key, None) if key else None
         if held is not None:
             execution, specs, stdout_offset = held.execution, held.specs, held.stdout_offset
             unsaved_s, size = held.unsaved_s, held.size
+        elif key and (unspilled := await self._unspill(key)) is not None:
+            execution, spilled = unspilled
+            specs, stdout_offset, unsaved_s, size = spilled.specs, 0, spilled.unsaved_s, spilled.size
+            via = "restored"
         elif inp.live and (len(inp.tail) < inp.tail_entries or (inp.checkpoint is None and inp.start is None)):
             # The run went on past its checkpoint on another worker (or this one restarted):
             # only the workflow holds the journal entries to rebuild it from.
@@ -547,7 +614,7 @@ class SandboxActivities:
                         self._cache_snapshot(
                             execution.runtime,
                             _live_key(scope.execution_id, step.live),
-                            _LiveSession(execution, specs, len(stdout), size=size, unsaved_s=ran),
+                            _LiveSession(execution, specs, len(stdout), size=size, unsaved_s=ran, scope=scope),
                         )
                         return step
                 checkpoint = await execution.checkpoint()
@@ -585,6 +652,8 @@ class SandboxActivities:
 #: A step may leave its checkpoint unsaved while the steps since the last saved one have run
 #: for less than this (wall seconds): what a rebuild on another worker would redo.
 DEFER_SECONDS = 0.05
+#: Evicted deferred runs whose spill this worker remembers (older ones are rebuilt instead).
+SPILLS_KEPT = 4096
 #: Small superseded checkpoints are deleted in batches this often (see ``_delete_later``).
 DELETE_BATCH_SECONDS = 0.05
 DELETE_BATCH_MAX_BYTES = 64 * 1024

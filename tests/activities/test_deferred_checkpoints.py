@@ -51,9 +51,9 @@ for i in range({N}):
 EXEC = "exec-deferred"
 
 
-def _env() -> ActivityEnvironment:
+def _env(execution_id: str = EXEC) -> ActivityEnvironment:
     env = ActivityEnvironment()
-    env.info = dataclasses.replace(env.info, workflow_id=EXEC, workflow_namespace="default")
+    env.info = dataclasses.replace(env.info, workflow_id=execution_id, workflow_namespace="default")
     return env
 
 
@@ -84,6 +84,7 @@ class Driver:
         self.defer_bytes = defer_bytes
         self.step: StepResult | None = None
         self.checkpoint = None
+        self.superseded = None  # the checkpoint before: the next step deletes it
         self.tail: list[JournalEntry] = []
         self.tail_bytes = 0
         self.stdout = ""
@@ -96,6 +97,7 @@ class Driver:
             step.checkpoint = self.checkpoint
             self.tail_bytes += step.deferred
         else:
+            self.superseded = self.checkpoint
             self.checkpoint, self.tail, self.tail_bytes, self.stdout_at_base = step.checkpoint, [], 0, len(self.stdout)
         self.step = step
         return step
@@ -106,6 +108,7 @@ class Driver:
             runtime="monty",
             first_run_id="run-1",
             checkpoint=self.step.checkpoint,
+            superseded=self.superseded if self.superseded != self.step.checkpoint else None,
             live=self.step.live,
             tail_entries=len(self.tail) if self.step.live else 0,  # (the workflow's count, before this answer)
             defer_bytes=self.defer_bytes - self.tail_bytes,
@@ -249,3 +252,46 @@ async def test_a_step_that_computed_for_long_saves_its_checkpoint(workers, tmp_p
     out = await _call(a, driver)  # about a second of compute after it: over DEFER_SECONDS
     assert out.step is not None and out.step.kind == "calls" and not out.step.deferred
     assert out.step.checkpoint is not None and _checkpoints(tmp_path)
+
+
+async def test_a_live_run_the_cache_lets_go_is_spilled_and_restored_here(tmp_path: Path) -> None:
+    """More deferred runs than the cache holds: the one it lets go is dumped to the store, and
+    its next step on this worker restores it (no rebuild by the workflow); the spill is
+    deleted once restored."""
+    RUNS.clear()
+    acts = SandboxActivities(
+        ToolRegistry([noop]),
+        CheckpointStore(FileBlobStore(tmp_path / "blobs")),
+        runtimes={"monty": MontyRuntime()},
+        snapshot_cache_size=1,
+    )
+    ids = ["exec-a", "exec-b", "exec-c"]
+    drivers = {i: Driver() for i in ids}
+    try:
+        for i in ids:
+            start = StartInput(
+                execution_id=i, runtime="monty", code=CODE, first_run_id="run-1",
+                limits=ExecutionLimits(timeout_seconds=60), defer_bytes=drivers[i].defer_bytes,
+            )
+            drivers[i].take(await _env(i).run(acts.start, start))
+        vias = []
+        for _ in range(N):  # round robin: each step finds its run evicted by the others
+            for i in ids:
+                d = drivers[i]
+                (call,) = d.step.calls
+                run_tool = make_tool_activity(acts.registry.select(["noop"])["noop"], acts)
+                out: ToolOutput = await _env(i).run(
+                    run_tool, ToolInput(call_id=call.call_id, args=call.args, then=d.then(), timeout_seconds=30)
+                )
+                assert out.unfused is None and out.step is not None
+                d.answered(JournalEntry(call_id=call.call_id, function_name="noop", args=call.args, result=out.value))
+                vias.append(out.step.via)
+                d.take(out.step)
+        for d in drivers.values():
+            assert d.step.kind == "result" and d.step.result.output == [10 * sum(range(N)), 10_000]
+            assert d.stdout == "".join(f"step {i}\n" for i in range(N))
+        assert sorted(RUNS) == sorted(list(range(N)) * 3)
+        assert vias.count("restored") >= 2 * N  # (the step that ends the code reports "restored" too)
+    finally:
+        await acts.aclose()
+    assert not _checkpoints(tmp_path)  # every spill was deleted once restored
