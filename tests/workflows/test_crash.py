@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from worker.client import start_execution
+from worker.history import fetch_audit
 from workflows.models import CodeExecutionRequest
 
 from .conftest import read_events
@@ -101,3 +102,11 @@ async def test_sigkill_worker_mid_flight(client, temporal_address, task_queue, e
     for outcome in outcomes:
         for call in outcome.tool_calls:
             assert call.attempts == max(attempts[(outcome.execution_id, call.call_id)])
+    # The killed worker held the runs live with their checkpoints deferred: the new worker's
+    # retried calls found no live run, and the workflows rebuilt them from the journal.
+    rebuilt = 0
+    for outcome in outcomes:
+        audit = await fetch_audit(client, outcome.execution_id)
+        rebuilt += sum("not on this worker" in e.text for e in audit.events)
+    assert rebuilt >= 1
+
