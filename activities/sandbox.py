@@ -206,15 +206,19 @@ class SandboxActivities:
         finally:
             await live.execution.close()
 
-    async def _unspill(self, key: str) -> tuple[CodeExecution, _LiveSession] | None:
-        """The deferred run spilled under ``key``, restored (its spill deleted), or None."""
+    async def _take_spill(self, key: str) -> tuple[CheckpointRef, _LiveSession] | None:
+        """The spill of the deferred run evicted under ``key`` (now no longer remembered)."""
         spill = self._spilled.pop(key, None)
         if spill is None:
             return None
         try:
-            spilled = await spill
+            return await spill
         except asyncio.CancelledError:
             return None
+
+    async def _unspill(self, key: str) -> tuple[CodeExecution, _LiveSession] | None:
+        """The deferred run spilled under ``key``, restored (its spill deleted), or None."""
+        spilled = await self._take_spill(key)
         if spilled is None:
             return None
         ref, live = spilled
@@ -285,25 +289,20 @@ class SandboxActivities:
         (``discard``) what its checkpoint names. Discard also deletes the last checkpoint."""
         if inp.session_id:
             await self._drop(inp.session_id)
-        if inp.live:
-            spill = self._spilled.pop(_live_key(inp.execution_id, inp.live), None)
-            spilled = None
-            if spill is not None:
-                with contextlib.suppress(asyncio.CancelledError):
-                    spilled = await spill
-            if spilled is not None and spilled[1].scope is not None:
-                await self._delete_quietly(spilled[1].scope, spilled[0])
-        if inp.live and inp.checkpoint is None:
-            held = self._snapshots.pop(_live_key(inp.execution_id, inp.live), None)
+        scope = _scope(inp.execution_id, inp.first_run_id)
+        if inp.live:  # a deferred run: held here, or spilled to the store
+            key = _live_key(inp.execution_id, inp.live)
+            held = self._snapshots.pop(key, None)
             if held is not None:
                 await held.execution.close()
+            spilled = await self._take_spill(key)
+            if spilled is not None:
+                await self._delete_quietly(scope, spilled[0])
         if inp.checkpoint is None:
             return
-        for key in (_live_key(inp.execution_id, inp.live) if inp.live else None, _cache_key(inp.execution_id, inp.checkpoint)):
-            live = self._snapshots.pop(key, None) if key else None
-            if live is not None:
-                await live.execution.close()
-        scope = _scope(inp.execution_id, inp.first_run_id)
+        live = self._snapshots.pop(_cache_key(inp.execution_id, inp.checkpoint), None)
+        if live is not None:
+            await live.execution.close()
         if inp.mode == "discard" and inp.superseded is not None and inp.superseded != inp.checkpoint:
             await self._delete_quietly(scope, inp.superseded)
         runtime = self.runtime(inp.runtime)

@@ -600,7 +600,7 @@ class CodeExecutionWorkflow:
             runtime=start.runtime,
             first_run_id=start.first_run_id,
             checkpoint=checkpoint,
-            superseded=superseded if superseded != checkpoint else None,
+            superseded=superseded,
             session_id=session[0] if session else None,
             live=live,
         )

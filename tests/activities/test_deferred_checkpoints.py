@@ -11,6 +11,7 @@ the store, on code that keeps a 1 MB heap and prints at every step."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from datetime import timedelta
 from pathlib import Path
@@ -21,7 +22,16 @@ from temporalio.testing import ActivityEnvironment
 
 from activities import ToolRegistry, tool
 from activities.checkpoints import CheckpointStore
-from activities.models import CHECKPOINT_REFUSED, NextStep, ResumeInput, StartInput, StepResult, ToolInput, ToolOutput
+from activities.models import (
+    CHECKPOINT_REFUSED,
+    NextStep,
+    ReleaseInput,
+    ResumeInput,
+    StartInput,
+    StepResult,
+    ToolInput,
+    ToolOutput,
+)
 from activities.sandbox import SandboxActivities
 from activities.storage import FileBlobStore
 from activities.tool_activity import make_tool_activity
@@ -295,3 +305,32 @@ async def test_a_live_run_the_cache_lets_go_is_spilled_and_restored_here(tmp_pat
     finally:
         await acts.aclose()
     assert not _checkpoints(tmp_path)  # every spill was deleted once restored
+
+
+async def test_release_frees_a_deferred_run_held_or_spilled(tmp_path: Path) -> None:
+    """An execution that ends (cancelled, failed) while deferred: the release closes the live
+    run this worker holds, or deletes the spill the cache made of it."""
+    acts = SandboxActivities(
+        ToolRegistry([noop]),
+        CheckpointStore(FileBlobStore(tmp_path / "blobs")),
+        runtimes={"monty": MontyRuntime()},
+        snapshot_cache_size=1,
+    )
+    try:
+        steps = {}
+        for i in ("exec-a", "exec-b"):  # b's start evicts a's live run: a is spilled
+            start = StartInput(
+                execution_id=i, runtime="monty", code=CODE, first_run_id="run-1",
+                limits=ExecutionLimits(timeout_seconds=60), defer_bytes=256 * 1024,
+            )
+            steps[i] = await _env(i).run(acts.start, start)
+            assert steps[i].live is not None and steps[i].checkpoint is None
+        await asyncio.sleep(0.2)  # the spill is written in the background
+        assert len(_checkpoints(tmp_path)) == 1
+        for i, step in steps.items():
+            await _env(i).run(
+                acts.release, ReleaseInput(execution_id=i, runtime="monty", first_run_id="run-1", live=step.live)
+            )
+        assert not _checkpoints(tmp_path) and not acts._snapshots and not acts._spilled
+    finally:
+        await acts.aclose()
