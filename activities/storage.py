@@ -39,6 +39,8 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, field_validator
 from temporalio.contrib.aws.s3driver import S3StorageDriverClient
 
+from runtimes.paths import data_dir
+
 if TYPE_CHECKING:  # aioboto3/botocore are imported only when an S3 store is opened
     import aioboto3
     from aiobotocore.config import AioConfig
@@ -539,10 +541,6 @@ class StorageSettings(BaseModel):
 
 def default_file_root() -> Path:
     """``<codemode data dir>/blobs``, next to the embedded server's SQLite file."""
-    # The data dir is defined by the composition root; imported here, at call time, so
-    # that importing activities/ never imports worker/.
-    from worker.server import data_dir
-
     return data_dir() / "blobs"
 
 

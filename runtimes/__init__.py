@@ -36,7 +36,16 @@ from .signatures import (
     signature_from_callable,
     signature_from_json_schema,
 )
-from .types import CheckpointTier, Determinism, ExecutionLimits, ExecutionResult, FunctionCall, RuntimeCapabilities
+from .types import (
+    CheckpointTier,
+    Determinism,
+    ExecutionLimits,
+    ExecutionResult,
+    FunctionCall,
+    NetworkPolicy,
+    RuntimeCapabilities,
+    SandboxOptions,
+)
 
 #: name -> "module:Class", imported on first use so optional vendors stay optional.
 RUNTIMES: dict[str, str] = {
@@ -81,7 +90,9 @@ __all__ = [
     "FunctionCall",
     "JournalEntry",
     "NonDeterminismError",
+    "NetworkPolicy",
     "RuntimeCapabilities",
+    "SandboxOptions",
     "SandboxError",
     "ToolParameter",
     "ToolSignature",
