@@ -1,0 +1,100 @@
+"""What the model is shown of the host tools: the ``execute`` description (the runtime's prompt
+with every stub while the catalog is small, a short pointer to ``search``/``get_schema``
+beyond it, so its size stays bounded), the stubs ``get_schema`` returns, and close matches
+for a name that is not a tool."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+
+from activities.tools import ToolRegistry
+from runtimes import CodeRuntime, get_runtime
+from runtimes.signatures import ToolSignature, render_stubs
+
+from .search import ToolIndex
+
+#: Up to this many tools, ``execute``'s description carries every stub; beyond it, a pointer.
+STUBS_IN_DESCRIPTION_MAX = 30
+#: Code larger than this is refused before anything starts (a model's code is a few KB).
+MAX_CODE_CHARS = 100_000
+
+_APPROVALS = (
+    "Each execution is durable: every tool call is retried and recorded. A call that needs a "
+    "person's approval is put to the person through this client; if nobody answers, the result "
+    "says awaiting_approval with the execution id, and result(execution_id) gets the outcome later. "
+    "You cannot approve calls yourself."
+)
+
+
+class UnknownTools(LookupError):
+    """``get_schema`` was asked for names that are not tools; carries close matches for each."""
+
+    def __init__(self, suggestions: Mapping[str, list[str]]) -> None:
+        self.suggestions = dict(suggestions)
+        parts = []
+        for name, close in self.suggestions.items():
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            parts.append(f"{name!r}{hint}")
+        super().__init__(f"no such tool: {'; '.join(parts)}. Find tools with search(query).")
+
+
+class ToolCatalog:
+    """The tools one server offers, and how each tool of the server describes them."""
+
+    def __init__(
+        self, registry: ToolRegistry, *, runtime: str = "monty", stubs_max: int = STUBS_IN_DESCRIPTION_MAX
+    ) -> None:
+        self.registry = registry
+        self.runtime = runtime
+        self.stubs_max = stubs_max
+        self.signatures: dict[str, ToolSignature] = registry.signatures()
+        self.index = ToolIndex(self.signatures.values())
+        self._runtime: CodeRuntime = get_runtime(runtime)
+
+    def __len__(self) -> int:
+        return len(self.signatures)
+
+    @property
+    def lists_stubs(self) -> bool:
+        """Whether ``execute``'s description carries every stub (a small catalog)."""
+        return len(self) <= self.stubs_max
+
+    def execute_description(self) -> str:
+        if self.lists_stubs:
+            return self._runtime.prompt(self.signatures).rstrip() + "\n\n" + _APPROVALS
+        return self._pointer() + "\n\n" + _APPROVALS
+
+    def _pointer(self) -> str:
+        """The runtime's prompt without its stubs, pointing at search and get_schema instead:
+        a constant size whatever the number of tools."""
+        head = self._runtime.prompt({}).split("\n\nAvailable functions:", 1)[0].rstrip()
+        head = head.replace("Call the functions below directly", "Call the host tools directly, as functions")
+        head = head.replace("through the functions below", "through the host tools")
+        lines = [
+            head,
+            "",
+            f"There are {len(self)} host tools, too many to list here: find the ones you need with "
+            "search(query), read their exact stubs with get_schema([names]), then call them by name.",
+        ]
+        if any(s.is_async for s in self.signatures.values()) and self._runtime.constraints.supports_async:
+            lines.append(
+                "Stubs declared `async def` must be awaited; run independent calls concurrently with "
+                "`await asyncio.gather(...)` (top-level await is allowed)."
+            )
+        return "\n".join(lines)
+
+    def stubs(self, names: Iterable[str]) -> str:
+        """The Python stubs of these tools (the definitions the code is type-checked against,
+        with their docstrings). Raises ``UnknownTools`` naming close matches."""
+        wanted = list(dict.fromkeys(names))
+        unknown = [n for n in wanted if n not in self.signatures]
+        if unknown:
+            raise UnknownTools({n: self.close_matches(n) for n in unknown})
+        return render_stubs([self.signatures[n] for n in wanted])
+
+    def close_matches(self, name: str, limit: int = 5) -> list[str]:
+        """Tools named like ``name`` (spelling), then tools about it (its words, ranked)."""
+        spelled = difflib.get_close_matches(name, list(self.signatures), n=limit, cutoff=0.6)
+        about = [hit.name for hit in self.index.search(name, limit)]
+        return list(dict.fromkeys(spelled + about))[:limit]
