@@ -80,7 +80,7 @@ def decider(ctx: Context[Any, Any]) -> str:
     return f"mcp:{name or 'client'}"
 
 
-def question(execution_id: str, p: PendingApproval) -> str:
+def question(execution_id: str, p: PendingApproval, address_flag: str = "") -> str:
     """What the person is shown: the call, its arguments in full (up to a limit), where it runs."""
     args = json.dumps({"args": p.args, "kwargs": p.kwargs} if p.args else p.kwargs, indent=2, ensure_ascii=False, default=str)
     if len(args) > ARGS_SHOWN_MAX:
@@ -89,18 +89,21 @@ def question(execution_id: str, p: PendingApproval) -> str:
         f"Code running in execution {execution_id} wants to call {p.tool} (call {p.call_id}), "
         f"which needs a person's approval:\n\n{p.summary or p.tool}\n\nArguments:\n{args}\n\n"
         "Approve or deny it. Closing this without an answer leaves the run waiting; decide later "
-        f"with `codemode approve {execution_id} {p.call_id}` or `codemode deny {execution_id} {p.call_id}`."
+        f"with `codemode approve {execution_id} {p.call_id}{address_flag}` or "
+        f"`codemode deny {execution_id} {p.call_id}{address_flag}`."
     )
 
 
 # -- up to 2025-11-25: ask now, wait here -------------------------------------------------------
 
 
-async def ask(ctx: Context[Any, Any], execution_id: str, p: PendingApproval, wait_seconds: float) -> Answer | None:
+async def ask(
+    ctx: Context[Any, Any], execution_id: str, p: PendingApproval, wait_seconds: float, address_flag: str = ""
+) -> Answer | None:
     """The person's answer, or None (declined, cancelled, an error, or no answer in time)."""
     with anyio.move_on_after(wait_seconds):
         try:
-            got = await ctx.elicit(question(execution_id, p), ApprovalForm)
+            got = await ctx.elicit(question(execution_id, p, address_flag), ApprovalForm)
         except Exception as err:  # the client refused or sent a malformed answer: leave it parked
             log.info("elicitation for call %s of %s failed: %s", p.call_id, execution_id, err)
             return None
@@ -114,12 +117,12 @@ async def ask(ctx: Context[Any, Any], execution_id: str, p: PendingApproval, wai
 # -- from 2026-07-28: the questions go back in the result, the answers come with the retry -------
 
 
-def input_required(execution_id: str, pending: list[PendingApproval]) -> InputRequiredResult:
+def input_required(execution_id: str, pending: list[PendingApproval], address_flag: str = "") -> InputRequiredResult:
     """The questions for every pending call, and what the retry needs to find the run again."""
     schema = render_elicitation_schema(ApprovalForm)
     requests = {
         _key(p.call_id): ElicitRequest(
-            params=ElicitRequestFormParams(message=question(execution_id, p), requested_schema=schema)
+            params=ElicitRequestFormParams(message=question(execution_id, p, address_flag), requested_schema=schema)
         )
         for p in pending
     }

@@ -197,10 +197,11 @@ class Executions:
             if not ask or not approvals.can_elicit(ctx):
                 return await self._snapshot(handle)
             if approvals.asks_by_input_required(ctx):
-                return approvals.input_required(handle.id, got.pending)
+                return approvals.input_required(handle.id, got.pending, self.backend.address_flag)
             for p in got.pending:
                 remaining = deadline - time.monotonic()
-                answer = await approvals.ask(ctx, handle.id, p, max(0.0, min(self.approval_wait, remaining)))
+                wait = max(0.0, min(self.approval_wait, remaining))
+                answer = await approvals.ask(ctx, handle.id, p, wait, self.backend.address_flag)
                 if answer is None:
                     return await self._snapshot(handle)
                 await self._apply(handle, p.call_id, answer, approvals.decider(ctx))
