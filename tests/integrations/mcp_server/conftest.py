@@ -3,6 +3,7 @@ queue of its own and runs its worker in-process (nothing else polls that queue).
 
 from __future__ import annotations
 
+import secrets
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -11,11 +12,14 @@ import pytest
 from mcp_types import Implementation
 from temporalio.client import Client
 
-from tests.cli.runner import base_env
-from tests.integrations.mcp_server.clients import McpSession, Person, stdio_server
+from tests.cli.runner import Background, base_env
+from tests.integrations.mcp_server.clients import TOOLS, McpSession, Person, stdio_server
+from worker.server import free_port
 
 CLIENT_NAME = "pytest-client"
 CLIENT_INFO = Implementation(name=CLIENT_NAME, version="1.0")
+#: The HTTP server's token, given to ``ana`` (decisions made with it are ``mcp:ana``).
+SECRET = secrets.token_hex(16)
 
 
 @pytest.fixture(scope="module")
@@ -72,3 +76,16 @@ async def legacy(mcp_env: dict[str, str], person: Person, modern: object) -> Asy
         client_info=CLIENT_INFO,
     ) as session:
         yield session
+
+
+@pytest.fixture(scope="module")
+async def http_server(mcp_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
+    """``codemode mcp --transport http`` on a free port with ana's token; yields its URL."""
+    port = free_port()
+    env = {**mcp_env, "CODEMODE_MCP_TOKEN": f"ana:{SECRET}"}
+    log = Path(tmp_path_factory.mktemp("mcp-http")) / "server.log"
+    server = await Background(
+        "mcp", "--tools", TOOLS, "--transport", "http", "--port", str(port), env=env, log=log
+    ).start("codemode MCP server ready on", timeout=60)
+    yield f"http://127.0.0.1:{port}/mcp"
+    assert await server.stop() == 0, server.output()
