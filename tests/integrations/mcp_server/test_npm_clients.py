@@ -1,6 +1,6 @@
-"""A second client nobody here wrote: the MCP Inspector from npm (2.x, CLI mode) lists the
-tools over stdio (starting ``codemode mcp`` itself) and calls ``execute`` over HTTP with the
-bearer token."""
+"""Clients nobody here wrote, from npm: the MCP Inspector (2.x, CLI mode) lists the tools
+over stdio (starting ``codemode mcp`` itself) and calls ``execute`` over HTTP with the bearer
+token; the MCP conformance suite runs the server scenarios that apply to any server."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 
 from tests.cli.runner import REPO
 from tests.integrations.mcp_server import npm_clients
+from tests.integrations.mcp_server.auth_proxy import AuthProxy
 from tests.integrations.mcp_server.clients import TOOLS
 from tests.integrations.mcp_server.conftest import SECRET
 
@@ -25,22 +26,26 @@ def inspector() -> Path:
     return npm_clients.bin_path("mcp-inspector")
 
 
-async def run_inspector(inspector: Path, *args: str, timeout: float = 90) -> Any:
+async def run_node22(program: Path, *args: str, timeout: float = 90) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
-        str(inspector),
-        "--cli",
+        str(program),
         *args,
         cwd=REPO,
-        # The Inspector wants Node 22 (the machine's is 20): npm's node package carries it.
+        # Both want Node 22 (the machine's is 20): npm's node package carries it.
         env={**os.environ, "PATH": f"{npm_clients.node22_bin_dir()}{os.pathsep}{os.environ['PATH']}"},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         stdin=asyncio.subprocess.DEVNULL,
     )
     out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    assert proc.returncode == 0, f"inspector exited {proc.returncode}\n{out.decode()}\n{err.decode()}"
-    text = out.decode()
-    return json.loads(text[text.index("{") :])
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+async def run_inspector(inspector: Path, *args: str) -> Any:
+    # A stdio server starts in a few seconds, more on a loaded machine: the default 15 s is tight.
+    rc, out, err = await run_node22(inspector, "--cli", "--connect-timeout", "60000", *args)
+    assert rc == 0, f"inspector exited {rc}\n{out}\n{err}"
+    return json.loads(out[out.index("{") :])
 
 
 async def test_inspector_lists_the_tools_over_stdio(inspector: Path, mcp_env: dict[str, str]) -> None:
@@ -85,3 +90,26 @@ async def test_inspector_calls_execute_over_http(inspector: Path, http_server: s
     report = called["structuredContent"]
     assert report["status"] == "completed" and report["output"] == [18, 14]
     assert "get_weather(city='London')" in called["content"][0]["text"]
+
+
+#: The conformance suite's server scenarios that apply to any server (the others expect the
+#: test tools, prompts and resources of its reference server, or logging, which we do not offer).
+SCENARIOS = ["server-initialize", "ping", "tools-list", "dns-rebinding-protection", "server-sse-multiple-streams"]
+
+
+async def test_conformance_server_scenarios(http_server: str) -> None:
+    """The suite cannot send a token: it runs behind a proxy that adds one and passes Host and
+    Origin through, so the DNS-rebinding scenario still reaches our checks."""
+    npm_clients.ensure_installed()
+    proxy = await AuthProxy(http_server.removesuffix("/mcp"), SECRET).start()
+    try:
+        failed = []
+        for scenario in SCENARIOS:
+            rc, out, err = await run_node22(
+                npm_clients.bin_path("conformance"), "server", "--url", f"{proxy.url}/mcp", "--scenario", scenario
+            )
+            if rc != 0 or "0 failed" not in out:
+                failed.append(f"{scenario} (exit {rc}):\n{out[-2000:]}\n{err[-1000:]}")
+        assert not failed, "\n".join(failed)
+    finally:
+        await proxy.stop()
