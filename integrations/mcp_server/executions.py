@@ -18,7 +18,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from runtimes import RUNTIMES
 from worker import display
-from worker.cli.common import closed_word, query_status
+from worker.cli.common import closed_word, has_workers, query_status
 from worker.cli.run import cancel_reason
 from worker.client import start_execution
 from worker.history import fetch_audit
@@ -222,7 +222,8 @@ class Executions:
 
     async def _apply(self, handle: WorkflowHandle[Any, Any], call_id: str, answer: approvals.Answer, by: str) -> None:
         try:
-            await approvals.apply(handle, call_id, answer, by)
+            worker_up = await has_workers(self.backend.client, self.backend.task_queue)
+            await approvals.apply(handle, call_id, answer, by, worker_up=worker_up)
         except RPCError:
             if not await self._server_answers():
                 raise TemporalUnavailable(self.backend.address, handle.id) from None
@@ -245,16 +246,18 @@ class Executions:
                 done, _ = await asyncio.wait({result}, timeout=max(0.0, min(POLL_SECONDS, remaining)))
                 if done:
                     break
-                status = await query_status(handle, since)
-                if status is None:  # no worker answered, or no server
+                if gone_since is not None:  # Temporal stopped answering: probe its port, not its API
                     if await self._server_answers():
                         gone_since = None
+                    elif time.monotonic() - gone_since <= SERVER_GONE_SECONDS and remaining > 0:
+                        continue
                     else:
-                        gone_since = gone_since or time.monotonic()
-                        if time.monotonic() - gone_since > SERVER_GONE_SECONDS:
-                            raise TemporalUnavailable(self.backend.address, handle.id)
+                        raise TemporalUnavailable(self.backend.address, handle.id)
+                status = await query_status(handle, since)
+                if status is None:  # no worker answered in time, or no server
+                    if not await self._server_answers():
+                        gone_since = time.monotonic()
                 else:
-                    gone_since = None
                     await progress.calls(status.tool_calls)
                     since = _next_since(status)
                     waiting = [p for p in status.pending_approvals if p.call_id not in answered]

@@ -8,7 +8,12 @@ import asyncio
 from datetime import timedelta
 
 import click
-from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.client import (
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
 from temporalio.exceptions import CancelledError
 from temporalio.service import RPCError
 
@@ -87,7 +92,7 @@ async def _decide(
                 )
             except WorkflowUpdateFailedError as err:
                 raise Fail(f"call {p.call_id} of {execution_id} was not decided: {err.cause or err}") from None
-            except RPCError:
+            except (WorkflowUpdateRPCTimeoutOrCancelledError, RPCError):
                 from_history = True  # the worker went away meanwhile: fall back to the signal
         if from_history:
             if approve:
