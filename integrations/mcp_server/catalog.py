@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from activities.tools import ToolRegistry
 from runtimes import CodeRuntime, get_runtime
@@ -43,14 +44,23 @@ class ToolCatalog:
     """The tools one server offers, and how each tool of the server describes them."""
 
     def __init__(
-        self, registry: ToolRegistry, *, runtime: str = "monty", stubs_max: int = STUBS_IN_DESCRIPTION_MAX
+        self,
+        signatures: Mapping[str, ToolSignature],
+        *,
+        runtime: str = "monty",
+        stubs_max: int = STUBS_IN_DESCRIPTION_MAX,
     ) -> None:
-        self.registry = registry
         self.runtime = runtime
         self.stubs_max = stubs_max
-        self.signatures: dict[str, ToolSignature] = registry.signatures()
+        self.signatures: dict[str, ToolSignature] = dict(signatures)
         self.index = ToolIndex(self.signatures.values())
         self._runtime: CodeRuntime = get_runtime(runtime)
+
+    @classmethod
+    def of(cls, registry: ToolRegistry, **options: Any) -> ToolCatalog:
+        """The catalog of a worker's tools (the MCP servers' tools of ``--mcp-config`` join
+        the registry, and so this catalog, when they land)."""
+        return cls(registry.signatures(), **options)
 
     def __len__(self) -> int:
         return len(self.signatures)

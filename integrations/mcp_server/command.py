@@ -180,7 +180,7 @@ async def _serve(opts: McpOptions, tokens: list[Any]) -> int:
 
     registry = load_tools(opts.tools_module)
     try:
-        catalog = ToolCatalog(registry, runtime=opts.runtime)
+        catalog = ToolCatalog.of(registry, runtime=opts.runtime)
     except Exception as err:
         raise Fail(f"runtime {opts.runtime!r} is not available here: {type(err).__name__}: {err}") from None
     # The client is answered at once; Temporal (maybe the embedded server) comes up meanwhile.

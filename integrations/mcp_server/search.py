@@ -17,12 +17,14 @@ _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 
 
 def tokens(text: str) -> list[str]:
-    """Lower-case words of ``text``, split at case changes, underscores and punctuation, with a
-    plural ``s`` dropped so "forecasts" finds ``get_forecast``."""
+    """Lower-case words of ``text``, split at case changes, underscores and punctuation, with
+    plurals made singular so "forecasts" finds ``get_forecast`` and "cities" ``city``."""
     out = []
     for word in _WORD.findall(text):
         word = word.lower()
-        if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        if len(word) > 4 and word.endswith("ies"):
+            word = word[:-3] + "y"
+        elif len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
             word = word[:-1]
         out.append(word)
     return out
