@@ -21,10 +21,9 @@ STUBS_IN_DESCRIPTION_MAX = 30
 MAX_CODE_CHARS = 100_000
 
 _APPROVALS = (
-    "Each execution is durable: every tool call is retried and recorded. A call that needs a "
-    "person's approval is put to the person through this client; if nobody answers, the result "
-    "says awaiting_approval with the execution id, and result(execution_id) gets the outcome later. "
-    "You cannot approve calls yourself."
+    "Runs are durable: tool calls are retried and audited. A call that needs approval is put to "
+    "the person through this client; unanswered, execute returns awaiting_approval and "
+    "result(execution_id) gets the outcome later. Only the person can approve."
 )
 
 
@@ -84,8 +83,8 @@ class ToolCatalog:
         lines = [
             head,
             "",
-            f"There are {len(self)} host tools, too many to list here: find the ones you need with "
-            "search(query), read their exact stubs with get_schema([names]), then call them by name.",
+            f"There are {len(self)} host tools, too many to list here: find them with search(query) and "
+            "read their exact stubs with get_schema([names]) before calling them.",
         ]
         if any(s.is_async for s in self.signatures.values()) and self._runtime.constraints.supports_async:
             lines.append(

@@ -136,28 +136,19 @@ def build_server(
     server.add_tool(
         search,
         name="search",
-        description=(
-            "Find host tools that code can call, ranked by relevance of their names, descriptions and "
-            "parameter names; each with its call signature and a one-line description."
-        ),
+        description="Find host tools the code can call, best matches first: signatures and one-line descriptions.",
         annotations=ToolAnnotations(title="Search tools", read_only_hint=True, open_world_hint=False),
     )
     server.add_tool(
         get_schema,
         name="get_schema",
-        description=(
-            "The Python stubs (signatures and docstrings) of the named host tools: exactly what the code "
-            "is type-checked against. An unknown name is an error that lists close matches."
-        ),
+        description="The Python stubs of the named host tools: exactly what the code is type-checked against.",
         annotations=ToolAnnotations(title="Tool stubs", read_only_hint=True, open_world_hint=False),
     )
     server.add_tool(
         result,
         name="result",
-        description=(
-            "The outcome of an execution, in the same shape as execute: for a run that waited for a "
-            "person (status awaiting_approval) or outlived execute's wait (status running)."
-        ),
+        description="The outcome of an execution that was awaiting_approval or running, in execute's shape.",
         # Not read-only: while it waits, it may put a pending call to the person and record the answer.
         annotations=ToolAnnotations(title="Execution outcome", read_only_hint=False, open_world_hint=False),
     )
