@@ -110,10 +110,12 @@ def mcp(
         from integrations.mcp_server import client_config, http
     except ImportError as err:
         raise Fail(f"{INSTALL_HINT} ({err})") from None
-    parsed = _tokens(opts, http)
     if print_config:
-        click.echo(_config(opts, parsed, client_config, http))
+        if opts.transport == "http" and not opts.tokens:
+            raise Fail("--print-config for --transport http needs the server's token: --token or CODEMODE_MCP_TOKEN")
+        click.echo(_config(opts, _tokens(opts, http), client_config, http))
         return EXIT_OK
+    parsed = _tokens(opts, http)
     if opts.transport == "stdio" and opts.tokens:
         note("note: --token applies to --transport http; a stdio server is reached only by the client that starts it.")
     return asyncio.run(_serve(opts, parsed))
@@ -135,7 +137,6 @@ def _tokens(opts: McpOptions, http: Any) -> list[Any]:
                 "your tools. Pass --token (or set CODEMODE_MCP_TOKEN), e.g. --token \"$(openssl rand -hex 24)\""
             )
         parsed = [http.BearerToken(secrets.token_urlsafe(24))]
-        opts.tokens = [parsed[0].secret]
         note(f"No --token given: clients must send `Authorization: Bearer {parsed[0].secret}` (made up for this run).")
     return parsed
 
@@ -143,8 +144,7 @@ def _tokens(opts: McpOptions, http: Any) -> list[Any]:
 def _config(opts: McpOptions, tokens: list[Any], client_config: Any, http: Any) -> str:
     if opts.transport == "http":
         url = f"http://{http.url_host(opts.host)}:{opts.port}{http.MCP_PATH}"
-        token = opts.tokens[0] if opts.tokens else tokens[0].secret
-        return client_config.snippet(opts.name, client_config.http_entry(url, token))
+        return client_config.snippet(opts.name, client_config.http_entry(url, tokens[0].secret))
     args = ["--tools", opts.tools_module]
     if opts.runtime != "monty":
         args += ["--runtime", opts.runtime]

@@ -116,7 +116,7 @@ async def test_print_config(mcp_env: dict[str, str]) -> None:
     assert entry["env"]["CODEMODE_TASK_QUEUE"] == mcp_env["CODEMODE_TASK_QUEUE"]
     token = f"{uuid.uuid4().hex}"
     http = await codemode(
-        "mcp", "--tools", TOOLS, "--transport", "http", "--port", "9999", "--token", token, "--print-config",
+        "mcp", "--tools", TOOLS, "--transport", "http", "--port", "9999", "--token", f"bo:{token}", "--print-config",
         env=mcp_env,
     )
     assert json.loads(http.out) == {
