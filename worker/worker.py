@@ -13,6 +13,7 @@ import socket
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from datetime import timedelta
+from typing import TYPE_CHECKING
 from importlib.metadata import version as _version
 
 from temporalio.client import Client
@@ -30,6 +31,9 @@ from worker.sandbox_runner import CodeModeWorkflowRunner
 from workflows.code_execution import CodeExecutionWorkflow
 from workflows.models import TASK_QUEUE
 from workflows.sweep import SWEEP_SCHEDULE_ID, SWEEP_WORKFLOW, StorageSweepWorkflow
+
+if TYPE_CHECKING:
+    from activities.mcp_servers import McpServers
 
 #: How often the retention sweep runs (``codemode worker`` keeps a Schedule for it).
 SWEEP_EVERY = timedelta(hours=1)
@@ -58,7 +62,11 @@ class CodeModeWorker:
         keep_alive_seconds: float = 60.0,
         max_concurrent_activities: int = 200,
         store: BlobStore | None = None,
+        mcp: McpServers | None = None,
     ) -> None:
+        """``mcp``: started MCP servers (``activities.mcp_servers.McpServers``) whose tools
+        the code may call; their tools join ``registry`` if it does not hold them yet, and
+        the worker closes the servers when it stops."""
         self.client = client
         self.registry = registry
         self.task_queue = task_queue
@@ -70,6 +78,9 @@ class CodeModeWorker:
                 "(or pass data_converter=worker.converter.data_converter(store))"
             )
         self.store = store
+        self.mcp = mcp
+        if mcp is not None:
+            registry.include(s for s in mcp.tool_specs() if s.name not in registry)
         self.sandbox = SandboxActivities(
             registry,
             # Checkpoints are sealed under the same keys as the client's payloads.
@@ -78,6 +89,8 @@ class CodeModeWorker:
             session_queue=self.session_queue,
             keep_alive_seconds=keep_alive_seconds,
         )
+        if mcp is not None:  # image, audio and blob results go to the object store, sealed
+            mcp.use_store(self.sandbox.checkpoints)
         self.shared = Worker(
             client,
             task_queue=task_queue,
@@ -130,6 +143,8 @@ class CodeModeWorker:
             await asyncio.gather(self.shared.run(), self.sticky.run())
         finally:
             await self.sandbox.aclose()
+            if self.mcp is not None:
+                await self.mcp.aclose()
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[CodeModeWorker]:
