@@ -293,11 +293,13 @@ class ServerPool:
                 return tools
         raise RuntimeError(f"MCP server {name!r} listed more than {MAX_TOOL_PAGES} pages of tools")
 
-    async def call_tool(self, name: str, tool: str, arguments: dict[str, Any]) -> CallToolResult:
+    async def call_tool(
+        self, name: str, tool: str, arguments: dict[str, Any], meta: dict[str, Any] | None = None
+    ) -> CallToolResult:
         """Call a tool. ``McpUnreachable``: not sent. Anything else after the send leaves
         the outcome unknown (the caller decides whether the tool may be called again)."""
         conn = await self.connection(name)
-        return await conn.client.call_tool(tool, arguments)
+        return await conn.client.call_tool(tool, arguments, meta=meta)  # type: ignore[arg-type]
 
     async def aclose(self) -> None:
         """Close every server (each stdio server gets the SDK's shutdown: stdin closed,

@@ -11,19 +11,21 @@ Each call of an MCP tool is a tool activity like any other (summary, call id, re
 timeout, approval); this module decides what its failures mean:
 
 - the server could not be started or reached: nothing was sent, so the call is retried
-  whatever the tool (``ConnectionError``, retryable), and the attempt leaves a note in its
+  whatever the tool (``OSError``, retryable), and the attempt leaves a note in its
   heartbeat details saying so;
 - an ``isError`` result: ``RuntimeError`` in the code with the server's message and the
   canonical id, not retried; invalid params: ``ValueError``; an unknown tool: ``NameError``;
   neither retried;
-- the connection broke or the call timed out after the request was sent: the outcome is
-  unknown. An idempotent (or read-only) tool is retried; any other raises in the code
+- the connection broke (``OSError``) or the call timed out (``TimeoutError``) after the
+  request was sent: the outcome is unknown. An idempotent (or read-only) tool is retried; any other raises in the code
   instead of a blind second call. A later attempt of a non-idempotent tool (the worker died
   mid-call, or Temporal timed the attempt out) refuses to send the request again unless the
   attempt before it left the "not sent" note.
 
-The call id with the execution id is the idempotency key (``current_call()``); MCP has no
-field for one, so it is not sent to the server.
+Exception types are ones every runtime knows (Monty has no ``ConnectionError``, so a
+transport failure is its base, ``OSError``). Every request carries the call's idempotency
+key (execution id / call id, the same on every attempt) in its ``_meta`` under
+``codemode/idempotency-key``, for servers that can use it.
 """
 
 from __future__ import annotations
@@ -69,6 +71,9 @@ log = logging.getLogger(__name__)
 _FINAL_PROTOCOL_ERRORS = {PARSE_ERROR, INVALID_REQUEST, HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION}
 #: The exception an ``isError`` result raises when its text starts with a JSON-RPC code.
 _ERROR_RESULT_TYPES = {f"MCP error {INVALID_PARAMS}": "ValueError", f"MCP error {METHOD_NOT_FOUND}": "NameError"}
+#: The request ``_meta`` key carrying the call's idempotency key (``execution id/call id``,
+#: the same on every attempt): a server that honours it can drop a repeated request.
+IDEMPOTENCY_META_KEY = "codemode/idempotency-key"
 #: Heartbeat detail an attempt leaves when its request was never sent.
 UNSENT = "mcp_unsent"
 #: Kind of the stored blobs behind result handles (``CheckpointScope.key``).
@@ -188,12 +193,16 @@ class McpServers:
         arguments = {spec.wire_names.get(k, k): v for k, v in kwargs.items()}
         seconds = spec.options.timeout.total_seconds()
         try:
+            meta = {IDEMPOTENCY_META_KEY: current_call().idempotency_key}
+        except LookupError:  # called outside a tool activity
+            meta = None
+        try:
             async with asyncio.timeout(seconds):
-                result = await self.pool.call_tool(spec.server, spec.tool, arguments)
+                result = await self.pool.call_tool(spec.server, spec.tool, arguments, meta)
         except McpUnreachable as err:
             if activity.in_activity():
                 activity.heartbeat({UNSENT: attempt})
-            raise ToolFailure("ConnectionError", f"{spec.name}: {err}; the call was not sent", retryable=True) from None
+            raise ToolFailure("OSError", f"{spec.name}: {err}; the call was not sent", retryable=True) from None
         except TimeoutError:
             raise _unknown(spec, "TimeoutError", f"no answer within {seconds:g}s") from None
         except MCPError as err:
@@ -203,7 +212,7 @@ class McpServers:
                 "RuntimeError", f"{spec.name}: the server answered with an invalid result: {err}", retryable=False
             ) from None
         except Exception as err:  # a transport failure mid-call
-            raise _unknown(spec, "ConnectionError", f"the call failed: {type(err).__name__}: {err}") from None
+            raise _unknown(spec, "OSError", f"the call failed: {type(err).__name__}: {err}") from None
         if result.is_error:
             text = error_text(result)
             # The TypeScript SDK answers invalid arguments and unknown tools with an error
@@ -262,7 +271,7 @@ def _protocol_failure(spec: McpToolSpec, err: MCPError) -> ToolFailure:
     if err.code in _FINAL_PROTOCOL_ERRORS:
         return ToolFailure("RuntimeError", message, retryable=False)
     if err.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT):
-        return _unknown(spec, "ConnectionError", f"the connection to MCP server {spec.server!r} ended during the call")
+        return _unknown(spec, "OSError", f"the connection to MCP server {spec.server!r} ended during the call")
     return _unknown(spec, "RuntimeError", f"the server failed: {err.message}")
 
 
