@@ -28,6 +28,8 @@ Policy keys, per server and per tool (``tools.settings``; a tool's own setting w
 - ``max_attempts``, ``timeout`` (seconds): the call's retry policy;
 - ``private``: the tool's results are private data (a ``ratchet`` sandbox loses its network
   before the code sees one);
+- ``async``: declare the tools ``async def``, so the code awaits them and the calls it
+  gathers (``asyncio.gather``) run at the same time (default: plain ``def``);
 - per server only: ``namespace`` (the name the code uses, default the server's key),
   ``startup_timeout`` (seconds), ``disabled``; per tool only: ``alias`` (its name in the code).
 
@@ -84,6 +86,8 @@ class ToolSettings(_Policy):
     """One tool's settings (``tools.settings.<tool name as the server lists it>``)."""
 
     alias: str | None = None
+    #: Declared ``async def``: the code awaits it, and calls it gathers run at once.
+    is_async: bool | None = Field(default=None, alias="async")
 
     @field_validator("alias")
     @classmethod
@@ -117,6 +121,8 @@ class ServerConfig(_Policy):
     namespace: str | None = None
     startup_timeout: float = Field(default=30.0, gt=0)
     disabled: bool = False
+    #: Declare the server's tools ``async def`` (see ``ToolSettings.is_async``).
+    is_async: bool = Field(default=False, alias="async")
     tools: ToolFilter = Field(default_factory=ToolFilter)
 
     @model_validator(mode="before")

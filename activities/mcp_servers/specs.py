@@ -184,6 +184,7 @@ def build_specs(
                 path=f"{ns}.{attr}",
                 aliases=aliases,
                 document=True,
+                is_async=settings.is_async if settings.is_async is not None else config.is_async,
             )
         except ValueError as err:
             raise McpToolError(f"MCP tool {cid!r}: {err}") from None

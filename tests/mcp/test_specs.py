@@ -157,3 +157,9 @@ def test_allow_list_by_id_code_name_or_namespace() -> None:
     assert list(registry.select(["mcp:m/c"])) == ["mcp:m/c"]
     with pytest.raises(KeyError, match="unknown tool"):
         registry.select(["m.nope"])
+
+
+def test_async_setting_declares_async_tools() -> None:
+    got = {s.tool: s for s in specs("s", [tool("a"), tool("b")], **{"async": True, "tools": {"settings": {"b": {"async": False}}}})}
+    assert got["a"].signature.stub(method=True).startswith("async def a(self)")
+    assert not got["b"].signature.is_async

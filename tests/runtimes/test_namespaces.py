@@ -101,3 +101,17 @@ def test_stubs_and_name_collisions() -> None:
         normalize_functions({**SIGS, "memory": clash})
     with pytest.raises(ValueError, match="not a valid namespaced function name"):
         normalize_functions({"x:y": ToolSignature(name="x:y", path="a.b.c")})
+
+
+async def test_gathered_async_namespaced_calls(runtime_factory) -> None:
+    sig = signature_from_json_schema(
+        "mcp:web/fetch", {"type": "object", "properties": {"url": {"type": "string"}}}, path="web.fetch", is_async=True
+    )
+    code = "import asyncio\npages = await asyncio.gather(*[web.fetch(url=u) for u in ['a', 'b', 'c']])\npages"
+    async with runtime_factory() as rt:
+        execution = await guarded(rt.execute(code, functions={sig.name: sig}))
+        batch = await guarded(execution.next_batch())
+        assert sorted(c.kwargs["url"] for c in batch) == ["a", "b", "c"]  # all three before any answer
+        for call in batch:
+            await execution.provide_result(call.kwargs["url"].upper(), call_id=call.call_id)
+        assert (await guarded(execution.next())).output == ["A", "B", "C"]
