@@ -64,7 +64,7 @@ def _policy(spec: ToolSpec) -> str:
     notes = getattr(spec, "policy_notes", None)
     limits = f"max_attempts={opts.max_attempts}, timeout={opts.timeout.total_seconds():g}s"
     if notes is not None:  # an MCP server's tool: its canonical id, then why its policy is what it is
-        return f"{spec.name}  {'; '.join(notes)}; {limits}"
+        return f"{spec.name}  {'; '.join(notes)}; timeout={opts.timeout.total_seconds():g}s"
     policy = [limits]
     if opts.requires_approval:
         policy.insert(0, "requires approval")
