@@ -31,7 +31,7 @@ Policy keys, per server and per tool (``tools.settings``; a tool's own setting w
 - ``async``: declare the tools ``async def``, so the code awaits them and the calls it
   gathers (``asyncio.gather``) run at the same time (default: plain ``def``);
 - per server only: ``namespace`` (the name the code uses, default the server's key),
-  ``startup_timeout`` (seconds), ``disabled``; per tool only: ``alias`` (its name in the code).
+  ``startup_timeout`` (seconds, default 60: ``npx`` may download first), ``disabled``; per tool only: ``alias`` (its name in the code).
 
 Keys are checked: a misspelt policy key fails the load instead of silently leaving a
 destructive tool without approval. Keys other MCP clients write (``type``, ``disabled``,
@@ -119,7 +119,7 @@ class ServerConfig(_Policy):
     headers: dict[str, str] = Field(default_factory=dict)
     type: Literal["stdio", "http", "streamable-http", "streamableHttp", "sse"] | None = None
     namespace: str | None = None
-    startup_timeout: float = Field(default=30.0, gt=0)
+    startup_timeout: float = Field(default=60.0, gt=0)
     disabled: bool = False
     #: Declare the server's tools ``async def`` (see ``ToolSettings.is_async``).
     is_async: bool = Field(default=False, alias="async")
