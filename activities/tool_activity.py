@@ -51,7 +51,10 @@ def make_tool_activity(spec: ToolSpec, sandbox: SandboxActivities | None = None)
                 value = await spec.invoke(inp.args, inp.kwargs)
         except _OwnTimeout as err:
             raise ApplicationError(
-                str(err), {"attempt": attempt}, type="TimeoutError", non_retryable="TimeoutError" in spec.options.non_retryable
+                str(err),
+                {"attempt": attempt},
+                type="TimeoutError",
+                non_retryable="TimeoutError" in spec.options.non_retryable,
             ) from None
         except ToolFailure as err:
             raise ApplicationError(

@@ -236,7 +236,8 @@ class ToolRegistry:
         if name in RESERVED_NAMES:
             raise ValueError(f"tool name {name!r} is reserved")
         if name in self._tools:
-            raise ValueError(f"two tools are named {name!r}: {self._describe(self._tools[name])} and {self._describe(spec)}")
+            first = self._describe(self._tools[name])
+            raise ValueError(f"two tools are named {name!r}: {first} and {self._describe(spec)}")
         namespace = spec.signature.namespace
         owner = self._code_names.get(spec.code_name)
         if owner is None and namespace is not None:
@@ -246,7 +247,9 @@ class ToolRegistry:
         if owner is not None:
             other = self._tools[owner]
             claim = spec.code_name if spec.code_name in (other.code_name, other.signature.namespace) else namespace
-            raise ValueError(f"{self._describe(spec)} collides with {self._describe(other)}: both are {claim!r} in the code")
+            raise ValueError(
+                f"{self._describe(spec)} collides with {self._describe(other)}: both are {claim!r} in the code"
+            )
         self._tools[name] = spec
         self._code_names[spec.code_name] = name
         if spec.signature.namespace:

@@ -79,7 +79,10 @@ async def main() -> None:
         return (time.perf_counter() - t0) / n
 
     quiet = open(os.devnull, "w")  # noqa: SIM115 - the server's banner on stderr
-    async with cm.running(), Client(stdio_client(StdioServerParameters(command=server), errlog=quiet), cache=None) as direct:
+    async with (
+        cm.running(),
+        Client(stdio_client(StdioServerParameters(command=server), errlog=quiet), cache=None) as direct,
+    ):
 
         async def direct_calls() -> None:
             for i in range(n):
@@ -112,13 +115,25 @@ async def main() -> None:
     await env.shutdown()
     ms = lambda xs: [round(x * 1000, 2) for x in xs]  # noqa: E731
     med = lambda xs: statistics.median(xs) * 1000  # noqa: E731
-    print("samples ms/call: MCP tool in code", ms(ours), "bare activity", ms(acts), "direct MCP call", ms(calls),
-          "Python tool in code", ms(pys))
-    print(f"MCP tool call from code, durable: {med(ours):.1f} ms/call; floor: bare activity {med(acts):.1f} ms + "
-          f"direct MCP call {med(calls):.2f} ms; ratio {statistics.median(ratios):.2f}x "
-          f"(median of {len(ratios)} paired runs of {n} calls; target <= 1.10x)")
-    print(f"  a durable Python tool call in the same run: {med(pys):.1f} ms/call "
-          f"(the MCP part of a call: {med(ours) - med(pys):.2f} ms)")
+    print(
+        "samples ms/call: MCP tool in code",
+        ms(ours),
+        "bare activity",
+        ms(acts),
+        "direct MCP call",
+        ms(calls),
+        "Python tool in code",
+        ms(pys),
+    )
+    print(
+        f"MCP tool call from code, durable: {med(ours):.1f} ms/call; floor: bare activity {med(acts):.1f} ms + "
+        f"direct MCP call {med(calls):.2f} ms; ratio {statistics.median(ratios):.2f}x "
+        f"(median of {len(ratios)} paired runs of {n} calls; target <= 1.10x)"
+    )
+    print(
+        f"  a durable Python tool call in the same run: {med(pys):.1f} ms/call "
+        f"(the MCP part of a call: {med(ours) - med(pys):.2f} ms)"
+    )
 
 
 if __name__ == "__main__":

@@ -354,7 +354,9 @@ def json_schema_to_annotation(
         return " | ".join(dict.fromkeys(json_schema_to_annotation({**schema, "type": x}, defs, _depth) for x in t))
     if t == "array":
         items = schema.get("items")
-        return f"list[{json_schema_to_annotation(items, defs, _depth + 1)}]" if isinstance(items, Mapping) else "list[Any]"
+        if not isinstance(items, Mapping):
+            return "list[Any]"
+        return f"list[{json_schema_to_annotation(items, defs, _depth + 1)}]"
     if t == "object":
         extra = schema.get("additionalProperties")
         if isinstance(extra, Mapping) and extra and not schema.get("properties"):
@@ -381,7 +383,9 @@ def json_schema_shape(schema: Mapping[str, Any], defs: Mapping[str, Any] | None 
     props = schema.get("properties")
     if (t == "object" or (t is None and isinstance(props, Mapping))) and isinstance(props, Mapping) and props:
         required = set(schema.get("required") or [])
-        parts = [f"{k}{'' if k in required else '?'}: {json_schema_shape(v, defs, _depth + 1)}" for k, v in props.items()]
+        parts = [
+            f"{k}{'' if k in required else '?'}: {json_schema_shape(v, defs, _depth + 1)}" for k, v in props.items()
+        ]
         return "{" + ", ".join(parts) + "}"
     if t == "array" and isinstance(schema.get("items"), Mapping):
         inner = json_schema_shape(schema["items"], defs, _depth + 1)
@@ -564,7 +568,9 @@ def _check_names(signatures: Iterable[ToolSignature]) -> None:
             namespaces.setdefault(sig.namespace, sig.name)
     for ns, member in namespaces.items():
         if ns in by_path:
-            raise ValueError(f"function {by_path[ns]!r} and the namespace of {member!r} are both called {ns!r} in the code")
+            raise ValueError(
+                f"function {by_path[ns]!r} and the namespace of {member!r} are both called {ns!r} in the code"
+            )
 
 
 def namespaces_of(signatures: Iterable[ToolSignature]) -> dict[str, dict[str, ToolSignature]]:
@@ -591,7 +597,10 @@ def render_stubs(signatures: Mapping[str, ToolSignature] | Sequence[ToolSignatur
     for ns, members in namespaces_of(sigs).items():
         cls = namespace_class(ns)
         methods = "\n\n".join(
-            "\n".join("    " + ln if ln.strip() else "" for ln in s.stub(with_docstring=with_docstrings, method=True).splitlines())
+            "\n".join(
+                "    " + ln if ln.strip() else ""
+                for ln in s.stub(with_docstring=with_docstrings, method=True).splitlines()
+            )
             for s in members.values()
         )
         doc = f'    """The {ns} namespace: call its functions as {ns}.name(...)."""\n\n' if with_docstrings else ""

@@ -171,7 +171,9 @@ class McpConfig(BaseModel):
         return " ".join([str(entry.get("command", "")), *map(str, entry.get("args") or [])]).strip()
 
 
-def load_mcp_config(source: str | os.PathLike[str] | Mapping[str, Any], *, environ: Mapping[str, str] | None = None) -> McpConfig:
+def load_mcp_config(
+    source: str | os.PathLike[str] | Mapping[str, Any], *, environ: Mapping[str, str] | None = None
+) -> McpConfig:
     """Read and check a configuration: a path to the JSON file, or the parsed mapping.
     ``environ`` (default: the process's) answers ``${VAR}``. Raises ``McpConfigError``."""
     environ = os.environ if environ is None else environ

@@ -269,7 +269,8 @@ class ServerPool:
                 tail = self.stderr_tail(name)
                 where = f" (started as: {self.config.describe(name)})"
                 raise McpUnreachable(
-                    f"MCP server {name!r} could not be started: {err}{where}" + (f"; its stderr ends: {tail}" if tail else "")
+                    f"MCP server {name!r} could not be started: {err}{where}"
+                    + (f"; its stderr ends: {tail}" if tail else "")
                 ) from None
             self._live[name] = conn
             self.starts[name] = self.starts.get(name, 0) + 1

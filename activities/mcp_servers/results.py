@@ -79,7 +79,9 @@ async def _block_value(block: Any, save: SaveBytes | None) -> Any:
             "description": block.description,
         }
     # A block type this SDK knows and we do not: its JSON, minus any inline bytes.
-    dumped = block.model_dump(mode="json", exclude_none=True) if hasattr(block, "model_dump") else {"value": repr(block)}
+    dumped = (
+        block.model_dump(mode="json", exclude_none=True) if hasattr(block, "model_dump") else {"value": repr(block)}
+    )
     for key in ("data", "blob"):
         dumped.pop(key, None)
     return dumped

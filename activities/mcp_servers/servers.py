@@ -68,7 +68,13 @@ log = logging.getLogger(__name__)
 
 #: JSON-RPC errors a second identical request cannot fix (besides invalid params and an
 #: unknown method, which get their own exception types).
-_FINAL_PROTOCOL_ERRORS = {PARSE_ERROR, INVALID_REQUEST, HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION}
+_FINAL_PROTOCOL_ERRORS = {
+    PARSE_ERROR,
+    INVALID_REQUEST,
+    HEADER_MISMATCH,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    UNSUPPORTED_PROTOCOL_VERSION,
+}
 #: The exception an ``isError`` result raises when its text starts with a JSON-RPC code.
 _ERROR_RESULT_TYPES = {f"MCP error {INVALID_PARAMS}": "ValueError", f"MCP error {METHOD_NOT_FOUND}": "NameError"}
 #: The request ``_meta`` key carrying the call's idempotency key (``execution id/call id``,
@@ -230,7 +236,11 @@ class McpServers:
 
         async def save(data: bytes, mime_type: str) -> dict[str, Any]:
             ref = await store.save(scope, data, kind=BLOB_KIND)
-            return {"sha256": hashlib.sha256(data).hexdigest(), "ref": scope.key(ref, BLOB_KIND), "stored_size": ref.size}
+            return {
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "ref": scope.key(ref, BLOB_KIND),
+                "stored_size": ref.size,
+            }
 
         return save
 
@@ -286,7 +296,11 @@ def _schema_check(spec: McpToolSpec, schema: dict[str, Any]) -> Any:
         cls.check_schema(schema)
         validator = cls(schema)
     except jsonschema.SchemaError as err:
-        log.warning("%s: the server's input schema is not valid JSON Schema (%s); arguments are not checked", spec.name, err.message)
+        log.warning(
+            "%s: the server's input schema is not valid JSON Schema (%s); arguments are not checked",
+            spec.name,
+            err.message,
+        )
         return None
 
     def check(bound: dict[str, Any]) -> None:

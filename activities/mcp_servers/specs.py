@@ -81,7 +81,11 @@ def select_tools(server: str, config: ServerConfig, listed: list[Tool]) -> list[
     An exact name in the configuration that the server does not list fails loudly."""
     names = [t.name for t in listed]
     wanted = config.tools
-    for where, entries in (("include", wanted.include or []), ("exclude", wanted.exclude), ("settings", list(wanted.settings))):
+    for where, entries in (
+        ("include", wanted.include or []),
+        ("exclude", wanted.exclude),
+        ("settings", list(wanted.settings)),
+    ):
         for entry in entries:
             if not any(ch in entry for ch in "*?[") and entry not in names:
                 raise McpToolError(
@@ -171,10 +175,14 @@ def build_specs(
         by_attr[attr] = cid
         schema = dict(tool.input_schema or {"type": "object", "properties": {}})
         props = schema.get("properties") or {}
-        aliases = {p: python_parameter_name(p) for p in props if not p.isidentifier() or keyword.iskeyword(p) or p == "self"}
+        aliases = {
+            p: python_parameter_name(p) for p in props if not p.isidentifier() or keyword.iskeyword(p) or p == "self"
+        }
         py_names = [aliases.get(p, p) for p in props]
         if len(set(py_names)) != len(py_names):
-            raise McpToolError(f"MCP tool {cid!r}: two of its parameters have the same Python name ({', '.join(props)})")
+            raise McpToolError(
+                f"MCP tool {cid!r}: two of its parameters have the same Python name ({', '.join(props)})"
+            )
         try:
             signature = signature_from_json_schema(
                 cid,

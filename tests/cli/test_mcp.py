@@ -50,7 +50,10 @@ async def test_a_bad_configuration_is_a_usage_error(env, mcp_config: Path, tmp_p
     entry = json.loads(mcp_config.read_text())["mcpServers"]["everything"]
     entry["command"] = entry["command"].replace("${MCP_BIN}", env["MCP_BIN"])
     clash = load_mcp_config({"mcpServers": {"everything": {**entry, "namespace": "get_weather"}}})
-    with pytest.raises(Fail, match=r"tool 'mcp:everything/\S+' \(get_weather\.\w+ from MCP server 'everything'\) collides with tool 'get_weather'"):
+    with pytest.raises(
+        Fail,
+        match=r"tool 'mcp:everything/\S+' \(get_weather\.\w+ from MCP server 'everything'\) collides with tool 'get_weather'",
+    ):
         await open_mcp(ToolRegistry.from_module(example_tools), clash)
     broken = load_mcp_config({"mcpServers": {"gone": {"command": str(tmp_path / "no-such-server")}}})
     with pytest.raises(Fail, match="gone: could not be started: .*No such file"):

@@ -6,10 +6,8 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 from temporalio.client import Client
 
 from activities import ToolRegistry
@@ -29,8 +27,3 @@ async def mcp_worker(
     worker = CodeModeWorker(client, registry, task_queue=f"mcp-{uuid.uuid4().hex[:8]}", mcp=mcp, **worker_options)
     async with worker.running():
         yield worker
-
-
-@pytest.fixture
-def fault_events_file(tmp_path: Path) -> Path:
-    return tmp_path / "fault-events.jsonl"

@@ -37,7 +37,16 @@ def npm_bin() -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not all((bin_dir / f"mcp-server-{name}").exists() for name in NPM_PACKAGES):
             subprocess.run(
-                [npm, "install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix", str(NPM_DIR), *NPM_PACKAGES.values()],
+                [
+                    npm,
+                    "install",
+                    "--no-audit",
+                    "--no-fund",
+                    "--loglevel=error",
+                    "--prefix",
+                    str(NPM_DIR),
+                    *NPM_PACKAGES.values(),
+                ],
                 check=True,
                 timeout=600,
             )

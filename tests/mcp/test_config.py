@@ -47,7 +47,10 @@ def test_stdio_and_http_servers_with_variables(tmp_path: Path) -> None:
     [
         ({"x": {"command": "a", "env": {"K": "${NOPE}"}}}, "x.env.K names ${NOPE}, which is not set"),
         ({"x": {"command": "a", "aproval": "never"}}, "aproval: Extra inputs are not permitted"),
-        ({"x": {"command": "a", "approval": "sometimes"}}, "approval: Input should be 'annotations', 'always' or 'never'"),
+        (
+            {"x": {"command": "a", "approval": "sometimes"}},
+            "approval: Input should be 'annotations', 'always' or 'never'",
+        ),
         ({"x": {"command": "a", "idempotent": True}}, "can only be false"),
         ({"x": {"command": "a", "url": "http://h"}}, 'give either "command"'),
         ({"x": {}}, 'give either "command"'),

@@ -10,12 +10,11 @@ import signal
 import time
 from pathlib import Path
 
-from worker.client import start_execution
-from workflows.models import CodeExecutionRequest
-
 import pytest
 
+from worker.client import start_execution
 from worker.worker import CodeModeWorker
+from workflows.models import CodeExecutionRequest
 
 from .conftest import mcp_worker
 from .servers import fault_events, fault_server
@@ -103,7 +102,9 @@ async def test_server_killed_mid_call(client, faults_worker, events: Events) -> 
     assert (append.status, append.attempts, append.error.type) == ("error", 1, "OSError")
 
 
-async def test_a_call_that_was_never_sent_is_retried_even_when_not_idempotent(client, faults_worker, events: Events) -> None:
+async def test_a_call_that_was_never_sent_is_retried_even_when_not_idempotent(
+    client, faults_worker, events: Events
+) -> None:
     """The server died while idle and its restart fails once: the call was provably never
     sent, so a non-idempotent tool is retried, and the server receives it once."""
     worker = faults_worker
@@ -149,7 +150,9 @@ async def test_error_results_and_invalid_params_reach_the_code_unretried(client,
     outcome = await asyncio.wait_for(handle.result(), 60)
     assert outcome.success, outcome.error
     failed, server_side, local, ok = outcome.output
-    assert failed == "mcp:faults/fail: Error executing tool fail: cannot do that: no disk"  # isError, with the canonical id
+    assert (
+        failed == "mcp:faults/fail: Error executing tool fail: cannot do that: no disk"
+    )  # isError, with the canonical id
     assert server_side == "mcp:faults/strict: n must be even, got 3"  # a JSON-RPC invalid-params error
     assert local == "faults.strict(): argument 'n': 'three' is not of type 'integer'"  # refused before sending
     assert ok == "2"

@@ -87,7 +87,9 @@ async def test_memory_graph_round_trip(client, worker) -> None:
 
 
 async def test_destructive_tool_parks_and_a_denial_raises_permission_error(client, worker) -> None:
-    await run(client, worker, 'memory.create_entities(entities=[{"name": "Keep", "entityType": "x", "observations": []}])')
+    await run(
+        client, worker, 'memory.create_entities(entities=[{"name": "Keep", "entityType": "x", "observations": []}])'
+    )
     code = (
         "try:\n"
         "    memory.delete_entities(entityNames=['Keep'])\n"
@@ -104,7 +106,10 @@ async def test_destructive_tool_parks_and_a_denial_raises_permission_error(clien
     await handle.signal("deny", DenySignal(call_id=pending.call_id, by="dana", reason="keep it"))
     outcome = await asyncio.wait_for(handle.result(), 30)
     assert outcome.success, outcome.error
-    assert outcome.output == ["refused: memory.delete_entities(entityNames=['Keep']) was denied by dana: keep it", ["Keep"]]
+    assert outcome.output == [
+        "refused: memory.delete_entities(entityNames=['Keep']) was denied by dana: keep it",
+        ["Keep"],
+    ]
     assert [c.status for c in outcome.tool_calls] == ["denied", "ok"]
 
 

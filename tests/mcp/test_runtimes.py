@@ -42,7 +42,9 @@ EXPECTED = [
 
 @pytest.fixture(scope="module")
 async def worker(client) -> AsyncIterator[CodeModeWorker]:
-    servers = {"everything": reference_server("everything", tools={"include": ["get-sum", "echo", "get-structured-content"]})}
+    servers = {
+        "everything": reference_server("everything", tools={"include": ["get-sum", "echo", "get-structured-content"]})
+    }
     async with mcp_worker(client, servers) as w:
         yield w
 

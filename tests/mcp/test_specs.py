@@ -62,7 +62,10 @@ def test_stub_from_json_schema() -> None:
                     "description": "what to create",
                     "items": {
                         "type": "object",
-                        "properties": {"name": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}}},
+                        "properties": {
+                            "name": {"type": "string"},
+                            "tags": {"type": "array", "items": {"type": "string"}},
+                        },
                         "required": ["name"],
                     },
                 },
@@ -104,7 +107,11 @@ def test_policy_from_annotations(annotations, approval: bool, idempotent: bool) 
 
 
 def test_configuration_overrides_and_only_tightens() -> None:
-    listed = [tool("read", annotations=RO), tool("delete", annotations=IDEMPOTENT_DELETE), tool("note", annotations=SAFE_WRITE)]
+    listed = [
+        tool("read", annotations=RO),
+        tool("delete", annotations=IDEMPOTENT_DELETE),
+        tool("note", annotations=SAFE_WRITE),
+    ]
     got = {
         s.tool: s
         for s in specs(
@@ -118,7 +125,11 @@ def test_configuration_overrides_and_only_tightens() -> None:
     assert got["read"].options.requires_approval and got["note"].options.requires_approval  # server: always
     delete = got["delete"]
     assert not delete.options.requires_approval and not delete.idempotent  # the tool's own settings win
-    assert (delete.options.max_attempts, delete.options.timeout.total_seconds(), delete.options.private) == (5, 5.0, True)
+    assert (delete.options.max_attempts, delete.options.timeout.total_seconds(), delete.options.private) == (
+        5,
+        5.0,
+        True,
+    )
     assert "approval: never (configured)" in delete.policy_notes
 
 
@@ -134,7 +145,10 @@ def test_include_exclude_and_unknown_names() -> None:
 def test_collisions_fail_loudly_naming_both() -> None:
     with pytest.raises(McpToolError, match=r"'mcp:s/get-sum' and 'mcp:s/get_sum' would both be s.get_sum"):
         specs("s", [tool("get-sum"), tool("get_sum")])
-    assert [s.code_name for s in specs("s", [tool("get-sum"), tool("get_sum")], tools={"settings": {"get_sum": {"alias": "add"}}})] == ["s.get_sum", "s.add"]
+    assert [
+        s.code_name
+        for s in specs("s", [tool("get-sum"), tool("get_sum")], tools={"settings": {"get_sum": {"alias": "add"}}})
+    ] == ["s.get_sum", "s.add"]
     with pytest.raises(McpToolError, match="would hide Python's own 'print'"):
         specs("print", [tool("t")])
     assert specs("print", [tool("t")], namespace="printer")[0].code_name == "printer.t"
@@ -143,10 +157,14 @@ def test_collisions_fail_loudly_naming_both() -> None:
         return "a Python tool named like the namespace"
 
     registry = ToolRegistry([memory])
-    with pytest.raises(ValueError, match=r"tool 'mcp:memory/t' \(memory.t from MCP server 'memory'\) collides with tool 'memory'"):
+    with pytest.raises(
+        ValueError, match=r"tool 'mcp:memory/t' \(memory.t from MCP server 'memory'\) collides with tool 'memory'"
+    ):
         registry.include(specs("memory", [tool("t")]))
     registry = ToolRegistry().include(specs("a", [tool("t")], namespace="shared"))
-    with pytest.raises(ValueError, match=r"tool 'mcp:b/t' \(shared.t from MCP server 'b'\) collides with tool 'mcp:a/t'"):
+    with pytest.raises(
+        ValueError, match=r"tool 'mcp:b/t' \(shared.t from MCP server 'b'\) collides with tool 'mcp:a/t'"
+    ):
         registry.include(specs("b", [tool("t")], namespace="shared"))
 
 
@@ -160,6 +178,9 @@ def test_allow_list_by_id_code_name_or_namespace() -> None:
 
 
 def test_async_setting_declares_async_tools() -> None:
-    got = {s.tool: s for s in specs("s", [tool("a"), tool("b")], **{"async": True, "tools": {"settings": {"b": {"async": False}}}})}
+    got = {
+        s.tool: s
+        for s in specs("s", [tool("a"), tool("b")], **{"async": True, "tools": {"settings": {"b": {"async": False}}}})
+    }
     assert got["a"].signature.stub(method=True).startswith("async def a(self)")
     assert not got["b"].signature.is_async

@@ -36,7 +36,9 @@ def spawn(address: str, task_queue: str, config: Path) -> subprocess.Popen:
 async def test_sigkill_worker_mid_mcp_call(client, temporal_address, tmp_path: Path) -> None:
     events = tmp_path / "events.jsonl"
     config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"faults": fault_server(events, timeout=3)}}))  # a lost attempt times out soon
+    config.write_text(
+        json.dumps({"mcpServers": {"faults": fault_server(events, timeout=3)}})
+    )  # a lost attempt times out soon
     task_queue = f"mcp-crash-{uuid.uuid4().hex[:6]}"
     first = spawn(temporal_address, task_queue, config)
     second = None

@@ -14,11 +14,17 @@ SIGS = {
     s.name: s
     for s in (
         signature_from_json_schema(
-            "mcp:memory/read_graph", {"type": "object", "properties": {"depth": {"type": "integer"}}}, path="memory.read_graph"
+            "mcp:memory/read_graph",
+            {"type": "object", "properties": {"depth": {"type": "integer"}}},
+            path="memory.read_graph",
         ),
         signature_from_json_schema(
             "mcp:memory/create-entities",
-            {"type": "object", "properties": {"names": {"type": "array", "items": {"type": "string"}}}, "required": ["names"]},
+            {
+                "type": "object",
+                "properties": {"names": {"type": "array", "items": {"type": "string"}}},
+                "required": ["names"],
+            },
             path="memory.create_entities",
         ),
         signature_from_json_schema("plain", {"type": "object", "properties": {}}),

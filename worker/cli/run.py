@@ -446,7 +446,12 @@ async def _client_and_worker_for_run(
         client = await connect(server.address)
         own_worker = True
         flags = " ".join(
-            f for f in (opts.tools_module and f"--tools {opts.tools_module}", opts.mcp_config_file and f"--mcp-config {opts.mcp_config_file}") if f
+            f
+            for f in (
+                opts.tools_module and f"--tools {opts.tools_module}",
+                opts.mcp_config_file and f"--mcp-config {opts.mcp_config_file}",
+            )
+            if f
         )
         parked_extra = [
             "The embedded server stops with this command; the execution is saved in its database.",
