@@ -63,10 +63,11 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
 from .base import CodeRuntime
 from .checkpoint import decode_checkpoint, encode_checkpoint
 from .constraints import CodeConstraints
-from .errors import CapabilityError, CodeExecutionError, CodeResourceError, CodeRuntimeError, CodeTimeoutError, SandboxError
+from .errors import CodeExecutionError, CodeResourceError, CodeRuntimeError, CodeTimeoutError, SandboxError
 from .execution import CallOutcome, CodeExecution, Step
 from .sandbox.bootstrap import RUNNER_PATH, build_bootstrap, runner_limits
 from .sandbox.driver import RunnerDriver
+from .sandbox.mounts import check_mounts
 from .sandbox.process import OutputSink
 from .signatures import FunctionsSpec, ToolSignature, normalize_functions
 from .transports.command import CommandChannel
@@ -738,26 +739,29 @@ class DockerRuntime(CodeRuntime):
         if after is None or left:
             raise SandboxError(f"container {container_id[:12]} is still on networks {left} after disconnecting")
 
-    async def sweep(self, *, max_age: timedelta = timedelta(days=8)) -> list[str]:
-        """Remove this runtime's orphans: containers with the ``codemode`` label that can no
-        longer run (created, exited, dead: a failed start, a worker killed mid-release), and
-        any older than ``max_age`` (past every approval timeout: no run waits on them).
-        Running and paused containers younger than that may be parked runs: kept. The ids
+    async def sweep(
+        self, *, max_age: timedelta = timedelta(days=8), grace: timedelta = timedelta(minutes=10)
+    ) -> list[str]:
+        """Remove this runtime's orphans: containers labelled ``codemode=1`` that can no longer
+        run (created, exited, dead: a failed start, a worker killed mid-release) once older
+        than ``grace`` (another worker may be starting or inspecting one right now), and any
+        older than ``max_age`` (past every approval timeout: no run waits on them). Running
+        and paused containers younger than that may be parked runs and are kept. The ids
         removed."""
         try:
             found = await asyncio.to_thread(self.api.containers, all=True, filters={"label": f"{LABEL}=1"})
         except (APIError, DockerException, OSError) as exc:
             raise SandboxError(f"cannot list containers: {exc}") from exc
         now = time.time()
+        mine = {run.container_id for run in self._live}
         removed = []
         for c in found:
             labels = c.get("Labels") or {}
-            if labels.get(LABEL_RUNTIME) != "docker":
+            if labels.get(LABEL_RUNTIME) != "docker" or c["Id"] in mine:
                 continue
-            created = float(labels.get(LABEL_CREATED) or c.get("Created") or now)
-            if c.get("State") in ("running", "paused") and now - created < max_age.total_seconds():
-                continue
-            if any(run.container_id == c["Id"] for run in self._live):
+            age = now - float(labels.get(LABEL_CREATED) or c.get("Created") or now)
+            usable = c.get("State") in ("running", "paused")
+            if age < (max_age if usable else grace).total_seconds():
                 continue
             if await self.remove_container(c["Id"]):
                 removed.append(c["Id"])
@@ -778,14 +782,9 @@ class DockerRuntime(CodeRuntime):
         return [run for run in self._live if run.container_id == container_id]
 
     def check_options(self, options: SandboxOptions | None) -> SandboxOptions:
-        """What the capabilities refuse, and a mount the engine cannot give: a host path that
-        does not exist (the engine would create it, as root), or one over the sandbox's own."""
+        """What the capabilities refuse, and mounts the engine cannot give (see ``check_mounts``)."""
         options = super().check_options(options)
-        for src, dst in options.mounts.items():
-            if not os.path.exists(src):
-                raise CapabilityError(f"mount {src}:{dst}: {src} does not exist", error_type="CapabilityError")
-            if os.path.normpath(dst) in ("/", "/tmp", WORKDIR, "/proc", "/dev", "/sys"):
-                raise CapabilityError(f"mount {src}:{dst}: cannot mount over {dst}", error_type="CapabilityError")
+        check_mounts(options.mounts, reserved=(WORKDIR,))
         return options
 
     # -- CodeRuntime --------------------------------------------------------------------

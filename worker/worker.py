@@ -126,10 +126,19 @@ class CodeModeWorker:
         return True
 
     async def run(self) -> None:
+        sweeper = asyncio.create_task(self._sweep_orphans())
         try:
             await asyncio.gather(self.shared.run(), self.sticky.run())
         finally:
+            sweeper.cancel()
             await self.sandbox.aclose()
+
+    async def _sweep_orphans(self, every: timedelta = SWEEP_EVERY) -> None:
+        """At start and then every ``every``: remove sandboxes crashed workers left behind
+        (containers of the docker runtime no run can use any more)."""
+        while True:
+            await self.sandbox.sweep_orphans()
+            await asyncio.sleep(every.total_seconds())
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[CodeModeWorker]:
