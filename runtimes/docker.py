@@ -81,10 +81,24 @@ _RUNNER_SOURCE = RUNNER_PATH.read_bytes()
 #: another runner is refused (replay), never resumed with a host that speaks differently.
 DOCKER_CHECKPOINT_VERSION = "1-" + hashlib.sha256(_RUNNER_SOURCE).hexdigest()[:12]
 
-#: The container's command: read ``<length>\\n<runner source>`` from fd 0 (unbuffered, so
-#: the bootstrap line after it stays for the runner) and run it as ``__main__``.
-LOADER = """\
+#: Where the runner's input comes from: a FIFO in the container's private tmpfs. Not the
+#: container's stdin: podman closes that for good when the first client attached to it goes
+#: away (a worker that dies, or detaches before a pause), so no other worker could answer.
+INPUT_FIFO = "/tmp/.codemode-in"
+
+#: The container's command: make the FIFO, hold it open for reading and writing (so writers
+#: coming and going never look like an end of input) as fd 0, read ``<length>\\n<runner
+#: source>`` from it unbuffered (the bootstrap line after it stays for the runner) and run
+#: the runner as ``__main__``.
+LOADER = f"""\
 import os
+try:
+    os.mkfifo({INPUT_FIFO!r}, 0o600)
+except FileExistsError:
+    pass
+fd = os.open({INPUT_FIFO!r}, os.O_RDWR)
+os.dup2(fd, 0)
+os.close(fd)
 def take(n):
     b = b""
     while len(b) < n:
@@ -97,7 +111,25 @@ h = b""
 while not h.endswith(b"\\n"):
     h += take(1)
 src = take(int(h))
-exec(compile(src, "codemode-runner.py", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+exec(compile(src, "codemode-runner.py", "exec"), {{"__name__": "__main__", "__builtins__": __builtins__}})
+"""
+
+#: What a worker execs in the container to reach the runner: its stdin (the exec's attach
+#: stream) copied into the FIFO. It ends when the worker's connection does; the runner does not.
+RELAY = f"""\
+import os
+try:
+    os.mkfifo({INPUT_FIFO!r}, 0o600)
+except FileExistsError:
+    pass
+fd = os.open({INPUT_FIFO!r}, os.O_WRONLY)
+while True:
+    data = os.read(0, 1 << 16)
+    if not data:
+        break
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 """
 
 #: Every container this runtime makes carries these labels (``sweep`` finds them by the first).
@@ -127,17 +159,22 @@ class DockerSettingsError(ValueError):
 # -- the attach stream ----------------------------------------------------------------------
 
 
-class _Attachment:
-    """One attach connection to a container's stdio: Docker's multiplexed frames (a
-    stream byte, three zero bytes, a big-endian length) in, raw bytes out.
+class _Connection:
+    """One hijacked connection to the engine: a container's attach stream (Docker's
+    multiplexed frames in: a stream byte, three zero bytes, a big-endian length) or an exec's
+    stdin (raw bytes out).
 
     On a plain socket (a unix socket, TCP without TLS) it runs on the event loop; any other
     transport the SDK hands back (TLS, SSH) is read by a thread."""
 
-    def __init__(self, sock: Any, on_stdout: Callable[[str], None], on_stderr: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        sock: Any,
+        on_stdout: Callable[[str], None] | None = None,
+        on_stderr: Callable[[str], None] | None = None,
+    ) -> None:
         self.sdk_socket = sock  # keeps the SDK's response (and so the connection) alive
-        raw = getattr(sock, "_sock", sock)
-        self.raw = raw
+        self.raw = getattr(sock, "_sock", sock)
         self.on_stdout = on_stdout
         self.on_stderr = on_stderr
         self._decoders = {1: codecs.getincrementaldecoder("utf-8")("replace"), 2: codecs.getincrementaldecoder("utf-8")("replace")}
@@ -157,11 +194,12 @@ class _Attachment:
 
     def _deliver(self, stream: int, data: bytes) -> None:
         decoder = self._decoders.get(stream)
-        if decoder is None:
+        deliver = self.on_stdout if stream == 1 else self.on_stderr
+        if decoder is None or deliver is None:
             return
         text = decoder.decode(data)
         if text:
-            (self.on_stdout if stream == 1 else self.on_stderr)(text)
+            deliver(text)
 
     async def _read_async(self, reader: asyncio.StreamReader) -> None:
         try:
@@ -203,15 +241,18 @@ class _Attachment:
             await asyncio.to_thread(self.raw.sendall, data)
 
     async def close(self) -> None:
+        # shutdown() ends the connection even while the SDK's file object still references
+        # the socket (close() alone would then leave it open): the engine must see it go.
+        with contextlib.suppress(OSError):
+            self.raw.shutdown(socket.SHUT_RDWR)
         if self._writer is not None:
             self._writer.close()
             with contextlib.suppress(Exception):
                 await self._writer.wait_closed()
-        else:
-            with contextlib.suppress(Exception):
-                self.raw.shutdown(socket.SHUT_RDWR)
-            with contextlib.suppress(Exception):
-                self.raw.close()
+        with contextlib.suppress(Exception):
+            self.raw.close()
+        with contextlib.suppress(Exception):
+            self.sdk_socket.close()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -242,7 +283,8 @@ class _DockerRun(RunnerDriver):
         self.stdout_before = stdout_before
         self.container_id = ""
         self.pid = 0
-        self.attachment: _Attachment | None = None
+        self.output_stream: _Connection | None = None  # the container's attach stream
+        self.relay: _Connection | None = None  # stdin of the relay exec'd into it
         self.channel: CommandChannel = CommandChannel(on_output=self._on_output)
         self.ended = asyncio.Event()  # the attach stream ended (and we learnt why)
         self.exit: dict[str, Any] | None = None  # the container's final State
@@ -280,8 +322,8 @@ class _DockerRun(RunnerDriver):
             determinism=determinism,
             output_marks=True,
         )
-        assert self.attachment is not None
-        await self.attachment.write(b"%d\n" % len(_RUNNER_SOURCE) + _RUNNER_SOURCE)
+        assert self.relay is not None
+        await self.relay.write(b"%d\n" % len(_RUNNER_SOURCE) + _RUNNER_SOURCE)
         await self.channel.send(boot.model_dump(mode="json"), fresh_line=False)
         await self.expect_ready(rt.startup_timeout, f"the runner in container {self.short}")
         if not self.pid:
@@ -292,23 +334,32 @@ class _DockerRun(RunnerDriver):
         return self.container_id[:12]
 
     async def attach(self) -> None:
+        """Connect to the container: its output (the runner's protocol on stdout, the code's
+        output on stderr) through the attach stream, and the runner's input through a relay
+        process exec'd into it."""
         rt = self.runtime
+        sock = await rt.call(rt.api.attach_socket, self.container_id, params={"stdout": 1, "stderr": 1, "stream": 1})
+        output = _Connection(sock, self.channel.feed_stdout, self.channel.feed_stderr)
+        await output.open()
         try:
-            sock = await rt.call(
-                rt.api.attach_socket, self.container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
-            )
-        except SandboxError:
+            exec_id = (
+                await rt.call(
+                    rt.api.exec_create, self.container_id, [rt.python, "-s", "-c", RELAY], stdin=True, stdout=False, stderr=False
+                )
+            )["Id"]
+            relay = _Connection(await rt.call(rt.api.exec_start, exec_id, socket=True))
+            await relay.open()
+        except BaseException:
+            await output.close()
             raise
-        attachment = _Attachment(sock, self.channel.feed_stdout, self.channel.feed_stderr)
-        await attachment.open()
-        self.attachment = attachment
+        self.output_stream, self.relay = output, relay
         self.attached = True
         self.ended.clear()
         self.exit, self.lost = None, None
-        self.channel.bind(attachment.write)
-        self._watcher = asyncio.create_task(self._watch(attachment))
+        self.channel.bind(relay.write)
+        self._watcher = asyncio.create_task(self._watch(output))
 
-    async def _watch(self, attachment: _Attachment) -> None:
+    async def _watch(self, attachment: _Connection) -> None:
         """Learn how the attach stream ended: the container exited, or the stream dropped."""
         try:
             await attachment.closed.wait()
@@ -328,16 +379,19 @@ class _DockerRun(RunnerDriver):
         self.channel.sandbox_exited()
 
     async def detach(self) -> None:
-        """Stop receiving the runner's events; the container keeps running (or waiting)."""
-        attachment, self.attachment = self.attachment, None
+        """Stop receiving the runner's events and close the relay; the container keeps running
+        (or waiting)."""
+        output, relay = self.output_stream, self.relay
+        self.output_stream = self.relay = None
         self.attached = False
         if self._watcher is not None:
             self._watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._watcher
             self._watcher = None
-        if attachment is not None:
-            await attachment.close()
+        for connection in (relay, output):
+            if connection is not None:
+                await connection.close()
 
     # -- restore ------------------------------------------------------------------------
 
@@ -697,7 +751,6 @@ class DockerRuntime(CodeRuntime):
             self.api.create_container,
             self.image,
             command=[self.python, "-s", "-c", LOADER],
-            stdin_open=True,
             user=self.user,
             environment=env,
             working_dir=WORKDIR,
