@@ -472,6 +472,8 @@ class _DockerRun(RunnerDriver):
         return self.sink
 
     async def wait_output(self, timeout: float) -> None:
+        if self.done and self.channel.marks_arrive:
+            return  # the final message waited for its output mark: everything printed is here
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self.ended.wait(), timeout)
 
@@ -533,10 +535,7 @@ class _DockerRun(RunnerDriver):
         try:
             await self.detach()
             if not keep and self.owned and self.container_id:
-                try:
-                    await self.runtime.remove_container(self.container_id)
-                except SandboxError as exc:  # close() runs in finally blocks: never mask the cause
-                    log.warning("%s", exc)
+                self.runtime.remove_later(self.container_id)
         finally:
             self.runtime._live.discard(self)
 
@@ -602,6 +601,7 @@ class DockerRuntime(CodeRuntime):
     :param init: run an init process as pid 1 (Docker's ``--init``; podman's catatonit).
     :param labels: extra labels on every container (``codemode=1`` is always set).
     :param sync_timeout: seconds a re-attached runner has to say where it is.
+    :param api_version: the Docker API version to speak (``"auto"`` asks the engine).
     """
 
     name = "docker"
@@ -637,6 +637,7 @@ class DockerRuntime(CodeRuntime):
         kill_grace: float = 1.0,
         sync_timeout: float = 10.0,
         timeout: float = 60.0,
+        api_version: str = "1.41",
     ) -> None:
         image = image or os.environ.get("CODEMODE_DOCKER_IMAGE")
         if not image:
@@ -647,10 +648,12 @@ class DockerRuntime(CodeRuntime):
         self.image = image
         self.base_url = base_url or os.environ.get("DOCKER_HOST")
         try:
+            # A fixed API version: negotiating it asks the engine for /version, which podman
+            # answers in 0.6-1.6 s here. 1.41 is what podman serves; Docker serves it too.
             self.client = (
-                docker.DockerClient(base_url=self.base_url, timeout=int(timeout))
+                docker.DockerClient(base_url=self.base_url, timeout=int(timeout), version=api_version)
                 if self.base_url
-                else docker.from_env(timeout=int(timeout))
+                else docker.from_env(timeout=int(timeout), version=api_version)
             )
         except DockerException as exc:
             raise DockerSettingsError(
@@ -672,6 +675,7 @@ class DockerRuntime(CodeRuntime):
         self.kill_grace = kill_grace
         self.sync_timeout = sync_timeout
         self._live: set[_DockerRun] = set()
+        self._removals: set[asyncio.Task[None]] = set()
 
     # -- engine calls -------------------------------------------------------------------
 
@@ -779,6 +783,19 @@ class DockerRuntime(CodeRuntime):
             except (DockerException, OSError) as exc:
                 raise SandboxError(f"cannot remove container {container_id[:12]}: {exc}") from exc
         return True
+
+    def remove_later(self, container_id: str) -> None:
+        """Remove a container off the step's critical path (``aclose`` waits for it; a worker
+        killed before it happens leaves it to ``sweep``)."""
+        task = asyncio.get_running_loop().create_task(self._remove_quietly(container_id))
+        self._removals.add(task)
+        task.add_done_callback(self._removals.discard)
+
+    async def _remove_quietly(self, container_id: str) -> None:
+        try:
+            await self.remove_container(container_id)
+        except SandboxError as exc:  # the sweep gets it later
+            log.warning("%s", exc)
 
     async def disconnect_all(self, container_id: str) -> None:
         """Disconnect the container from every network and verify none is left."""
@@ -931,6 +948,8 @@ class DockerRuntime(CodeRuntime):
         checkpoint is current (they are only detached)."""
         for run in list(self._live):
             await run.close()
+        while self._removals:
+            await asyncio.gather(*list(self._removals), return_exceptions=True)
         with contextlib.suppress(Exception):
             self.client.close()
 
