@@ -17,8 +17,6 @@ from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
     WorkflowHandle,
-    WorkflowQueryFailedError,
-    WorkflowQueryRejectedError,
 )
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -29,11 +27,11 @@ from worker.client import DEFAULT_ADDRESS, connect
 from worker.codec_server import DEFAULT_PORT as DEFAULT_CODEC_PORT
 from worker.codec_server import CodecServer
 from worker.converter import default_store
+from worker.executions import QUERY_TIMEOUT, query_status  # noqa: F401 (the commands import them from here)
 from worker.server import EmbeddedServer, ServerStartError, default_db_path, server_answers
-from workflows.models import TASK_QUEUE, ExecutionOutcome, ExecutionStatus
+from workflows.models import TASK_QUEUE, ExecutionOutcome
 
 EXIT_OK, EXIT_CODE_ERROR, EXIT_USAGE, EXIT_AWAITING_APPROVAL = 0, 1, 2, 3
-QUERY_TIMEOUT = timedelta(seconds=5)
 
 
 #: How Temporal closed an execution, in our state words, for the closings the workflow may not
@@ -235,16 +233,6 @@ async def existing_handle(client: Client, execution_id: str) -> tuple[WorkflowHa
         if err.status == RPCStatusCode.NOT_FOUND:
             raise Fail(f"no execution {execution_id!r} at {client.service_client.config.target_host}") from None
         raise
-
-
-async def query_status(handle: WorkflowHandle[Any, Any], since: int | None = None) -> ExecutionStatus | None:
-    """The workflow's status query (the calls from index ``since``, or the latest page), or
-    None when no worker answers in time."""
-    args = [] if since is None else [since]
-    try:
-        return await handle.query("status", *args, result_type=ExecutionStatus, rpc_timeout=QUERY_TIMEOUT)
-    except (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError):
-        return None
 
 
 def os_user() -> str:
