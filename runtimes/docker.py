@@ -4,12 +4,17 @@ Any engine that serves the Docker API works (Docker, or podman's ``podman system
 service``), named by ``DOCKER_HOST`` or ``base_url``; any image whose ``python3`` (on its
 PATH, 3.9 or newer) runs our standard-library runner (``runtimes/sandbox/runner.py``, the
 python and e2b runtimes' runner). Nothing is baked into the image: the container's command
-is a few lines of loader that read the runner's source from stdin, then the runner reads
-its bootstrap (the code, its inputs, the tool stubs) from stdin too. Tool calls travel as
-JSON lines over the container's stdio through the engine's attach stream (Docker's
-multiplexed frames; stdout and stderr arrive unordered, so the runner marks its output,
-``runtimes/transports/command.py``). No credential, no host address and no host
-environment variable enters the container.
+is a few lines of loader (``LOADER``) that make a FIFO in the container's private ``/tmp``,
+read the runner's source from it, and run it; the runner then reads its bootstrap (the code,
+its inputs, the tool stubs) and its answers from the same FIFO. A worker writes into the FIFO
+through a relay it execs into the container (``RELAY``), one per attachment: not through the
+container's stdin, which podman closes for good when the first client attached to it goes
+away (a worker that dies), so no other worker could answer. The runner's messages and the
+code's output come back through the engine's attach stream (Docker's multiplexed frames;
+stdout and stderr arrive unordered, so the runner marks its output,
+``runtimes/transports/command.py``). No credential, no host address and no host environment
+variable enters the container. The code can write into the FIFO too (same uid): it can only
+confuse itself, as with any protocol input; the host validates everything it receives.
 
 Hardened defaults: no network (``network_mode="none"``), a read-only root filesystem with
 size-capped tmpfs for ``/tmp`` and the work directory ``/sandbox``, every capability

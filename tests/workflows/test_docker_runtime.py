@@ -172,3 +172,29 @@ async def test_python_refuses_the_ratchet_in_band(client, worker, task_queue) ->
     outcome = await asyncio.wait_for(handle.result(), 60)
     assert not outcome.success and outcome.error is not None
     assert outcome.error.kind == "capability" and "ratchet" in outcome.error.message
+
+
+async def test_cli_runs_code_in_a_container_with_a_read_only_mount(temporal_address, podman, tmp_path) -> None:
+    import os
+
+    from tests.cli.runner import base_env, codemode
+
+    skills = tmp_path / "skills"
+    skills.mkdir()
+    (skills / "hello.txt").write_text("hello from the host\n")
+    os.chmod(tmp_path, 0o755)
+    code = tmp_path / "code.py"
+    code.write_text("print(open('/skills/hello.txt').read().strip())\nbest = lookup('Tokyo')\nbest['city']\n")
+    env = base_env(
+        TEMPORAL_ADDRESS=temporal_address,
+        CODEMODE_TASK_QUEUE=f"cli-docker-{uuid.uuid4().hex[:6]}",
+        CODEMODE_DATA_DIR=os.environ["CODEMODE_DATA_DIR"],
+        DOCKER_HOST=podman.url,
+    )
+    args = ["run", str(code), "--tools", TOOLS_MODULE, "--runtime", "docker", "--image", IMAGE]
+    result = await codemode(*args, "--mount", f"{skills}:/skills", env=env)
+    assert result.rc == 0, result
+    assert "hello from the host" in result.out and '"Tokyo"' in result.out
+    assert "✓ completed" in result.err
+    bad = await codemode(*args, "--mount", f"{tmp_path / 'nowhere'}:/skills", env=env)
+    assert bad.rc != 0 and "does not exist" in bad.err
