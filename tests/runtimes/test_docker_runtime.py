@@ -34,7 +34,6 @@ from runtimes import (
 )
 from runtimes.checkpoint import read_header
 from runtimes.docker import DockerRuntime, DockerSettingsError
-from runtimes.python import PythonRuntime
 from tests.docker_engine import IMAGE, codemode_containers, engine
 
 from .conftest import docker_runtime
@@ -351,15 +350,6 @@ async def test_read_only_mounts_are_readable_not_writable(rt: DockerRuntime, tmp
     options = SandboxOptions(mounts={str(skills): "/skills"})
     expected = ["# How to file a report\n", ["SKILL.md"], 30, 30]  # EROFS
     assert await value(rt, code, options=options) == expected
-    python = PythonRuntime()
-    try:
-        assert await value(python, code, options=options) == expected  # type: ignore[arg-type]
-        with pytest.raises(CapabilityError, match="does not exist"):
-            await python.execute("1", functions={}, options=SandboxOptions(mounts={str(tmp_path / "no"): "/x"}))
-        with pytest.raises(CapabilityError, match="ratchet"):
-            await python.execute("1", functions={}, options=SandboxOptions(network="ratchet"))
-    finally:
-        await python.aclose()
     with pytest.raises(CapabilityError, match="does not exist"):
         await rt.execute("1", functions={}, options=SandboxOptions(mounts={str(tmp_path / "no"): "/x"}))
     with pytest.raises(CapabilityError, match="cannot install packages"):
