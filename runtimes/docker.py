@@ -55,7 +55,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -149,8 +149,8 @@ DOCKER_CONSTRAINTS = CodeConstraints(
     additional_instructions=(
         "This is real CPython in a container: the standard library and the packages installed in the image "
         "import normally; the root filesystem is read-only, /tmp and the working directory are private and "
-        "small; there is no network. Randomness is seeded per execution; call a tool when you need the real "
-        "current time."
+        "small; there is no network unless the execution asks for it. Randomness is seeded per execution; call "
+        "a tool when you need the real current time."
     )
 )
 
@@ -487,6 +487,9 @@ class _DockerRun(RunnerDriver):
         tail = self.sink.tail()
         if self.exit is None:
             return SandboxError(f"lost the connection to the runner in container {self.short}: {self.lost}")
+        if self.exit.get("Status") == "removed" and not self.timed_out:
+            # Not the code's doing: the step fails, and the next one replays in a fresh container.
+            return SandboxError(f"container {self.short} was removed while the code ran")
         code = int(self.exit.get("ExitCode") or 0)
         if not self.ready:
             return SandboxError(
@@ -607,6 +610,8 @@ class DockerRuntime(CodeRuntime):
     :param labels: extra labels on every container (``codemode=1`` is always set).
     :param sync_timeout: seconds a re-attached runner has to say where it is.
     :param api_version: the Docker API version to speak (``"auto"`` asks the engine).
+    :param image_packages: packages the image has that the code may import (``pandas``...),
+        named in the prompt so a model knows it can use them.
     """
 
     name = "docker"
@@ -643,6 +648,7 @@ class DockerRuntime(CodeRuntime):
         sync_timeout: float = 10.0,
         timeout: float = 60.0,
         api_version: str = "1.41",
+        image_packages: Sequence[str] = (),
     ) -> None:
         image = image or os.environ.get("CODEMODE_DOCKER_IMAGE")
         if not image:
@@ -679,6 +685,11 @@ class DockerRuntime(CodeRuntime):
         self.startup_timeout = startup_timeout
         self.kill_grace = kill_grace
         self.sync_timeout = sync_timeout
+        if image_packages:
+            extra = f" The image has these packages installed: {', '.join(image_packages)}."
+            self.constraints = DOCKER_CONSTRAINTS.model_copy(
+                update={"additional_instructions": DOCKER_CONSTRAINTS.additional_instructions + extra}
+            )
         self._live: set[_DockerRun] = set()
         self._removals: set[asyncio.Task[None]] = set()
 

@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 #: Two settings podman needs on these machines (root lacks CAP_SYS_RESOURCE, cgroups are
 #: hybrid): see shared/research/sandboxes-docker-pyodide.md.
@@ -106,6 +107,14 @@ def _build_rootfs(tarball: Path, *, log: bool) -> None:
         print(f"built the rootfs in {time.monotonic() - began:.0f} s: {tarball}", file=sys.stderr)
 
 
+def client(url: str, timeout: int = 60) -> Any:
+    """A Docker SDK client of the engine at ``url``, speaking API 1.41 (what podman serves):
+    negotiating the version asks podman for /version, which takes 0.6-1.6 s here."""
+    import docker
+
+    return docker.DockerClient(base_url=url, timeout=timeout, version="1.41")
+
+
 class PodmanService:
     """``podman system service`` on a private unix socket (the Docker API, v1.41)."""
 
@@ -127,15 +136,13 @@ class PodmanService:
             start_new_session=True,
         )
         log.close()
-        import docker
-
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"podman system service exited: {(self.dir / 'service.log').read_text()[-2000:]}")
             if self.socket.exists():
                 try:
-                    docker.DockerClient(base_url=self.url, timeout=5).ping()
+                    client(self.url, timeout=5).ping()
                     return self
                 except Exception:
                     pass
@@ -209,29 +216,27 @@ def stop_engine() -> None:
 
 def codemode_containers() -> list[dict[str, object]]:
     """Every container the docker runtime made on the session's engine (any state)."""
-    import docker
-
     assert _SERVICE is not None
-    client = docker.DockerClient(base_url=_SERVICE.url)
+    engine_client = client(_SERVICE.url)
     try:
-        return client.api.containers(all=True, filters={"label": "codemode=1"})
+        return engine_client.api.containers(all=True, filters={"label": "codemode=1"})
     finally:
-        client.close()
+        engine_client.close()
 
 
 def remove_containers(ids: list[str]) -> None:
     import docker
 
     assert _SERVICE is not None
-    client = docker.DockerClient(base_url=_SERVICE.url)
+    engine_client = client(_SERVICE.url)
     try:
         for cid in ids:
             try:
-                client.api.remove_container(cid, force=True)
+                engine_client.api.remove_container(cid, force=True)
             except docker.errors.NotFound:
                 pass
     finally:
-        client.close()
+        engine_client.close()
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ from collections.abc import AsyncIterator, Awaitable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-import docker
 import pytest
 
 from runtimes import (
@@ -35,6 +34,7 @@ from runtimes import (
 from runtimes.checkpoint import read_header
 from runtimes.docker import DockerRuntime, DockerSettingsError
 from tests.docker_engine import IMAGE, codemode_containers, engine
+from tests.docker_engine import client as engine_client
 
 from .conftest import docker_runtime
 
@@ -147,7 +147,7 @@ async def test_a_kept_handle_goes_on_after_dump(rt: DockerRuntime) -> None:
 async def test_a_removed_container_is_refused_and_discard_is_idempotent(rt: DockerRuntime) -> None:
     execution, _, blob = await first_call(rt)
     await execution.close()
-    client = docker.DockerClient(base_url=engine().url)
+    client = engine_client(engine().url)
     client.api.remove_container(container_of(blob), force=True)
     client.close()
     other = docker_runtime()
@@ -172,6 +172,8 @@ async def test_settings_errors_are_clear(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv("DOCKER_HOST", engine().url)
     rt = get_runtime("docker")  # what a worker builds from its environment
     assert isinstance(rt, DockerRuntime) and rt.image == IMAGE
+    prompt = DockerRuntime(image=IMAGE, base_url=engine().url, image_packages=["pandas", "numpy"]).prompt(TOOLS)
+    assert "installed: pandas, numpy" in prompt and "def get(i: int) -> int" in prompt
     missing = DockerRuntime(image="localhost/no-such-image:1", base_url=engine().url)
     with pytest.raises(Exception, match="no-such-image"):
         await missing.execute("1", functions={})
@@ -279,7 +281,7 @@ async def test_fork_bomb_and_memory_bomb_end_the_run_not_the_worker() -> None:
 @pytest.fixture(scope="module")
 def probe_network() -> Iterator[tuple[str, str]]:
     """An internal network (no route off this machine) with a TCP listener on it: (network, ip)."""
-    client = docker.DockerClient(base_url=engine().url)
+    client = engine_client(engine().url)
     name = f"codemode-test-{uuid.uuid4().hex[:8]}"
     network = client.networks.create(name, driver="bridge", internal=True)
     listener = (

@@ -12,12 +12,12 @@ import signal
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
-import docker
 import pytest
 
 from activities import ToolRegistry
 from runtimes.docker import DockerRuntime
 from tests.docker_engine import IMAGE, PodmanService, codemode_containers, engine
+from tests.docker_engine import client as engine_client
 from worker import display
 from worker.client import start_execution
 from worker.history import fetch_audit
@@ -43,10 +43,6 @@ async def podman() -> AsyncIterator[PodmanService]:
             return
         await asyncio.sleep(0.1)
     raise AssertionError(f"containers left: {[(c['Id'][:12], c.get('State')) for c in left]}")
-
-
-def docker_client(service: PodmanService) -> docker.DockerClient:
-    return docker.DockerClient(base_url=service.url)
 
 
 async def test_parked_run_pauses_its_container_and_another_worker_continues_it(
@@ -91,9 +87,9 @@ async def test_container_removed_while_parked_is_rebuilt_by_replay(client, task_
         handle = await start_execution(client, CodeExecutionRequest(code=CODE, runtime="docker"), task_queue=task_queue)
         await wait_for_state(handle, "awaiting_approval", timeout=60)
         (parked,) = codemode_containers()
-        engine_client = docker_client(podman)
-        engine_client.api.remove_container(parked["Id"], force=True)  # reaped, pruned, removed by someone
-        engine_client.close()
+        docker = engine_client(podman.url)
+        docker.api.remove_container(parked["Id"], force=True)  # reaped, pruned, removed by someone
+        docker.close()
         await handle.signal("approve", ApproveSignal(call_id="2", by="ana"))
         outcome = await asyncio.wait_for(handle.result(), 120)
     assert outcome.success, outcome.error
@@ -110,14 +106,14 @@ def probe_network(podman: PodmanService) -> Iterator[tuple[str, str]]:
     """An internal network (no route off this machine) with a TCP listener: (network, ip)."""
     import time
 
-    engine_client = docker_client(podman)
+    docker = engine_client(podman.url)
     name = f"codemode-test-{uuid.uuid4().hex[:8]}"
-    network = engine_client.networks.create(name, driver="bridge", internal=True)
+    network = docker.networks.create(name, driver="bridge", internal=True)
     listener = (
         "import socket\ns = socket.socket()\ns.bind(('0.0.0.0', 8000))\ns.listen()\nprint('ready', flush=True)\n"
         "while True:\n    s.accept()[0].close()\n"
     )
-    server = engine_client.containers.run(
+    server = docker.containers.run(
         IMAGE, ["python3", "-c", listener], detach=True, network=name, labels={"codemode-test": "1"}
     )
     try:
@@ -130,7 +126,7 @@ def probe_network(podman: PodmanService) -> Iterator[tuple[str, str]]:
     finally:
         server.remove(force=True)
         network.remove()
-        engine_client.close()
+        docker.close()
 
 
 async def test_the_ratchet_cuts_the_network_before_a_private_result_and_the_audit_says_so(
