@@ -59,6 +59,7 @@ async def wait_for_outcome(
     its ``ExecutionStatus`` (state ``awaiting_approval``, the pending calls) instead, and keeps
     waiting durably on the server. ``on_status`` sees each status polled meanwhile (progress)."""
     result = asyncio.ensure_future(handle.result())
+    asking: asyncio.Future[ExecutionStatus | None] | None = None
     try:
         while True:
             done, _ = await asyncio.wait({result}, timeout=poll_seconds)
@@ -66,7 +67,13 @@ async def wait_for_outcome(
                 return result.result()
             if not until_parked and on_status is None:
                 continue
-            status = await query_status(handle)
+            # Ask for the status while still waiting for the result: an outcome that arrives
+            # meanwhile is returned at once, not after the query's round trip to the worker.
+            asking = asyncio.ensure_future(query_status(handle))
+            done, _ = await asyncio.wait({result, asking}, return_when=asyncio.FIRST_COMPLETED)
+            if result in done:
+                return result.result()
+            status = await asking
             if status is None:
                 continue
             if on_status is not None:
@@ -76,8 +83,9 @@ async def wait_for_outcome(
             if until_parked and status.state == "awaiting_approval" and status.pending_approvals:
                 return status
     finally:
-        if not result.done():
-            result.cancel()
+        for pending in (result, asking):
+            if pending is not None and not pending.done():
+                pending.cancel()
 
 
 async def send_decision(

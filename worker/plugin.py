@@ -266,6 +266,11 @@ async def _sweep_orphans(sandbox: SandboxActivities) -> None:
         await asyncio.sleep(ORPHAN_SWEEP_SECONDS)
 
 
+#: Our modules that workflow code may import but that hold no workflow state: imported once
+#: from the host, not again inside every workflow run's sandbox (the workflows/ modules are).
+PASSTHROUGH_MODULES = ("runtimes", "activities", "integrations")
+
+
 def _workflow_runner(existing: WorkflowRunner | None) -> WorkflowRunner:
     """Our sandboxed runner, keeping the restrictions other plugins set on the sandbox (e.g.
     pydantic-ai's passthrough modules); an unsandboxed runner chosen by the application stays."""
@@ -273,7 +278,8 @@ def _workflow_runner(existing: WorkflowRunner | None) -> WorkflowRunner:
         return existing
     if existing is None or type(existing) is SandboxedWorkflowRunner:
         base = existing or SandboxedWorkflowRunner()
-        return CodeModeWorkflowRunner(restrictions=base.restrictions, runner_class=base.runner_class)
+        restrictions = base.restrictions.with_passthrough_modules(*PASSTHROUGH_MODULES)
+        return CodeModeWorkflowRunner(restrictions=restrictions, runner_class=base.runner_class)
     return existing
 
 

@@ -24,6 +24,7 @@ from people: the model has no tool to decide them.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import timedelta
@@ -36,6 +37,7 @@ from pydantic_ai.toolsets import FunctionToolset
 from temporalio import workflow
 
 from runtimes import ExecutionLimits, code_mode_prompt
+from workflows.child import execute_code
 from workflows.models import TASK_QUEUE, ApprovalRecord, CodeExecutionRequest, ExecutionOutcome, ExecutionStatus
 
 from .returns import RunCodeReturn, run_code_return
@@ -67,8 +69,8 @@ class DurableCodeMode(AbstractCapability[Any]):
     :param client: a Temporal client made with ``worker.client.connect()`` or with
         ``CodeModePlugin`` on it (default: one for ``TEMPORAL_ADDRESS``, made on first use).
         Not used inside a workflow.
-    :param task_queue: where the executions run (default ``codemode``; inside a workflow, the
-        agent workflow's own queue).
+    :param task_queue: where the executions run (default ``CODEMODE_TASK_QUEUE`` or ``codemode``;
+        inside a workflow, the agent workflow's own queue).
     :param runtime: the sandbox (``monty``, ``python``, ``e2b``...).
     :param limits: time, memory, tool calls and output per execution.
     :param wait_for_approval: outside a workflow, wait for a person's decision inside the tool
@@ -125,6 +127,7 @@ class DurableCodeMode(AbstractCapability[Any]):
                 # Runs in workflow code under Temporal durability (a child workflow is started
                 # there, not in an activity); the code argument in pydantic-ai-harness's terms.
                 metadata={"code_arg_name": "code", "temporal": False},
+                include_return_schema=False,
             )
             self._toolset = FunctionToolset([tool], id=f"durable-code-mode-{self.name}")
         return self._toolset
@@ -148,8 +151,6 @@ class DurableCodeMode(AbstractCapability[Any]):
         return await self._run_from_client(code)
 
     async def _run_in_workflow(self, ctx: RunContext[Any], code: str) -> RunCodeReturn:
-        from workflows.child import execute_code
-
         outcome = await execute_code(
             self.request(code),
             id=child_execution_id(workflow.info().workflow_id, self.name, ctx),
@@ -162,7 +163,11 @@ class DurableCodeMode(AbstractCapability[Any]):
         from worker.executions import wait_for_outcome
 
         client = await self.get_client()
-        handle = await start_execution(client, self.request(code), task_queue=self.task_queue or TASK_QUEUE)
+        handle = await start_execution(
+            client,
+            self.request(code),
+            task_queue=self.task_queue or os.environ.get("CODEMODE_TASK_QUEUE") or TASK_QUEUE,
+        )
         got = await wait_for_outcome(handle, until_parked=not self.wait_for_approval)
         if isinstance(got, ExecutionStatus):
             raise CallDeferred(
