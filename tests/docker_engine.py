@@ -25,12 +25,14 @@ from pathlib import Path
 from typing import Any
 
 #: Two settings podman needs on these machines (root lacks CAP_SYS_RESOURCE, cgroups are
-#: hybrid): see shared/research/sandboxes-docker-pyodide.md.
+#: hybrid): see shared/research/sandboxes-docker-pyodide.md. And one it does not: each exec
+#: (the runtime's relay) otherwise leaves its conmon waiting 300 s for an API client.
 CONTAINERS_CONF = """\
 [containers]
 default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]
 [engine]
 runtime = "runc"
+exit_command_delay = 5
 """
 
 SUITE = "bookworm"
