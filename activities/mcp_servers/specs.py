@@ -204,7 +204,7 @@ def build_specs(
             timeout=timedelta(seconds=policy.timeout),
             non_retryable=non_retryable,
             name=cid,
-            private=policy.private,
+            private_data=policy.private,
         )
         spec = McpToolSpec(
             name=cid,

@@ -125,7 +125,7 @@ def test_configuration_overrides_and_only_tightens() -> None:
     assert got["read"].options.requires_approval and got["note"].options.requires_approval  # server: always
     delete = got["delete"]
     assert not delete.options.requires_approval and not delete.idempotent  # the tool's own settings win
-    assert (delete.options.max_attempts, delete.options.timeout.total_seconds(), delete.options.private) == (
+    assert (delete.options.max_attempts, delete.options.timeout.total_seconds(), delete.options.private_data) == (
         5,
         5.0,
         True,

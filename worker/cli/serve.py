@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import os
 import signal
 from typing import TYPE_CHECKING, Any
 
@@ -143,8 +144,18 @@ async def _serve_worker(
 @address_option
 @task_queue_option
 @metrics_option
-def worker(tools_module: str | None, mcp_config: str | None, address: str, task_queue: str, metrics: str | None) -> int:
+@click.option(
+    "--image",
+    envvar="CODEMODE_DOCKER_IMAGE",
+    show_envvar=True,
+    help="The image the docker runtime runs code in (any image with python3 >= 3.9).",
+)
+def worker(
+    tools_module: str | None, mcp_config: str | None, address: str, task_queue: str, metrics: str | None, image: str | None
+) -> int:
     """Run a worker for the workflow, the sandbox steps and the tools, until Ctrl-C."""
+    if image:
+        os.environ["CODEMODE_DOCKER_IMAGE"] = image
     registry = load_tools(tools_module) if require_tools(tools_module, mcp_config) else None
     config = load_mcp_config_file(mcp_config)
     return asyncio.run(_worker(registry, config, address, task_queue, metrics))

@@ -68,6 +68,6 @@ def _policy(spec: ToolSpec) -> str:
     policy = [limits]
     if opts.requires_approval:
         policy.insert(0, "requires approval")
-    if opts.private:
+    if opts.private_data:
         policy.append("private data")
     return ", ".join(policy)
