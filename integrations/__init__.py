@@ -1,6 +1,5 @@
-"""The doors agents come through, above the engine (runtimes <- activities <- workflows <-
-worker <- integrations): ``mcp_server/`` serves durable code mode to any MCP client.
-
-Each integration brings optional dependencies (an extra in ``pyproject.toml``) and imports
-them lazily, so the engine and its CLI run without them. Nothing below imports this layer.
-"""
+"""The doors agents come through: the pydantic-ai capability (``integrations.pydantic_ai``)
+and the MCP server front (``integrations.mcp_server``, the ``codemode mcp`` command). The top
+layer: it imports the engine below it, nothing imports it, and each integration's own
+dependency is an optional extra imported only when that integration is
+(``pip install -e '.[pydantic-ai]'``, ``'.[mcp]'``)."""
