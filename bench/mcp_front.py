@@ -39,7 +39,7 @@ from integrations.mcp_server.backend import BackendSlot  # noqa: E402
 from integrations.mcp_server.catalog import STUBS_IN_DESCRIPTION_MAX, ToolCatalog  # noqa: E402
 from integrations.mcp_server.executions import Executions  # noqa: E402
 from integrations.mcp_server.server import build_server  # noqa: E402
-from tests.integrations.mcp_server.catalog_tools import generated_signatures  # noqa: E402
+from tests.integrations.mcp_server.catalogs import generated_signatures  # noqa: E402
 from worker.cli.run import Follower  # noqa: E402
 from worker.client import start_execution  # noqa: E402
 from worker.server import start_local_environment  # noqa: E402

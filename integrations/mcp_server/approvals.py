@@ -28,11 +28,10 @@ from mcp.server.mcpserver import Context
 from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
 from mcp_types.version import is_version_at_least
 from pydantic import BaseModel, Field
-from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError
-from temporalio.service import RPCError
+from temporalio.client import WorkflowHandle
 
-from worker.cli.decide import UPDATE_TIMEOUT
-from workflows.models import ApproveSignal, Decision, DenySignal, PendingApproval
+from worker.executions import DecisionRefused, send_decision
+from workflows.models import PendingApproval
 
 log = logging.getLogger(__name__)
 
@@ -177,23 +176,14 @@ def _answer(result: ElicitResult) -> Answer | None:
 async def apply(
     handle: WorkflowHandle[Any, Any], call_id: str, answer: Answer, by: str, *, worker_up: bool = True
 ) -> bool:
-    """Record the decision: the ``decide`` Update when a worker is up (it says at once whether
-    the decision landed), else the signal, which the server keeps until a worker is back.
-    False when the call was no longer waiting (decided meanwhile, from a terminal or the web
-    UI). Raises ``RPCError`` when Temporal itself is unreachable."""
-    decision = Decision(call_id=call_id, approve=answer.approve, by=by, comment=answer.comment)
+    """Record the decision as a person's (``worker.executions.send_decision``): the ``decide``
+    Update when a worker is up (it says at once whether the decision landed), else the signal,
+    which the server keeps until a worker is back. False when the call was no longer waiting
+    (decided meanwhile, from a terminal or the web UI). Raises ``RPCError`` when Temporal
+    itself is unreachable."""
     try:
-        if worker_up:
-            await handle.execute_update("decide", decision, rpc_timeout=UPDATE_TIMEOUT)
-            return True
-    except WorkflowUpdateFailedError as err:
-        log.info("call %s of %s was not decided here: %s", call_id, handle.id, err.cause or err)
+        await send_decision(handle, call_id, approve=answer.approve, by=by, comment=answer.comment, via_update=worker_up)
+    except DecisionRefused as err:
+        log.info("call %s of %s was not decided here: %s", call_id, handle.id, err)
         return False
-    except (WorkflowUpdateRPCTimeoutOrCancelledError, RPCError) as err:
-        # No worker took it in time (one died meanwhile): fall back to the signal.
-        log.info("decide Update for call %s of %s got no worker (%s): sending the signal", call_id, handle.id, err)
-    if answer.approve:
-        await handle.signal("approve", ApproveSignal(call_id=call_id, by=by, comment=answer.comment))
-    else:
-        await handle.signal("deny", DenySignal(call_id=call_id, by=by, reason=answer.comment))
     return True

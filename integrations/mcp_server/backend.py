@@ -11,6 +11,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 from temporalio.client import Client
 
@@ -38,8 +39,13 @@ class Backend:
 
 
 @contextlib.asynccontextmanager
-async def open_backend(address: str, registry: ToolRegistry, *, task_queue: str) -> AsyncIterator[Backend]:
-    """The client (and whatever this process must run itself), for as long as the block runs."""
+async def open_backend(
+    address: str, registry: ToolRegistry, *, task_queue: str, mcp: Any = None
+) -> AsyncIterator[Backend]:
+    """The client (and whatever this process must run itself), for as long as the block runs.
+    ``mcp``: the started MCP servers of ``--mcp-config`` (their tools are in ``registry``): the
+    worker of this process uses and closes them; when another worker serves the queue, they
+    were needed only to list their tools and are closed here."""
     from worker.worker import CodeModeWorker
 
     async with contextlib.AsyncExitStack() as stack:
@@ -60,7 +66,10 @@ async def open_backend(address: str, registry: ToolRegistry, *, task_queue: str)
             # Tool failures reach the model in the results; the worker's tracebacks are noise here.
             for name in ("temporalio.activity", "temporalio.workflow"):
                 logging.getLogger(name).setLevel(logging.ERROR)
-            await stack.enter_async_context(CodeModeWorker(client, registry, task_queue=task_queue).running())
+            worker = CodeModeWorker(client, registry, task_queue=task_queue, mcp=mcp)
+            await stack.enter_async_context(worker.running())
+        elif mcp is not None:
+            await mcp.aclose()
         yield Backend(client=client, address=address, task_queue=task_queue, ui_url=ui_url, own_worker=own_worker)
 
 
@@ -81,10 +90,12 @@ class BackendSlot:
     def ready(self) -> Backend | None:
         return self._future.result() if self._future.done() and not self._future.exception() else None
 
-    async def run(self, address: str, registry: ToolRegistry, *, task_queue: str, stop: asyncio.Event) -> None:
+    async def run(
+        self, address: str, registry: ToolRegistry, *, task_queue: str, stop: asyncio.Event, mcp: Any = None
+    ) -> None:
         """Open the backend, offer it until ``stop`` is set, then close it."""
         try:
-            async with open_backend(address, registry, task_queue=task_queue) as backend:
+            async with open_backend(address, registry, task_queue=task_queue, mcp=mcp) as backend:
                 self._future.set_result(backend)
                 await stop.wait()
         except BaseException as err:

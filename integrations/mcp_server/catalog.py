@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from activities.tools import ToolRegistry
-from runtimes import CodeRuntime, get_runtime
+from runtimes import code_mode_prompt, runtime_class
 from runtimes.signatures import ToolSignature, render_stubs
 
 from .search import ToolIndex
@@ -51,9 +51,13 @@ class ToolCatalog:
     ) -> None:
         self.runtime = runtime
         self.stubs_max = stubs_max
+        #: By tool name (a canonical id such as ``mcp:memory/read_graph`` for an MCP tool).
         self.signatures: dict[str, ToolSignature] = dict(signatures)
-        self.index = ToolIndex(self.signatures.values())
-        self._runtime: CodeRuntime = get_runtime(runtime)
+        #: By the name the code calls (``get_weather``, ``memory.read_graph``): what search
+        #: answers and get_schema takes.
+        self.by_code_name: dict[str, ToolSignature] = {s.code_name: s for s in self.signatures.values()}
+        self.index = ToolIndex(self.by_code_name.values())
+        self._constraints = runtime_class(runtime).constraints
 
     @classmethod
     def of(cls, registry: ToolRegistry, **options: Any) -> ToolCatalog:
@@ -71,13 +75,13 @@ class ToolCatalog:
 
     def execute_description(self) -> str:
         if self.lists_stubs:
-            return self._runtime.prompt(self.signatures).rstrip() + "\n\n" + _APPROVALS
+            return code_mode_prompt(self.runtime, self.signatures).rstrip() + "\n\n" + _APPROVALS
         return self._pointer() + "\n\n" + _APPROVALS
 
     def _pointer(self) -> str:
         """The runtime's prompt without its stubs, pointing at search and get_schema instead:
         a constant size whatever the number of tools."""
-        head = self._runtime.prompt({}).split("\n\nAvailable functions:", 1)[0].rstrip()
+        head = code_mode_prompt(self.runtime, {}).split("\n\nAvailable functions:", 1)[0].rstrip()
         head = head.replace("Call the functions below directly", "Call the host tools directly, as functions")
         head = head.replace("through the functions below", "through the host tools")
         lines = [
@@ -86,7 +90,7 @@ class ToolCatalog:
             f"There are {len(self)} host tools, too many to list here: find them with search(query) and "
             "read their exact stubs with get_schema([names]) before calling them.",
         ]
-        if any(s.is_async for s in self.signatures.values()) and self._runtime.constraints.supports_async:
+        if any(s.is_async for s in self.signatures.values()) and self._constraints.supports_async:
             lines.append(
                 "Stubs declared `async def` must be awaited; run independent calls concurrently with "
                 "`await asyncio.gather(...)` (top-level await is allowed)."
@@ -95,15 +99,29 @@ class ToolCatalog:
 
     def stubs(self, names: Iterable[str]) -> str:
         """The Python stubs of these tools (the definitions the code is type-checked against,
-        with their docstrings). Raises ``UnknownTools`` naming close matches."""
-        wanted = list(dict.fromkeys(names))
-        unknown = [n for n in wanted if n not in self.signatures]
+        with their docstrings). A name is how the code calls a tool (``memory.read_graph``),
+        its canonical id, or a whole namespace (``memory``). Raises ``UnknownTools`` naming
+        close matches."""
+        chosen: dict[str, ToolSignature] = {}
+        unknown = []
+        for name in dict.fromkeys(names):
+            found = self._resolve(name)
+            if not found:
+                unknown.append(name)
+            chosen.update((s.code_name, s) for s in found)
         if unknown:
             raise UnknownTools({n: self.close_matches(n) for n in unknown})
-        return render_stubs([self.signatures[n] for n in wanted])
+        return render_stubs(list(chosen.values()))
+
+    def _resolve(self, name: str) -> list[ToolSignature]:
+        if name in self.by_code_name:
+            return [self.by_code_name[name]]
+        if name in self.signatures:
+            return [self.signatures[name]]
+        return [s for s in self.by_code_name.values() if s.namespace == name]
 
     def close_matches(self, name: str, limit: int = 5) -> list[str]:
         """Tools named like ``name`` (spelling), then tools about it (its words, ranked)."""
-        spelled = difflib.get_close_matches(name, list(self.signatures), n=limit, cutoff=0.6)
+        spelled = difflib.get_close_matches(name, list(self.by_code_name), n=limit, cutoff=0.6)
         about = [hit.name for hit in self.index.search(name, limit)]
         return list(dict.fromkeys(spelled + about))[:limit]

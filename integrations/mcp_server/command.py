@@ -24,8 +24,11 @@ from worker.cli.common import (
     Duration,
     Fail,
     address_option,
+    load_mcp_config_file,
     load_tools,
+    mcp_config_option,
     note,
+    open_mcp,
     require_tools,
     task_queue_option,
     tools_option,
@@ -38,7 +41,8 @@ DEFAULT_PORT = 8765
 
 @dataclass
 class McpOptions:
-    tools_module: str
+    tools_module: str | None
+    mcp_config: str | None
     runtime: str
     transport: str
     host: str
@@ -54,6 +58,7 @@ class McpOptions:
 
 @click.command(name="mcp")
 @tools_option
+@mcp_config_option
 @click.option("--runtime", type=click.Choice(sorted(RUNTIMES)), default="monty", show_default=True,
               help="The sandbox execute uses when the call names none.")
 @click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True)
@@ -74,6 +79,7 @@ class McpOptions:
 @task_queue_option
 def mcp(
     tools_module: str | None,
+    mcp_config: str | None,
     runtime: str,
     transport: str,
     host: str,
@@ -93,7 +99,8 @@ def mcp(
     person through the client's elicitation. Starts the embedded Temporal server and a worker
     in this process when none is there, like `codemode run`."""
     opts = McpOptions(
-        tools_module=require_tools(tools_module),
+        tools_module=require_tools(tools_module, mcp_config),
+        mcp_config=mcp_config,
         runtime=runtime,
         transport=transport,
         host=host,
@@ -145,7 +152,9 @@ def _config(opts: McpOptions, tokens: list[Any], client_config: Any, http: Any) 
     if opts.transport == "http":
         url = f"http://{http.url_host(opts.host)}:{opts.port}{http.MCP_PATH}"
         return client_config.snippet(opts.name, client_config.http_entry(url, tokens[0].secret))
-    args = ["--tools", opts.tools_module]
+    args = ["--tools", opts.tools_module] if opts.tools_module else []
+    if opts.mcp_config:
+        args += ["--mcp-config", os.path.abspath(opts.mcp_config)]
     if opts.runtime != "monty":
         args += ["--runtime", opts.runtime]
     if opts.name != "codemode":
@@ -178,16 +187,18 @@ async def _serve(opts: McpOptions, tokens: list[Any]) -> int:
     except ImportError as err:
         raise Fail(f"{INSTALL_HINT} ({err})") from None
 
-    registry = load_tools(opts.tools_module)
-    try:
-        catalog = ToolCatalog.of(registry, runtime=opts.runtime)
-    except Exception as err:
-        raise Fail(f"runtime {opts.runtime!r} is not available here: {type(err).__name__}: {err}") from None
+    registry = load_tools(opts.tools_module) if opts.tools_module else None
+    # The MCP servers of --mcp-config start first: their tools are part of what clients are shown.
+    registry, servers = await open_mcp(registry, load_mcp_config_file(opts.mcp_config))
+    catalog = ToolCatalog.of(registry, runtime=opts.runtime)
     # The client is answered at once; Temporal (maybe the embedded server) comes up meanwhile.
     slot, stop = BackendSlot(), asyncio.Event()
-    backend_task = asyncio.ensure_future(slot.run(opts.address, registry, task_queue=opts.task_queue, stop=stop))
+    backend_task = asyncio.ensure_future(
+        slot.run(opts.address, registry, task_queue=opts.task_queue, stop=stop, mcp=servers)
+    )
     executions = Executions(slot, runtime=opts.runtime, approval_wait=opts.approval_wait, max_wait=opts.max_wait)
-    what = f"{len(catalog)} tools from {opts.tools_module}, runtime {opts.runtime}"
+    sources = " and ".join(s for s in (opts.tools_module, servers and "the MCP servers of --mcp-config") if s)
+    what = f"{len(catalog)} tools from {sources}, runtime {opts.runtime}"
     try:
         if opts.transport == "stdio":
             server = build_server(catalog, executions, name=opts.name)

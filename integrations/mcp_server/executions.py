@@ -18,9 +18,10 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from runtimes import RUNTIMES
 from worker import display
-from worker.cli.common import closed_word, has_workers, query_status
+from worker.cli.common import closed_word, has_workers
 from worker.cli.run import cancel_reason
 from worker.client import start_execution
+from worker.executions import POLL_SECONDS, query_status
 from worker.history import fetch_audit
 from worker.server import server_answers
 from workflows.models import (
@@ -37,8 +38,6 @@ from .backend import Backend, BackendSlot, BackendUnavailable
 from .catalog import MAX_CODE_CHARS
 from .reports import ExecutionReport
 
-#: How often a followed run's status is read (the same as ``codemode run``).
-POLL_SECONDS = 0.3
 #: How long Temporal may not answer before a call gives up on it (the run itself is safe).
 SERVER_GONE_SECONDS = 5.0
 
@@ -239,6 +238,7 @@ class Executions:
         """The report once the run ends, ``Parked`` when it waits for a person on calls not
         answered here, None when the deadline passes first."""
         result = asyncio.ensure_future(handle.result())
+        asking: asyncio.Future[ExecutionStatus | None] | None = None
         since, gone_since = 0, None
         try:
             while True:
@@ -253,7 +253,13 @@ class Executions:
                         continue
                     else:
                         raise TemporalUnavailable(self.backend.address, handle.id)
-                status = await query_status(handle, since)
+                # Ask while still waiting for the result: an outcome that arrives meanwhile is
+                # answered at once, not after the query's round trip to the worker.
+                asking = asyncio.ensure_future(query_status(handle, since))
+                done, _ = await asyncio.wait({result, asking}, return_when=asyncio.FIRST_COMPLETED)
+                if result in done:
+                    break
+                status = await asking
                 if status is None:  # no worker answered in time, or no server
                     if not await self._server_answers():
                         gone_since = time.monotonic()
@@ -274,8 +280,9 @@ class Executions:
                     raise TemporalUnavailable(self.backend.address, handle.id) from None
                 raise
         finally:
-            if not result.done():
-                result.cancel()
+            for pending in (result, asking):
+                if pending is not None and not pending.done():
+                    pending.cancel()
         await progress.calls(outcome.tool_calls)
         return reports.completed(outcome)
 

@@ -46,10 +46,12 @@ class SearchHit:
 
 
 def call_signature(sig: ToolSignature) -> str:
-    """The stub's head without ``def`` and docstring: ``get_weather(city: str) -> dict``."""
-    head = sig.stub(with_docstring=False)
-    head = head.removeprefix("async ").removeprefix("def ")
-    return head.removesuffix(": ...").removesuffix(":")
+    """The stub's head without ``def`` and docstring, by the name the code calls:
+    ``get_weather(city: str) -> dict``, ``memory.read_graph() -> dict[str, Any]``."""
+    head = sig.stub(with_docstring=False).removeprefix("async ").removeprefix("def ")
+    head = sig.code_name + head[len(sig.attr) :]
+    prefix = "async " if sig.is_async else ""
+    return prefix + head.removesuffix(": ...").removesuffix(":")
 
 
 class ToolIndex:
@@ -67,7 +69,7 @@ class ToolIndex:
     def _document(sig: ToolSignature) -> list[str]:
         params = " ".join(p.name for p in sig.parameters)
         return (
-            tokens(sig.name) * NAME_WEIGHT
+            tokens(sig.code_name) * NAME_WEIGHT
             + tokens(params) * PARAMETER_WEIGHT
             + tokens(sig.description) * DESCRIPTION_WEIGHT
         )
@@ -84,9 +86,9 @@ class ToolIndex:
         wanted = set(words)
         ranked = sorted(
             (i for i, present in enumerate(self._words) if present & wanted),
-            key=lambda i: (-scores[i], self._tools[i].name),
+            key=lambda i: (-scores[i], self._tools[i].code_name),
         )
         return [
-            SearchHit(self._tools[i].name, one_line(self._tools[i].description), call_signature(self._tools[i]))
+            SearchHit(self._tools[i].code_name, one_line(self._tools[i].description), call_signature(self._tools[i]))
             for i in ranked[:limit]
         ]

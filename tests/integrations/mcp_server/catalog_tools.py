@@ -94,27 +94,3 @@ exec(compile(_generated_source(), __file__ + ":generated", "exec"), globals())  
 GENERATED = [f"{verb}_{record}" for record in _RECORDS for verb in _VERBS]
 
 
-
-def generated_signatures(n: int):  # -> dict[str, ToolSignature] (imported late: this is a tools module)
-    """Signatures of ``n`` generated tools (the 300 above, then numbered variants of them),
-    for catalogs of any size in tests and benchmarks."""
-    from runtimes.signatures import signature_from_json_schema
-
-    out = {}
-    for i in range(n):
-        record, (what, field, about) = list(_RECORDS.items())[i % len(_RECORDS)]
-        verb, text = list(_VERBS.items())[(i // len(_RECORDS)) % len(_VERBS)]
-        name = f"{verb}_{record}" + (f"_v{i // 300 + 1}" if i >= 300 else "")
-        extra, kind = field.split(": ")
-        schema = {
-            "type": "object",
-            "properties": {
-                f"{record}_id": {"type": "string"},
-                extra: {"type": "integer" if kind == "int" else "string"},
-                "note": {"type": "string", "default": ""},
-            },
-            "required": [f"{record}_id"],
-        }
-        doc = f"{text.format(what=what)}. Part of {record.replace('_', ' ')} tools: {about}."
-        out[name] = signature_from_json_schema(name, schema, description=doc, returns_schema={"type": "object"})
-    return out

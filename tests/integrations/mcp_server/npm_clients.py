@@ -5,6 +5,7 @@ carries the binary; the machine's node is 20). Installed once into a cache direc
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 from pathlib import Path
@@ -34,12 +35,17 @@ def ensure_installed() -> Path:
     if stamp.exists() and stamp.read_text() == wanted and bin_path("mcp-inspector").exists():
         return root
     root.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        ["npm", "install", "--prefix", str(root), "--no-audit", "--no-fund", "--cache", str(root / ".npm-cache"), *PACKAGES],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    stamp.write_text(wanted)
+    with open(root / ".lock", "w") as lock:  # parallel test sessions share the cache
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (stamp.exists() and stamp.read_text() == wanted and bin_path("mcp-inspector").exists()):
+            subprocess.run(
+                ["npm", "install", "--prefix", str(root), "--no-audit", "--no-fund", "--loglevel=error",
+                 "--cache", str(root / ".npm-cache"), *PACKAGES],
+                check=True,
+                stdout=subprocess.DEVNULL,
+                timeout=900,
+            )
+            stamp.write_text(wanted)
     return root
 
 

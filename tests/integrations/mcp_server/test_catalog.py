@@ -9,7 +9,7 @@ import pytest
 from integrations.mcp_server.catalog import STUBS_IN_DESCRIPTION_MAX, ToolCatalog, UnknownTools
 from integrations.mcp_server.http import BearerToken, OriginGuard, StaticTokens, is_loopback
 from integrations.mcp_server.search import one_line, tokens
-from tests.integrations.mcp_server.catalog_tools import generated_signatures
+from tests.integrations.mcp_server.catalogs import generated_signatures
 
 
 def test_description_lists_stubs_up_to_the_threshold_then_points_at_search() -> None:
