@@ -12,8 +12,10 @@ from typing import Any
 
 import httpx
 import pytest
+from click.testing import CliRunner
 from temporalio.client import Client
 
+from integrations.mcp_server.command import mcp as mcp_command
 from tests.cli.runner import codemode
 from tests.integrations.mcp_server.clients import TOOLS, McpSession, Person, http_transport
 from tests.integrations.mcp_server.conftest import CLIENT_INFO, SECRET
@@ -99,32 +101,40 @@ async def test_a_client_without_elicitation_gets_awaiting_approval(
     assert "denied by carol" in done.structured_content["error"]["message"]
 
 
-async def test_refuses_to_listen_beyond_loopback_without_a_token(mcp_env: dict[str, str]) -> None:
-    env = {k: v for k, v in mcp_env.items() if k != "CODEMODE_MCP_TOKEN"}
-    res = await codemode("mcp", "--tools", TOOLS, "--transport", "http", "--host", "0.0.0.0", env=env)
-    assert res.rc == 2 and "refusing to listen on 0.0.0.0 without a token" in res.err, res
-    short = await codemode("mcp", "--tools", TOOLS, "--transport", "http", "--token", "abc", env=env)
-    assert short.rc == 2 and "at least 16 characters" in short.err, short
+def run_command(*args: str, env: dict[str, str]) -> Any:
+    """``codemode mcp ARGS`` in this process (for what exits before serving anything)."""
+    return CliRunner().invoke(mcp_command, list(args), env=env, catch_exceptions=False)
+
+
+def test_refuses_to_listen_beyond_loopback_without_a_token(mcp_env: dict[str, str]) -> None:
+    env = {**mcp_env, "CODEMODE_MCP_TOKEN": ""}
+    res = run_command("--tools", TOOLS, "--transport", "http", "--host", "0.0.0.0", env=env)
+    assert res.exit_code == 2 and "refusing to listen on 0.0.0.0 without a token" in res.output, res.output
+    short = run_command("--tools", TOOLS, "--transport", "http", "--token", "abc", env=env)
+    assert short.exit_code == 2 and "at least 16 characters" in short.output, short.output
 
 
 async def test_print_config(mcp_env: dict[str, str]) -> None:
+    """The entry for a client's mcpServers; the stdio one through the real CLI entry point."""
     stdio = await codemode("mcp", "--tools", TOOLS, "--print-config", env=mcp_env)
     assert stdio.rc == 0, stdio
     entry = json.loads(stdio.out)["mcpServers"]["codemode"]
     assert entry["args"][-3:] == ["mcp", "--tools", TOOLS]
     assert entry["env"]["TEMPORAL_ADDRESS"] == mcp_env["TEMPORAL_ADDRESS"]
     assert entry["env"]["CODEMODE_TASK_QUEUE"] == mcp_env["CODEMODE_TASK_QUEUE"]
-    token = f"{uuid.uuid4().hex}"
-    http = await codemode(
-        "mcp", "--tools", TOOLS, "--transport", "http", "--port", "9999", "--token", f"bo:{token}", "--print-config",
-        env=mcp_env,
+    token = uuid.uuid4().hex
+    http = run_command(
+        "--tools", TOOLS, "--transport", "http", "--port", "9999", "--token", f"bo:{token}", "--print-config",
+        env={**mcp_env, "CODEMODE_MCP_TOKEN": ""},
     )
-    assert json.loads(http.out) == {
+    assert json.loads(http.output) == {
         "mcpServers": {
             "codemode": {
                 "type": "http",
                 "url": "http://127.0.0.1:9999/mcp",
-                "headers": {"Authorization": f"Bearer {token}"},
+                "headers": {"Authorization": f"Bearer {token}"},  # the secret, not the holder's name
             }
         }
     }
+    anonymous = run_command("--tools", TOOLS, "--transport", "http", "--print-config", env={"CODEMODE_MCP_TOKEN": ""})
+    assert anonymous.exit_code == 2 and "needs the server's token" in anonymous.output
