@@ -13,8 +13,9 @@ from typing import Any, Literal
 from pydantic import Field
 
 from runtimes.replay import JournalEntry
-from runtimes.types import CompactModel, Determinism, ExecutionLimits, ExecutionResult
-from workflows.models import ErrorInfo, ToolCallRecord
+from runtimes.types import CompactModel, Determinism, ExecutionLimits, ExecutionResult, SandboxOptions
+
+from .records import ErrorInfo, ToolCallRecord
 
 #: Failure type of a resume whose checkpoint cannot be used (missing from the store,
 #: altered, written by another runtime version): the workflow rebuilds by journal replay.
@@ -115,6 +116,8 @@ class StartInput(CompactModel):
     determinism: Determinism | None = None
     #: JSON bytes the first step may leave unsaved (see ``NextStep.defer_bytes``; 0: save).
     defer_bytes: int = 0
+    #: Mounts, network and packages (None: the defaults); a replay starts with the same.
+    options: SandboxOptions | None = None
 
 
 class ResumeInput(CompactModel):

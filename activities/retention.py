@@ -22,8 +22,7 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from workflows.models import WORKFLOW_TYPE
-
+from .records import EXECUTION_WORKFLOW_TYPE
 from .storage import BlobStore, key_segment
 
 log = logging.getLogger(__name__)
@@ -49,13 +48,13 @@ class SweepReport(BaseModel):
 def execution_prefixes(namespace: str, execution_id: str) -> list[str]:
     """Every key prefix under which one execution (all its runs) stores objects."""
     ns, wid = key_segment(namespace), key_segment(execution_id)
-    return [f"v0/ns/{ns}/wt/{key_segment(WORKFLOW_TYPE)}/wi/{wid}/", f"codemode/ns/{ns}/wi/{wid}/"]
+    return [f"v0/ns/{ns}/wt/{key_segment(EXECUTION_WORKFLOW_TYPE)}/wi/{wid}/", f"codemode/ns/{ns}/wi/{wid}/"]
 
 
 async def stored_executions(store: BlobStore, namespace: str) -> set[str]:
     """The execution ids that have objects in the store."""
     ns = key_segment(namespace)
-    roots = [f"v0/ns/{ns}/wt/{key_segment(WORKFLOW_TYPE)}/wi/", f"codemode/ns/{ns}/wi/"]
+    roots = [f"v0/ns/{ns}/wt/{key_segment(EXECUTION_WORKFLOW_TYPE)}/wi/", f"codemode/ns/{ns}/wi/"]
     found: set[str] = set()
     for root in roots:
         for key in await store.list_keys(bucket=store.bucket, prefix=root):

@@ -35,7 +35,6 @@ from runtimes import CodeExecution, CodeExecutionError, CodeRuntime, ExecutionRe
 from runtimes.errors import SandboxError
 from runtimes.replay import JournalEntry, replay
 from runtimes.types import CheckpointTier
-from workflows.models import ErrorInfo
 
 from .checkpoints import CheckpointScope, CheckpointStore, CheckpointUnusable
 from .models import (
@@ -57,6 +56,7 @@ from .models import (
     clip,
     human_bytes,
 )
+from .records import ErrorInfo
 from .tools import ToolRegistry, ToolSpec
 
 log = logging.getLogger(__name__)
@@ -352,7 +352,12 @@ class SandboxActivities:
         sigs = {n: s.signature for n, s in specs.items()}
         try:
             execution = await runtime.execute(
-                inp.code, functions=sigs, inputs=inp.inputs, limits=inp.limits, determinism=inp.determinism
+                inp.code,
+                functions=sigs,
+                inputs=inp.inputs,
+                limits=inp.limits,
+                determinism=inp.determinism,
+                options=inp.options,
             )
         except CodeExecutionError as err:
             return StepResult(kind="error", error=error_info(err), via="started")
@@ -475,6 +480,7 @@ class SandboxActivities:
                 inputs=inp.start.inputs,
                 limits=inp.start.limits,
                 determinism=inp.start.determinism,
+                options=inp.start.options,
             )
         except CodeExecutionError as err:
             return StepResult(kind="error", error=error_info(err), via="replayed", fallback=reason)

@@ -30,6 +30,7 @@ from .errors import (
 from .execution import CallOutcome, CodeExecution
 from .replay import JournalEntry, replay
 from .signatures import (
+    FunctionsSpec,
     ToolParameter,
     ToolSignature,
     normalize_functions,
@@ -37,7 +38,16 @@ from .signatures import (
     signature_from_callable,
     signature_from_json_schema,
 )
-from .types import CheckpointTier, Determinism, ExecutionLimits, ExecutionResult, FunctionCall, RuntimeCapabilities
+from .types import (
+    CheckpointTier,
+    Determinism,
+    ExecutionLimits,
+    ExecutionResult,
+    FunctionCall,
+    NetworkPolicy,
+    RuntimeCapabilities,
+    SandboxOptions,
+)
 
 #: name -> "module:Class", imported on first use so optional vendors stay optional.
 RUNTIMES: dict[str, str] = {
@@ -48,8 +58,8 @@ RUNTIMES: dict[str, str] = {
 }
 
 
-def get_runtime(name: str, **options: Any) -> CodeRuntime:
-    """Build a runtime by name (``monty``, ``python``, ...)."""
+def runtime_class(name: str) -> type[CodeRuntime]:
+    """The class of a runtime by name, imported (its vendor too) but not started."""
     import importlib
 
     try:
@@ -57,8 +67,19 @@ def get_runtime(name: str, **options: Any) -> CodeRuntime:
     except KeyError:
         raise ValueError(f"unknown runtime {name!r}; known: {', '.join(sorted(RUNTIMES))}") from None
     module_name, cls_name = target.split(":")
-    cls = getattr(importlib.import_module(module_name), cls_name)
-    return cls(**options)
+    return getattr(importlib.import_module(module_name), cls_name)
+
+
+def get_runtime(name: str, **options: Any) -> CodeRuntime:
+    """Build a runtime by name (``monty``, ``python``, ...)."""
+    return runtime_class(name)(**options)
+
+
+def code_mode_prompt(name: str, functions: FunctionsSpec) -> str:
+    """The prompt (rules and tool stubs) for code that runs on the runtime ``name``, from its
+    class's constraints: nothing is started and no credential is needed (a front can show it
+    before any sandbox exists)."""
+    return build_code_mode_prompt(normalize_functions(functions), runtime_class(name).constraints)
 
 
 __all__ = [
@@ -83,15 +104,19 @@ __all__ = [
     "FunctionCall",
     "JournalEntry",
     "NonDeterminismError",
+    "NetworkPolicy",
     "RuntimeCapabilities",
+    "SandboxOptions",
     "SandboxError",
     "ToolParameter",
     "ToolSignature",
     "build_code_mode_prompt",
+    "code_mode_prompt",
     "get_runtime",
     "normalize_functions",
     "replay",
     "render_stubs",
+    "runtime_class",
     "signature_from_callable",
     "signature_from_json_schema",
 ]

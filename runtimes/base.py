@@ -7,9 +7,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from .constraints import FULL_PYTHON, CodeConstraints, build_code_mode_prompt
+from .errors import CapabilityError
 from .execution import CodeExecution
 from .signatures import FunctionsSpec, ToolSignature, normalize_functions
-from .types import Determinism, ExecutionLimits, RuntimeCapabilities
+from .types import Determinism, ExecutionLimits, RuntimeCapabilities, SandboxOptions
 
 
 class CodeRuntime(ABC):
@@ -30,6 +31,7 @@ class CodeRuntime(ABC):
         inputs: Mapping[str, Any] | None = None,
         limits: ExecutionLimits | None = None,
         determinism: Determinism | None = None,
+        options: SandboxOptions | None = None,
     ) -> CodeExecution:
         """Start ``code`` with ``functions`` callable from it. Raises ``CodeSyntaxError`` /
         ``CodeTypeError`` / ``CapabilityError`` when the code cannot start; errors while
@@ -37,7 +39,28 @@ class CodeRuntime(ABC):
 
         ``determinism``: the seed and clock the code sees (see ``Determinism``). Pass the
         same value when the run is rebuilt by journal replay; None derives a seed from the
-        code and inputs and leaves the real clock."""
+        code and inputs and leaves the real clock.
+
+        ``options``: mounts, network and packages (``SandboxOptions``); implementations call
+        ``self.check_options(options)`` first, so what they cannot honour is refused."""
+
+    def check_options(self, options: SandboxOptions | None) -> SandboxOptions:
+        """``options`` (or the defaults), or ``CapabilityError`` naming what this runtime cannot do."""
+        opts = options or SandboxOptions()
+        caps = self.capabilities
+        if opts.mounts and not caps.mounts:
+            raise CapabilityError(f"the {self.name} runtime cannot mount host directories (mounts={dict(opts.mounts)})")
+        if opts.network not in caps.network_policies:
+            allowed = ", ".join(repr(p) for p in caps.network_policies)
+            raise CapabilityError(
+                f"the {self.name} runtime does not support network={opts.network!r} (it supports {allowed})"
+            )
+        if opts.packages and not caps.packages:
+            raise CapabilityError(
+                f"the {self.name} runtime cannot install packages ({', '.join(opts.packages)}); "
+                "use a runtime whose sandbox has them"
+            )
+        return opts
 
     async def type_check(self, code: str, signatures: FunctionsSpec) -> None:
         """Check ``code`` against the tool stubs; raises ``CodeTypeError``. No-op by default."""

@@ -67,7 +67,7 @@ from .sandbox.process import OutputSink
 from .signatures import FunctionsSpec, ToolSignature, normalize_functions
 from .transports.command import CommandChannel
 from .transports.protocol import SyncedMessage
-from .types import CheckpointTier, Determinism, ExecutionLimits, FunctionCall, RuntimeCapabilities
+from .types import CheckpointTier, Determinism, ExecutionLimits, FunctionCall, RuntimeCapabilities, SandboxOptions
 
 log = logging.getLogger(__name__)
 
@@ -504,7 +504,9 @@ class E2BRuntime(CodeRuntime):
         inputs: Mapping[str, Any] | None = None,
         limits: ExecutionLimits | None = None,
         determinism: Determinism | None = None,
+        options: SandboxOptions | None = None,
     ) -> CodeExecution:
+        self.check_options(options)
         run = _E2BRun(self, normalize_functions(functions), limits or ExecutionLimits())
         self._live.add(run)
         try:

@@ -45,7 +45,15 @@ from .errors import (
 )
 from .execution import Blocked, CallOutcome, CodeExecution, Step
 from .signatures import FunctionsSpec, ToolSignature, normalize_functions, render_stubs
-from .types import CheckpointTier, Determinism, ExecutionLimits, ExecutionResult, FunctionCall, RuntimeCapabilities
+from .types import (
+    CheckpointTier,
+    Determinism,
+    ExecutionLimits,
+    ExecutionResult,
+    FunctionCall,
+    RuntimeCapabilities,
+    SandboxOptions,
+)
 
 log = logging.getLogger(__name__)
 
@@ -542,7 +550,9 @@ class MontyRuntime(CodeRuntime):
         inputs: Mapping[str, Any] | None = None,
         limits: ExecutionLimits | None = None,
         determinism: Determinism | None = None,
+        options: SandboxOptions | None = None,
     ) -> CodeExecution:
+        self.check_options(options)
         limits = limits or ExecutionLimits()
         signatures = normalize_functions(functions)
         stubs = _type_check_stubs(signatures, inputs)

@@ -55,7 +55,7 @@ from .sandbox.process import OutputSink, SandboxProcess, exit_signal
 from .sandbox.seccomp import filter_program
 from .signatures import FunctionsSpec, ToolSignature, normalize_functions
 from .transports import CallbackChannel, CallbackTransport, get_transport
-from .types import CheckpointTier, Determinism, ExecutionLimits, RuntimeCapabilities
+from .types import CheckpointTier, Determinism, ExecutionLimits, RuntimeCapabilities, SandboxOptions
 
 log = logging.getLogger(__name__)
 
@@ -299,7 +299,9 @@ class PythonRuntime(CodeRuntime):
         inputs: Mapping[str, Any] | None = None,
         limits: ExecutionLimits | None = None,
         determinism: Determinism | None = None,
+        options: SandboxOptions | None = None,
     ) -> CodeExecution:
+        self.check_options(options)
         run = _PythonRun(self, normalize_functions(functions), limits or ExecutionLimits())
         self._live.add(run)
         try:

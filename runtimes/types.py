@@ -7,9 +7,9 @@ checkpoints, the sandbox wire protocol).
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
 from pydantic_core import PydanticUndefined
 
 _NO_DEFAULT = object()
@@ -88,6 +88,39 @@ class ExecutionLimits(BaseModel):
     max_stdout_bytes: int = 1024 * 1024
 
 
+#: What the sandbox may reach of the network (seed 001): nothing (the default), everything, or
+#: everything until the first result of a tool marked private arrives, then nothing for good.
+NetworkPolicy = Literal["none", "full", "ratchet"]
+
+
+class SandboxOptions(CompactModel):
+    """What a request asks of the sandbox beyond its limits (seeds 001 and 004). A runtime that
+    cannot honour one refuses the execution up front with ``CapabilityError`` (see
+    ``RuntimeCapabilities``); nothing is silently ignored."""
+
+    model_config = ConfigDict(frozen=True)
+
+    #: Host path -> path in the sandbox, mounted read-only (skills, reference data).
+    mounts: dict[str, str] = Field(default_factory=dict)
+    network: NetworkPolicy = "none"
+    #: Packages the code needs beyond what the sandbox has (names with optional pins).
+    packages: list[str] = Field(default_factory=list)
+
+    @field_validator("mounts")
+    @classmethod
+    def _absolute(cls, mounts: dict[str, str]) -> dict[str, str]:
+        for src, dst in mounts.items():
+            if not src.startswith("/") or not dst.startswith("/"):
+                raise ValueError(f"mount {src}:{dst}: both paths must be absolute")
+            if any(part == ".." for part in (*src.split("/"), *dst.split("/"))):
+                raise ValueError(f"mount {src}:{dst}: '..' is not allowed in a mount path")
+        return mounts
+
+    @property
+    def is_default(self) -> bool:
+        return not self.mounts and self.network == "none" and not self.packages
+
+
 class Determinism(BaseModel):
     """What the code sees of randomness and of the wall clock, fixed for one execution so
     that a journal replay (a fresh process answered from recorded results) makes the same
@@ -161,3 +194,8 @@ class RuntimeCapabilities(BaseModel):
     type_checking: bool = False
     #: Typical cost to start one execution, in milliseconds (order of magnitude).
     startup_latency_ms: float = 0.0
+    #: ``SandboxOptions`` this runtime honours: read-only mounts, the network policies it
+    #: can apply, packages installed per execution.
+    mounts: bool = False
+    network_policies: tuple[NetworkPolicy, ...] = ("none",)
+    packages: bool = False

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
-import os
 import signal
 import socket
 import subprocess
@@ -21,14 +20,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from platformdirs import user_data_dir
 from temporalio.testing import WorkflowEnvironment
 
+from runtimes.paths import DATA_DIR_ENV, data_dir  # noqa: F401 (re-exported: callers import them from here)
 from worker.binaries import temporal_cli_path
 from workflows.models import RUNTIME_KEY, SA_RUNTIME, SA_STATUS, STATUS_KEY
 
-#: Overrides the data directory (tests point it at a temporary folder).
-DATA_DIR_ENV = "CODEMODE_DATA_DIR"
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0"})
 
 
@@ -66,10 +63,6 @@ async def start_local_environment(
 
 class ServerStartError(RuntimeError):
     """The dev server exited or did not answer in time; the message ends with its log."""
-
-
-def data_dir() -> Path:
-    return Path(os.environ.get(DATA_DIR_ENV) or user_data_dir("codemode"))
 
 
 def default_db_path() -> Path:

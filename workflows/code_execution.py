@@ -31,8 +31,8 @@ with workflow.unsafe.imports_passed_through():
         ResumeInput,
         SaveStateInput,
         SegmentRef,
-        StateSegment,
         StartInput,
+        StateSegment,
         StepResult,
         ToolInput,
         ToolOutput,
@@ -272,6 +272,7 @@ class CodeExecutionWorkflow:
                 seed=workflow.random().getrandbits(63), epoch=workflow.now().timestamp()
             ),
             defer_bytes=DEFER_BYTES if req.runtime in LOCAL_STEP_RUNTIMES else 0,
+            options=req.sandbox_options(),
         )
         self._determinism = start.determinism
         try:

@@ -10,13 +10,20 @@ from collections.abc import Collection
 from datetime import timedelta
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 from temporalio.common import SearchAttributeKey
 
-from runtimes.types import ExecutionLimits
+from activities.records import (  # noqa: F401 (shared with the activities; re-exported for clients)
+    EXECUTION_WORKFLOW_TYPE,
+    ApprovalRecord,
+    CallStatus,
+    ErrorInfo,
+    ToolCallRecord,
+)
+from runtimes.types import ExecutionLimits, NetworkPolicy, SandboxOptions
 
 TASK_QUEUE = "codemode"
-WORKFLOW_TYPE = "CodeExecutionWorkflow"
+WORKFLOW_TYPE = EXECUTION_WORKFLOW_TYPE
 #: Keyword search attributes kept current by the workflow (pre-registered by `codemode server`).
 SA_STATUS = "CodeModeStatus"
 SA_RUNTIME = "CodeModeRuntime"
@@ -25,46 +32,8 @@ RUNTIME_KEY = SearchAttributeKey.for_keyword(SA_RUNTIME)
 #: The pseudo call id under which `require_code_approval` parks before the code runs.
 CODE_APPROVAL_ID = "code"
 
-CallStatus = Literal["pending", "awaiting_approval", "running", "ok", "error", "denied", "timed_out", "cancelled"]
 #: The words every surface uses (CLI, search attribute, memo, status query).
 ExecutionState = Literal["running", "awaiting_approval", "completed", "failed", "cancelled", "timed_out"]
-
-
-class ErrorInfo(BaseModel):
-    """An error ready to show a model: Python type name, message and line."""
-
-    type: str
-    message: str
-    #: Category: syntax, type, runtime, timeout, resource, capability, nondeterminism, denied, sandbox.
-    kind: str = "runtime"
-    line: int | None = None
-    traceback: str | None = None
-
-
-class ApprovalRecord(BaseModel):
-    decision: Literal["approved", "denied", "timed_out"]
-    by: str | None = None
-    comment: str | None = None
-
-
-class ToolCallRecord(BaseModel):
-    """One logical tool call: one call_id across every attempt and every worker."""
-
-    call_id: str
-    tool: str
-    args: list[Any] = Field(default_factory=list)
-    kwargs: dict[str, Any] = Field(default_factory=dict)
-    status: CallStatus = "pending"
-    #: The result, when it is small; a large one lives in the journal and the tool's activity
-    #: result, and the record keeps its size and the start of its JSON.
-    result: Any = None
-    result_size: int = 0
-    result_preview: str | None = None
-    error: ErrorInfo | None = None
-    attempts: int = 0
-    approval: ApprovalRecord | None = None
-    #: ``get_weather(city='Paris')``
-    summary: str = ""
 
 
 class CodeExecutionRequest(BaseModel):
@@ -80,6 +49,22 @@ class CodeExecutionRequest(BaseModel):
     #: Keep the CodeModeStatus/CodeModeRuntime search attributes current. Clients turn this
     #: off on a server where they are not registered (upserting them would fail the run).
     index_search_attributes: bool = True
+    #: Host directories mounted read-only in the sandbox (host path -> sandbox path).
+    mounts: dict[str, str] = Field(default_factory=dict)
+    #: ``none`` (default), ``full``, or ``ratchet``: network until a private tool's first result.
+    network: NetworkPolicy = "none"
+    #: Packages the code needs beyond what the sandbox has (runtimes that install them).
+    packages: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _valid_sandbox_options(self) -> CodeExecutionRequest:
+        self.sandbox_options()  # a bad mount path is refused when the request is made
+        return self
+
+    def sandbox_options(self) -> SandboxOptions | None:
+        """The sandbox options the request asks for; None when it asks for nothing special."""
+        options = SandboxOptions(mounts=self.mounts, network=self.network, packages=self.packages)
+        return None if options.is_default else options
 
 
 class ExecutionOutcome(BaseModel):

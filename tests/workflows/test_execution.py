@@ -160,3 +160,11 @@ async def test_indexed_from_the_start_and_released_by_the_last_step(client, task
     assert len(upserts) == 2  # running (with the runtime), then completed
     sa = {k: v for k, v in (await other.describe()).search_attributes.items()}
     assert sa["CodeModeStatus"] == ["completed"] and sa["CodeModeRuntime"] == ["monty"]
+
+
+async def test_an_option_the_runtime_cannot_honour_is_an_in_band_capability_error(client, task_queue, worker) -> None:
+    outcome = await run(client, task_queue, "fetch(1)", packages=["tabulate"])
+    assert not outcome.success
+    assert outcome.error is not None and outcome.error.kind == "capability"
+    assert "cannot install packages (tabulate)" in outcome.error.message
+    assert outcome.tool_calls == []

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import click
 
 from activities.encryption import KEY_ID_PATTERN, KEYS_ENV, EncryptionKeyError, Keyring, new_key
-from worker.cli.common import EXIT_OK, Fail, note, open_store
-from worker.codec_server import DEFAULT_PORT, DEFAULT_UI_ORIGINS, CodecServer
+from worker.cli.common import EXIT_OK, Fail, note, start_codec_server
+from worker.codec_server import DEFAULT_PORT, DEFAULT_UI_ORIGINS
 
 
 def require_keys() -> Keyring:
@@ -86,30 +86,3 @@ async def _codec_server(port: int, host: str, token: str | None, origins: list[s
     finally:
         await server.stop()
     return EXIT_OK
-
-
-async def start_codec_server(
-    port: int,
-    ui_origins: Sequence[str],
-    *,
-    host: str = "127.0.0.1",
-    token: str | None = None,
-    namespaces: Sequence[str] = (),
-    fallback: bool = True,
-) -> CodecServer:
-    """A running codec server over this process's data converter (its keys, its object store).
-    ``fallback``: when ``port`` is taken, take a free one instead of failing."""
-    from worker.converter import data_converter
-
-    converter = data_converter(await open_store())
-    try:
-        return await CodecServer(
-            converter, host=host, port=port, ui_origins=ui_origins, token=token, namespaces=namespaces
-        ).start()
-    except OSError as err:
-        if not fallback:
-            raise Fail(f"cannot serve the codec server on {host}:{port}: {err.strerror or err}") from None
-    note(f"Port {port} is taken; the codec server takes a free port instead.")
-    return await CodecServer(
-        converter, host=host, port=0, ui_origins=ui_origins, token=token, namespaces=namespaces
-    ).start()

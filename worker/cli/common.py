@@ -7,6 +7,7 @@ import getpass
 import os
 import re
 import sys
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -16,8 +17,6 @@ from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
     WorkflowHandle,
-    WorkflowQueryFailedError,
-    WorkflowQueryRejectedError,
 )
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -26,12 +25,13 @@ from activities.storage import BlobStore, BlobStoreError
 from activities.tools import ToolRegistry
 from worker.client import DEFAULT_ADDRESS, connect
 from worker.codec_server import DEFAULT_PORT as DEFAULT_CODEC_PORT
+from worker.codec_server import CodecServer
 from worker.converter import default_store
+from worker.executions import QUERY_TIMEOUT, query_status  # noqa: F401 (the commands import them from here)
 from worker.server import EmbeddedServer, ServerStartError, default_db_path, server_answers
-from workflows.models import TASK_QUEUE, ExecutionOutcome, ExecutionStatus
+from workflows.models import TASK_QUEUE, ExecutionOutcome
 
 EXIT_OK, EXIT_CODE_ERROR, EXIT_USAGE, EXIT_AWAITING_APPROVAL = 0, 1, 2, 3
-QUERY_TIMEOUT = timedelta(seconds=5)
 
 
 #: How Temporal closed an execution, in our state words, for the closings the workflow may not
@@ -235,16 +235,6 @@ async def existing_handle(client: Client, execution_id: str) -> tuple[WorkflowHa
         raise
 
 
-async def query_status(handle: WorkflowHandle[Any, Any], since: int | None = None) -> ExecutionStatus | None:
-    """The workflow's status query (the calls from index ``since``, or the latest page), or
-    None when no worker answers in time."""
-    args = [] if since is None else [since]
-    try:
-        return await handle.query("status", *args, result_type=ExecutionStatus, rpc_timeout=QUERY_TIMEOUT)
-    except (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError):
-        return None
-
-
 def os_user() -> str:
     try:
         return getpass.getuser()
@@ -282,8 +272,6 @@ async def start_server(
     which the web UI is pointed at (``--ui-codec-endpoint``) so it shows plaintext."""
     server = EmbeddedServer(port=port, ui_port=ui_port, db=db)
     if encryption_keys() is not None and server.ui_url:
-        from worker.cli.codec import start_codec_server
-
         ui = server.ui_url
         origins = [ui, ui.replace("//localhost:", "//127.0.0.1:")]
         codec = await start_codec_server(codec_port, sorted(set(origins)))
@@ -294,3 +282,30 @@ async def start_server(
     except (ServerStartError, FileNotFoundError) as err:
         await server.stop()  # and the codec server started for it
         raise Fail(f"cannot start the embedded Temporal server: {err}") from None
+
+
+async def start_codec_server(
+    port: int,
+    ui_origins: Sequence[str],
+    *,
+    host: str = "127.0.0.1",
+    token: str | None = None,
+    namespaces: Sequence[str] = (),
+    fallback: bool = True,
+) -> CodecServer:
+    """A running codec server over this process's data converter (its keys, its object store).
+    ``fallback``: when ``port`` is taken, take a free one instead of failing."""
+    from worker.converter import data_converter
+
+    converter = data_converter(await open_store())
+    try:
+        return await CodecServer(
+            converter, host=host, port=port, ui_origins=ui_origins, token=token, namespaces=namespaces
+        ).start()
+    except OSError as err:
+        if not fallback:
+            raise Fail(f"cannot serve the codec server on {host}:{port}: {err.strerror or err}") from None
+    note(f"Port {port} is taken; the codec server takes a free port instead.")
+    return await CodecServer(
+        converter, host=host, port=0, ui_origins=ui_origins, token=token, namespaces=namespaces
+    ).start()

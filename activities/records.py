@@ -1,0 +1,56 @@
+"""Records of a run that the activities write and the workflow keeps: errors ready for a model,
+approval decisions, and one record per logical tool call.
+
+They live below the workflow layer because activities build them (a step's error, a call's
+audit record) and the workflow, clients and CLI read them; ``workflows.models`` re-exports
+them. They cross process boundaries through the pydantic data converter.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+#: The workflow type of a code execution: its executions own what the activities store
+#: (payloads, checkpoints), which the retention sweep finds by it.
+EXECUTION_WORKFLOW_TYPE = "CodeExecutionWorkflow"
+
+CallStatus = Literal["pending", "awaiting_approval", "running", "ok", "error", "denied", "timed_out", "cancelled"]
+
+
+class ErrorInfo(BaseModel):
+    """An error ready to show a model: Python type name, message and line."""
+
+    type: str
+    message: str
+    #: Category: syntax, type, runtime, timeout, resource, capability, nondeterminism, denied, sandbox.
+    kind: str = "runtime"
+    line: int | None = None
+    traceback: str | None = None
+
+
+class ApprovalRecord(BaseModel):
+    decision: Literal["approved", "denied", "timed_out"]
+    by: str | None = None
+    comment: str | None = None
+
+
+class ToolCallRecord(BaseModel):
+    """One logical tool call: one call_id across every attempt and every worker."""
+
+    call_id: str
+    tool: str
+    args: list[Any] = Field(default_factory=list)
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    status: CallStatus = "pending"
+    #: The result, when it is small; a large one lives in the journal and the tool's activity
+    #: result, and the record keeps its size and the start of its JSON.
+    result: Any = None
+    result_size: int = 0
+    result_preview: str | None = None
+    error: ErrorInfo | None = None
+    attempts: int = 0
+    approval: ApprovalRecord | None = None
+    #: ``get_weather(city='Paris')``
+    summary: str = ""

@@ -1,0 +1,99 @@
+"""Imports run one way (runtimes <- activities <- workflows <- worker <- integrations) and no
+module imports itself back through others: every import of every module, at module level or
+inside a function, read from the source with ``ast``."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+#: Lowest first: a layer may import the layers before it, never those after it.
+LAYERS = ["runtimes", "activities", "workflows", "worker", "integrations"]
+
+
+def _module(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _graph() -> dict[str, set[str]]:
+    files = {_module(p): p for layer in LAYERS if (ROOT / layer).is_dir() for p in (ROOT / layer).rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join([p for p in up if p] + ([base] if base else []))
+                targets = [f"{base}.{a.name}" for a in node.names] + [base]
+            else:
+                continue
+            for target in targets:
+                while target and target not in files:
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    found.add(target)
+        graph[name] = found
+    return graph
+
+
+def _layer(module: str) -> int:
+    return LAYERS.index(module.split(".")[0])
+
+
+def test_imports_run_down_the_layers() -> None:
+    upward = [
+        f"{src} -> {dst}" for src, dsts in sorted(_graph().items()) for dst in sorted(dsts) if _layer(dst) > _layer(src)
+    ]
+    assert upward == [], "imports against the layer order:\n" + "\n".join(upward)
+
+
+def test_no_import_circles() -> None:
+    graph = _graph()
+    circles: list[list[str]] = []
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert circles == [], "import circles:\n" + "\n".join(" <-> ".join(c) for c in circles)
+
+
+@pytest.mark.parametrize("layer", LAYERS[:-1])
+def test_each_lower_layer_has_modules(layer: str) -> None:
+    """The walk sees the real tree (a renamed folder would make the checks above vacuous)."""
+    assert any(name.split(".")[0] == layer for name in _graph())
