@@ -188,7 +188,7 @@ class PyodideRuntime(CodeRuntime):
     :param distribution: a Pyodide distribution directory to use instead of the pinned npm
         package (a release's ``full/`` directory also brings its built packages: numpy...).
     :param cache_dir: where Pyodide, snapshots and wheels are cached
-        (``CODEMODE_PYODIDE_DIR``, else ``<codemode data dir>/pyodide``).
+        (``CODEMODE_PYODIDE_DIR``, else ``<codemode data dir>/cache/pyodide``).
     :param pool_size: warm processes kept per kind of execution (memory cap, packages).
     :param deno: the Deno binary (default: PyPI ``deno``, ``CODEMODE_DENO``, ``PATH``).
     :param kill_grace: seconds past the time limit before the host kills the process.

@@ -12,7 +12,7 @@
   the ``full/`` directory of a Pyodide release has the core files plus its built packages
   (numpy, pandas...), which ``packages=["numpy"]`` then loads from there.
 
-The cache root is ``CODEMODE_PYODIDE_DIR``, else ``<codemode data dir>/pyodide``.
+The cache root is ``CODEMODE_PYODIDE_DIR``, else ``<codemode data dir>/cache/pyodide``.
 """
 
 from __future__ import annotations
@@ -52,9 +52,9 @@ def cache_root() -> Path:
     explicit = os.environ.get(CACHE_ENV)
     if explicit:
         return Path(explicit)
-    from platformdirs import user_data_dir
+    from ..paths import cache_dir
 
-    return Path(os.environ.get("CODEMODE_DATA_DIR") or user_data_dir("codemode")) / "pyodide"
+    return cache_dir("pyodide")
 
 
 def find_deno(explicit: str | None = None) -> str:

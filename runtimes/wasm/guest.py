@@ -60,9 +60,17 @@ class PromiseChannel(runner._Channel):
         return future
 
 
-def preload(names_json: str) -> None:
-    """Import the standard library modules above and ``names`` (pure-Python packages the
-    snapshot keeps) before the snapshot is taken."""
+def preload(wheels_json: str, names_json: str) -> None:
+    """Before the snapshot is taken: unpack the preloaded (pure-Python) wheels into
+    site-packages and import them, with the standard library modules above."""
+    import site
+    import zipfile
+
+    target = site.getsitepackages()[0]
+    for path in runner._loads(wheels_json):
+        with zipfile.ZipFile(path) as wheel:
+            wheel.extractall(target)
+    importlib.invalidate_caches()
     for name in (*STDLIB_PRELOAD, *runner._loads(names_json)):
         importlib.import_module(name)
 

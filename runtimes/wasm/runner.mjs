@@ -186,11 +186,18 @@ if (setup.mode === "build") {
   for (const [name, source] of Object.entries(setup.modules)) {
     pyodide.FS.writeFile(`/codemode/${name}.py`, source);
   }
-  if (setup.wheels.length > 0) {
-    await pyodide.loadPackage(setup.wheels, { messageCallback: () => {}, errorCallback: writeErr });
-  }
   pyodide.runPython(`import sys\nsys.path.insert(0, "/codemode")\nimport codemode_guest`);
-  pyodide.runPython(`codemode_guest.preload(${JSON.stringify(JSON.stringify(setup.preload))})`);
+  // Preloaded (pure-Python) wheels are unpacked by Python itself: what loadPackage leaves
+  // behind in JavaScript cannot be snapshotted.
+  const copies = [];
+  for (const [i, path] of setup.wheels.entries()) {
+    const copy = `/tmp/preload-${i}-${path.split("/").pop()}`;
+    pyodide.FS.writeFile(copy, await readFile(path));
+    copies.push(copy);
+  }
+  const guest = pyodide.pyimport("codemode_guest");
+  guest.preload(JSON.stringify(copies), JSON.stringify(setup.preload));
+  guest.destroy();
   const snapshot = pyodide.makeMemorySnapshot();
   sendLine(JSON.stringify({ type: "snapshot", size: snapshot.length }));
   writeAll(stdout, snapshot);
