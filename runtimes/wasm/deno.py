@@ -93,6 +93,7 @@ class DenoProcess:
             env=deno_env(deno_dir),
             protocol_on_stdout=True,
             output_limit=WARMUP_OUTPUT_BYTES,
+            die_with_parent=True,
         )
         return cls(process, secrets.token_hex(16))
 
