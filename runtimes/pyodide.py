@@ -82,6 +82,7 @@ class _PyodideRun(RunnerDriver):
         super().__init__(signatures, limits, kill_grace=runtime.kill_grace)
         self.runtime = runtime
         self.proc: DenoProcess | None = None
+        self.spec: ProcessSpec | None = None
         self._output = OutputSink(0)
 
     async def start(
@@ -89,6 +90,7 @@ class _PyodideRun(RunnerDriver):
     ) -> None:
         rt = self.runtime
         determinism = determinism or Determinism.derived(code, inputs)
+        self.spec = spec
         self.proc = proc = await rt._pool.acquire(spec, rt.startup_timeout)
         self._output = proc.take_output(self.limits.max_stdout_bytes)
         self.channel = channel = StdioChannel(token=proc.token)
@@ -158,8 +160,10 @@ class _PyodideRun(RunnerDriver):
             self.proc.process.drain_output()
 
     async def wait_output(self, timeout: float) -> None:
+        """The runner writes the code's output synchronously before each message: once a
+        message is here, so is everything printed before it (no need to wait for the exit)."""
         assert self.proc is not None
-        await self.proc.process.wait_output(timeout)
+        self.proc.process.drain_output()
 
     async def kill_for_timeout(self) -> None:
         assert self.proc is not None
@@ -168,11 +172,16 @@ class _PyodideRun(RunnerDriver):
     async def release(self) -> None:
         try:
             if self.proc is not None:
-                await self.proc.aclose(grace=0.5 if self.done else 0.0)
+                # Nothing is left to do in it, even after its final message: kill it now and
+                # reap it in the background (the kernel takes a while to free its memory).
+                self.proc.process.kill()
+                self.runtime._reap(self.proc)
         finally:
             if self.channel is not None:
                 await self.channel.aclose()
             self.runtime._live.discard(self)
+            if self.spec is not None:
+                self.runtime._pool.replenish(self.spec)
 
 
 class PyodideRuntime(CodeRuntime):
@@ -232,6 +241,7 @@ class PyodideRuntime(CodeRuntime):
         self._setup_lock = asyncio.Lock()
         self._ready: _Setup | None = None
         self._live: set[_PyodideRun] = set()
+        self._reaping: set[asyncio.Task[None]] = set()
         if self.packages:
             listed = ", ".join(self.packages)
             self.constraints = self.constraints.model_copy(
@@ -321,10 +331,16 @@ class PyodideRuntime(CodeRuntime):
             raise
         return run.execution()
 
+    def _reap(self, proc: DenoProcess) -> None:
+        task = asyncio.create_task(proc.aclose())
+        self._reaping.add(task)
+        task.add_done_callback(self._reaping.discard)
+
     async def close_executions(self) -> None:
-        """Kill every live execution; the warm processes stay."""
+        """Kill every live execution (and reap its process); the warm processes stay."""
         for run in list(self._live):
             await run.close()
+        await asyncio.gather(*self._reaping, return_exceptions=True)
 
     async def aclose(self) -> None:
         """Kill every live execution and every warm process of this runtime."""

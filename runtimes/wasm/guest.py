@@ -85,6 +85,26 @@ def warm(names_json: str) -> None:
             sys.modules.pop(name, None)
 
 
+def prime(host) -> None:
+    """Run what an execution runs (compile, tool stubs, sync calls through JSPI, JSON) once
+    while the process waits for its code: V8 compiles code as it first runs, and the first
+    calls of an execution would otherwise pay for it. ``host`` answers every call at once."""
+    from pyodide.ffi import run_sync
+
+    saved = runner._run_coroutine
+    runner._run_coroutine = run_sync
+    try:
+        tools = runner.Runner(PromiseChannel(host), _NoClock())
+        namespace = {"__name__": "__main__", "__builtins__": builtins}
+        for name, is_async in (("ping", False), ("aping", True)):
+            spec = {"name": name, "is_async": is_async, "source": f"def {name}(i: int) -> int: ..."}
+            namespace[name] = tools.make_tool(spec)
+        code = "import asyncio\nt = sum(ping(i) for i in range(12))\nt += sum(await asyncio.gather(*[aping(i) for i in range(4)]))\nt"
+        runner._run(runner._compile(code), namespace, _NoClock(), True)
+    finally:
+        runner._run_coroutine = saved
+
+
 async def run(boot_json: str, host) -> str:
     """Run the bootstrap's code; the final message (``done`` or ``error``) as JSON."""
     channel = PromiseChannel(host)

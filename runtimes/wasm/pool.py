@@ -3,9 +3,11 @@
 A process serves one execution and then exits: Python's state (modules, monkeypatches,
 globals) must never carry from one execution to the next, and a process is cheap to
 replace from the snapshot. So the pool keeps ``size`` processes per spec loaded and
-waiting (``ProcessSpec``: the memory cap, the packages); taking one starts its
-replacement in the background. Specs are kept for the ``max_specs`` most recently used
-(a warm process holds about 200 MB).
+waiting (``ProcessSpec``: the memory cap, the packages). The replacement of a process
+taken starts when its execution ends (``replenish``), not when it starts: loading a
+snapshot takes a core for a while, which the running execution would otherwise share.
+Specs are kept for the ``max_specs`` most recently used (a warm process holds about
+200 MB).
 """
 
 from __future__ import annotations
@@ -50,7 +52,8 @@ class WarmPool:
             raise SandboxError("the pyodide runtime is closed")
         tasks = self._warm.get(spec) or []
         task = tasks.pop(0) if tasks else self._launch(spec)
-        self._refill(spec)
+        if spec in self._warm:
+            self._warm.move_to_end(spec)
         for attempt in range(2):
             try:
                 proc = await asyncio.wait_for(asyncio.shield(task), timeout)
@@ -67,6 +70,11 @@ class WarmPool:
             await proc.aclose()
             task = self._launch(spec)
         raise SandboxError("the Pyodide process exited while it waited")
+
+    def replenish(self, spec: ProcessSpec) -> None:
+        """An execution of ``spec`` ended: start what the pool lacks of it."""
+        if not self._closed:
+            self._refill(spec)
 
     async def warm(self, spec: ProcessSpec) -> None:
         """Start the pool for ``spec`` and wait until its processes are ready."""

@@ -221,6 +221,12 @@ if (setup.wheels.length > 0) {
 }
 const guest = pyodide.pyimport("codemode_guest");
 guest.warm(JSON.stringify(setup.imports ?? []));
+// Run an execution's paths once against a host that answers at once (see guest.prime).
+const echo = {
+  send() {},
+  call: (callId) => Promise.resolve(JSON.stringify({ type: "answer", call_id: callId, ok: true, value: 1 })),
+};
+await guest.prime.callPromising(echo);
 
 // From here on the code could run: nothing of Deno stays reachable from it.
 delete globalThis.Deno;
