@@ -99,6 +99,9 @@ class CallRequest(CompactModel):
     requires_approval: bool = False
     max_attempts: int = 3
     timeout_seconds: float = 60.0
+    #: The tool returns private data (``@tool(private_data=True)``): the ratchet cuts the
+    #: sandbox's network before its result is answered.
+    private_data: bool = False
 
 
 class StartInput(CompactModel):
@@ -191,6 +194,9 @@ class StepResult(CompactModel):
     #: bytes this step added to that tail (0: not deferred).
     live: str | None = None
     deferred: int = 0
+    #: The step cut the sandbox's network for good before answering a private tool's result
+    #: (``network="ratchet"``): why, for the audit.
+    network_cut: str | None = None
 
 
 class NextStep(CompactModel):

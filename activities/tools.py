@@ -43,6 +43,9 @@ class ToolOptions:
     #: Exception type names that are never retried.
     non_retryable: tuple[str, ...] = DEFAULT_NON_RETRYABLE
     name: str | None = None
+    #: Its results are private data (seed 001's ratchet): an execution with
+    #: ``network="ratchet"`` loses its network, for good, before the code sees one.
+    private_data: bool = False
 
 
 def tool(
@@ -53,15 +56,19 @@ def tool(
     timeout: timedelta = timedelta(seconds=60),
     non_retryable: Iterable[str | type[BaseException]] = DEFAULT_NON_RETRYABLE,
     name: str | None = None,
+    private_data: bool = False,
 ) -> Any:
     """Mark a function as a tool with its policy. Usable bare (``@tool``) or with options.
 
     ``non_retryable`` lists exception types (or names) that end the call at once; the
-    default treats bad-input errors (ValueError, TypeError, KeyError, ...) as final."""
+    default treats bad-input errors (ValueError, TypeError, KeyError, ...) as final.
+    ``private_data``: what the tool returns is private (patient records, a user's mail): in
+    an execution with ``network="ratchet"`` the sandbox is cut off the network before the
+    code sees the first such result, for the rest of the execution."""
     if max_attempts < 1:
         raise ValueError("max_attempts must be at least 1")
     names = tuple(n if isinstance(n, str) else n.__name__ for n in non_retryable)
-    options = ToolOptions(requires_approval, max_attempts, timeout, names, name)
+    options = ToolOptions(requires_approval, max_attempts, timeout, names, name, private_data)
 
     def mark(f: F) -> F:
         f.__codemode_tool__ = options  # type: ignore[attr-defined]

@@ -54,6 +54,7 @@ RUNTIMES: dict[str, str] = {
     "monty": "runtimes.monty:MontyRuntime",
     "python": "runtimes.python:PythonRuntime",
     "e2b": "runtimes.e2b:E2BRuntime",
+    "docker": "runtimes.docker:DockerRuntime",
     "pyodide": "runtimes.pyodide:PyodideRuntime",
 }
 

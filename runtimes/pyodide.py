@@ -55,7 +55,7 @@ from .sandbox.driver import RunnerDriver
 from .sandbox.process import OutputSink, exit_signal
 from .signatures import FunctionsSpec, ToolSignature, normalize_functions
 from .transports.stdio import StdioChannel
-from .types import CheckpointTier, Determinism, ExecutionLimits, RuntimeCapabilities
+from .types import CheckpointTier, Determinism, ExecutionLimits, RuntimeCapabilities, SandboxOptions
 from .wasm.deno import DenoProcess, ProcessSpec, memory_pages, read_only_paths, start_warm
 from .wasm.distribution import Distribution, cache_root, ensure_pyodide, find_deno
 from .wasm.packages import PackageResolver, ResolvedPackages
@@ -214,6 +214,7 @@ class PyodideRuntime(CodeRuntime):
         checkpoint_tier=CheckpointTier.JOURNAL,
         type_checking=False,
         startup_latency_ms=500.0,
+        packages=True,
     )
 
     def __init__(
@@ -317,11 +318,11 @@ class PyodideRuntime(CodeRuntime):
         inputs: Mapping[str, Any] | None = None,
         limits: ExecutionLimits | None = None,
         determinism: Determinism | None = None,
-        options: Any = None,
+        options: SandboxOptions | None = None,
     ) -> CodeExecution:
+        options = self.check_options(options)
         limits = limits or ExecutionLimits()
-        _check_options(options)
-        spec = await self._spec(limits, list(getattr(options, "packages", None) or []))
+        spec = await self._spec(limits, options.packages)
         run = _PyodideRun(self, normalize_functions(functions), limits)
         self._live.add(run)
         try:
@@ -365,15 +366,3 @@ class _Setup:
         self.preload = preload
         self.snapshot = snapshot
 
-
-def _check_options(options: Any) -> None:
-    """Refuse what Pyodide cannot honour before anything starts."""
-    if options is None:
-        return
-    network = getattr(options, "network", "none")
-    if network not in (None, "none"):
-        raise CapabilityError(
-            f"the pyodide runtime has no network (network={network!r} was asked)", error_type="CapabilityError"
-        )
-    if getattr(options, "mounts", None):
-        raise CapabilityError("the pyodide runtime cannot mount host directories", error_type="CapabilityError")

@@ -73,3 +73,12 @@ def s3_server() -> Iterator[S3Endpoint]:
     secret and an existing bucket. Stopped (and its directory removed) at session end."""
     with SeaweedS3() as endpoint:
         yield endpoint
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_docker_engine() -> Iterator[None]:
+    """The podman service the docker runtime's tests start on first use (tests/docker_engine.py)."""
+    yield
+    from tests.docker_engine import stop_engine
+
+    stop_engine()

@@ -233,6 +233,7 @@ class CodeModePlugin(SimplePlugin):
             build_id=worker.config(active_config=True).get("build_id") or BUILD_ID,
         )
         own_task = asyncio.create_task(own.run())
+        sweeper = asyncio.create_task(_sweep_orphans(parts.sandbox))
         try:
             main_task = asyncio.ensure_future(next(worker))
             done, _ = await asyncio.wait({main_task, own_task}, return_when=asyncio.FIRST_COMPLETED)
@@ -243,6 +244,7 @@ class CodeModePlugin(SimplePlugin):
                 own_task.result()
             await main_task
         finally:
+            sweeper.cancel()
             if own.is_running:
                 await own.shutdown()
             with contextlib.suppress(Exception, asyncio.CancelledError):
@@ -250,6 +252,18 @@ class CodeModePlugin(SimplePlugin):
             await parts.sandbox.aclose()
             self._parts.remove(parts)
             self._session_queues.discard(parts.session_queue)
+
+
+#: How often a worker looks for sandboxes crashed workers left behind (and once at start).
+ORPHAN_SWEEP_SECONDS = 3600.0
+
+
+async def _sweep_orphans(sandbox: SandboxActivities) -> None:
+    """Remove the sandboxes crashed workers left on a shared engine (the docker runtime's
+    containers no run can use any more), at start and then hourly."""
+    while True:
+        await sandbox.sweep_orphans()
+        await asyncio.sleep(ORPHAN_SWEEP_SECONDS)
 
 
 #: Our modules that workflow code may import but that hold no workflow state: imported once

@@ -13,13 +13,6 @@ import asyncio
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-
-
-@dataclass
-class _Options:
-    packages: list[str] = field(default_factory=list)
-
 
 async def fetch(packages: Sequence[str], preload: Sequence[str]) -> None:
     await _ready(packages, ())
@@ -29,7 +22,7 @@ async def fetch(packages: Sequence[str], preload: Sequence[str]) -> None:
 
 async def _ready(packages: Sequence[str], preload: Sequence[str]) -> None:
     from ..pyodide import PyodideRuntime
-    from ..types import ExecutionResult
+    from ..types import ExecutionResult, SandboxOptions
     from .distribution import cache_root
 
     started = time.monotonic()
@@ -42,7 +35,7 @@ async def _ready(packages: Sequence[str], preload: Sequence[str]) -> None:
         if packages:
             for item in (await setup.resolver.resolve(list(packages))).load:
                 print(f"package: {item}")
-        execution = await runtime.execute("import sys\nsys.version", functions={}, options=_Options(list(packages)))
+        execution = await runtime.execute("import sys\nsys.version", functions={}, options=SandboxOptions(packages=list(packages)))
         async with execution:
             result = await execution.next_batch()
         assert isinstance(result, ExecutionResult)

@@ -80,6 +80,37 @@ async def _no_sandbox_left() -> AsyncIterator[None]:
         pytest.fail(f"sandboxes left on the local E2B server: {[(i.sandbox_id, i.state.value) for i in left]}")
 
 
+def docker_runtime(**options: Any) -> Any:
+    """A ``DockerRuntime`` on the session's podman service and test image."""
+    from runtimes.docker import DockerRuntime
+    from tests.docker_engine import IMAGE, engine
+
+    return DockerRuntime(image=IMAGE, base_url=engine().url, **options)
+
+
+@contextlib.asynccontextmanager
+async def _docker() -> AsyncIterator[CodeRuntime]:
+    rt = docker_runtime()
+    try:
+        yield rt
+    finally:
+        await rt.aclose()
+
+
+@pytest.fixture(autouse=True)
+def _no_container_left() -> Iterator[None]:
+    """After a test that used the container engine, no codemode container may be left."""
+    yield
+    from tests.docker_engine import codemode_containers, engine_started, remove_containers
+
+    if not engine_started():
+        return
+    left = codemode_containers()
+    if left:
+        remove_containers([c["Id"] for c in left])
+        pytest.fail(f"containers left on the engine: {[(c['Id'][:12], c.get('State')) for c in left]}")
+
+
 @contextlib.asynccontextmanager
 async def _monty() -> AsyncIterator[CodeRuntime]:
     from runtimes.monty import MontyRuntime
@@ -140,6 +171,7 @@ RUNTIME_FACTORIES: dict[str, Callable[[], Any]] = {
     "python-stdio": lambda: _python("stdio"),
     "python-http": lambda: _python("http"),
     "e2b": _e2b,
+    "docker": _docker,
     "pyodide": _pyodide,
 }
 

@@ -27,6 +27,7 @@ from runtimes import (
     FunctionCall,
     code_mode_prompt,
 )
+from runtimes.types import SandboxOptions
 from runtimes.pyodide import PyodideRuntime
 from runtimes.signatures import normalize_functions
 from runtimes.wasm.distribution import PYODIDE_VERSION
@@ -50,15 +51,6 @@ def fail(kind: str) -> None: ...
 TOOLS = normalize_functions({"get_weather": get_weather, "fetch": fetch, "fail": fail})
 
 
-class Options:
-    """What ``execute(options=)`` reads: packages, network, mounts."""
-
-    def __init__(self, packages: list[str] = (), network: str = "none", mounts: dict[str, str] | None = None) -> None:  # type: ignore[assignment]
-        self.packages = list(packages)
-        self.network = network
-        self.mounts = mounts or {}
-
-
 async def answer_all(calls: list[FunctionCall], execution: CodeExecution) -> None:
     for call in calls:
         if call.function_name == "fail":
@@ -77,7 +69,7 @@ async def run(
     inputs: dict[str, Any] | None = None,
     limits: ExecutionLimits | None = None,
     determinism: Determinism | None = None,
-    options: Any = None,
+    options: SandboxOptions | None = None,
     answer: Callable[[list[FunctionCall], CodeExecution], Awaitable[None]] = answer_all,
 ) -> tuple[ExecutionResult, list[list[FunctionCall]]]:
     execution = await rt.execute(
@@ -290,7 +282,7 @@ async def test_close_kills_the_process_and_aclose_the_pool() -> None:
 
 
 async def test_options_the_runtime_cannot_honour_are_refused_up_front(rt: PyodideRuntime) -> None:
-    for options in (Options(network="full"), Options(mounts={"/data": "/data"})):
+    for options in (SandboxOptions(network="full"), SandboxOptions(mounts={"/data": "/data"})):
         with pytest.raises(CapabilityError):
             await rt.execute("1", functions=TOOLS, options=options)
     with pytest.raises(CapabilityError, match="at least 48 MiB"):
@@ -320,7 +312,7 @@ async def test_pure_python_and_pyodide_abi_packages(package_rt: PyodideRuntime) 
         "try:\n    City(city='x', temp='warm')\n    bad = None\nexcept pydantic.ValidationError as e:\n    bad = e.error_count()\n"
         "[tabulate([[c.city, c.temp]], tablefmt='plain'), bad, pydantic_core.__file__.endswith('.py')]"
     )
-    result, batches = await run(package_rt, code, options=Options(packages=["tabulate", "pydantic"]))
+    result, batches = await run(package_rt, code, options=SandboxOptions(packages=["tabulate", "pydantic"]))
     assert result.output == ["Oslo  20", 1, True]
     assert len(batches) == 1
 
@@ -328,7 +320,7 @@ async def test_pure_python_and_pyodide_abi_packages(package_rt: PyodideRuntime) 
 async def test_an_unavailable_package_is_refused_before_anything_starts(package_rt: PyodideRuntime) -> None:
     before = _deno_children()
     with pytest.raises(CapabilityError) as info:
-        await package_rt.execute("import numpy", functions=TOOLS, options=Options(packages=["numpy"]))
+        await package_rt.execute("import numpy", functions=TOOLS, options=SandboxOptions(packages=["numpy"]))
     assert "numpy" in info.value.message and "pyemscripten" in info.value.message
     assert "distribution" in info.value.message  # what would provide it
     assert _deno_children() == before

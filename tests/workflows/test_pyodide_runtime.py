@@ -103,3 +103,28 @@ async def test_sigkill_of_worker_holding_the_process(client, temporal_address, t
             e["pid"] == first.pid and e["t"] >= killed_at - 0.25 for e in finished[:-1]
         ), (call_id, evs)
     assert any(e["pid"] != first.pid for e in events)  # the second worker carried on
+
+
+async def test_cli_runs_code_with_a_package_and_refuses_one_it_cannot_have(temporal_address, tmp_path) -> None:
+    import os
+    import uuid
+
+    from tests.cli.runner import base_env, codemode
+
+    code = tmp_path / "code.py"
+    code.write_text("from tabulate import tabulate\nbest = lookup('Tokyo')\nprint(tabulate([[best['city']]]))\nbest['city']\n")
+    def env() -> dict[str, str]:  # a queue of its own per run: each starts its own worker
+        return base_env(
+            TEMPORAL_ADDRESS=temporal_address,
+            CODEMODE_TASK_QUEUE=f"cli-pyodide-{uuid.uuid4().hex[:6]}",
+            CODEMODE_DATA_DIR=os.environ["CODEMODE_DATA_DIR"],
+            CODEMODE_PYODIDE_DIR=os.environ["CODEMODE_PYODIDE_DIR"],
+        )
+
+    args = ["run", str(code), "--tools", TOOLS_MODULE, "--runtime", "pyodide"]
+    result = await codemode(*args, "--package", "tabulate", env=env(), timeout=180)
+    assert result.rc == 0, result
+    assert "-----\nTokyo\n-----" in result.out and '"Tokyo"' in result.out
+    refused = await codemode(*args, "--package", "numpy", env=env(), timeout=180)
+    assert refused.rc == 1, refused
+    assert "'numpy' cannot run in the pyodide runtime" in refused.out + refused.err

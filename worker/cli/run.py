@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import sys
 from dataclasses import dataclass
 from datetime import timedelta
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from pydantic import ValidationError
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import CancelledError, WorkflowAlreadyStartedError
@@ -76,6 +78,20 @@ def parse_inputs(pairs: tuple[str, ...]) -> dict[str, Any]:
                 f"bad --input {pair!r}: the value is not JSON ({err.msg}); quote strings: {name}='\"...\"'"
             ) from None
     return inputs
+
+
+def parse_mounts(specs: tuple[str, ...]) -> dict[str, str]:
+    """``--mount SRC:DST`` flags as ``{absolute host path: sandbox path}``."""
+    mounts: dict[str, str] = {}
+    for spec in specs:
+        src, sep, dst = spec.partition(":")
+        if not sep or not src or not dst:
+            raise Fail(f"bad --mount {spec!r}: expected SRC:DST, e.g. --mount ./skills:/skills")
+        path = Path(src).expanduser().resolve()
+        if not path.exists():
+            raise Fail(f"bad --mount {spec!r}: {path} does not exist")
+        mounts[str(path)] = dst
+    return mounts
 
 
 def read_code(file: str) -> str:
@@ -282,6 +298,33 @@ async def follow(
     help=f"How long a call waits for a decision (e.g. 90s, 30m, 2h, 7d) [default: {_APPROVAL_TIMEOUT.days}d].",
 )
 @click.option(
+    "--image",
+    envvar="CODEMODE_DOCKER_IMAGE",
+    show_envvar=True,
+    help="The image of --runtime docker (any image with python3 >= 3.9), for a worker this command starts.",
+)
+@click.option(
+    "--mount",
+    "mounts",
+    multiple=True,
+    metavar="SRC:DST",
+    help="Mount host directory SRC read-only at DST in the sandbox (repeatable; docker and python runtimes).",
+)
+@click.option(
+    "--network",
+    type=click.Choice(["none", "full", "ratchet"]),
+    default="none",
+    show_default=True,
+    help="The sandbox's network; ratchet: on until a private tool's first result, then off for good (docker).",
+)
+@click.option(
+    "--package",
+    "packages",
+    multiple=True,
+    metavar="NAME",
+    help="A package the code needs (repeatable; pyodide: pure-Python or Pyodide wheels, refused up front if none).",
+)
+@click.option(
     "--require-code-approval",
     is_flag=True,
     help=f"Park before the code runs, until the code itself is approved (call id {CODE_APPROVAL_ID!r}).",
@@ -304,6 +347,10 @@ def run(
     max_stdout: int | None,
     allowed_tools: tuple[str, ...],
     approval_timeout: timedelta | None,
+    image: str | None,
+    mounts: tuple[str, ...],
+    network: str,
+    packages: tuple[str, ...],
     require_code_approval: bool,
     address: str,
     task_queue: str,
@@ -318,14 +365,22 @@ def run(
         "max_stdout_bytes": max_stdout,
     }
     given = {"approval_timeout": approval_timeout, "tools": list(allowed_tools) or None}
-    request = CodeExecutionRequest(
-        code=read_code(file),
-        runtime=runtime,
-        inputs=parse_inputs(inputs),
-        limits=ExecutionLimits(**{k: v for k, v in limits.items() if v is not None}),
-        require_code_approval=require_code_approval,
-        **{k: v for k, v in given.items() if v is not None},
-    )
+    if image:  # the docker runtime of a worker started by this command reads it
+        os.environ["CODEMODE_DOCKER_IMAGE"] = image
+    try:
+        request = CodeExecutionRequest(
+            code=read_code(file),
+            runtime=runtime,
+            inputs=parse_inputs(inputs),
+            limits=ExecutionLimits(**{k: v for k, v in limits.items() if v is not None}),
+            require_code_approval=require_code_approval,
+            mounts=parse_mounts(mounts),
+            network=network,
+            packages=list(packages),
+            **{k: v for k, v in given.items() if v is not None},
+        )
+    except ValidationError as err:
+        raise Fail(f"bad request: {err.errors()[0]['msg']}") from None
     registry = load_tools(tools_module) if tools_module else None
     if registry is not None and allowed_tools:
         unknown = [name for name in allowed_tools if name not in registry.names]

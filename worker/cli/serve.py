@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import os
 import signal
 from typing import Any
 
@@ -127,8 +128,16 @@ async def _serve_worker(client: Client, registry: ToolRegistry, task_queue: str,
 @address_option
 @task_queue_option
 @metrics_option
-def worker(tools_module: str | None, address: str, task_queue: str, metrics: str | None) -> int:
+@click.option(
+    "--image",
+    envvar="CODEMODE_DOCKER_IMAGE",
+    show_envvar=True,
+    help="The image the docker runtime runs code in (any image with python3 >= 3.9).",
+)
+def worker(tools_module: str | None, address: str, task_queue: str, metrics: str | None, image: str | None) -> int:
     """Run a worker for the workflow, the sandbox steps and the tools, until Ctrl-C."""
+    if image:
+        os.environ["CODEMODE_DOCKER_IMAGE"] = image
     registry = load_tools(require_tools(tools_module))
     return asyncio.run(_worker(registry, address, task_queue, metrics))
 
