@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -349,20 +350,13 @@ class PyodideRuntime(CodeRuntime):
         await self._pool.aclose()
 
 
+@dataclass(frozen=True)
 class _Setup:
-    def __init__(
-        self,
-        deno: str,
-        deno_dir: Path,
-        dist: Distribution,
-        resolver: PackageResolver,
-        preload: ResolvedPackages,
-        snapshot: Path,
-    ) -> None:
-        self.deno = deno
-        self.deno_dir = deno_dir
-        self.dist = dist
-        self.resolver = resolver
-        self.preload = preload
-        self.snapshot = snapshot
+    """What every execution of a runtime shares, found or made once."""
 
+    deno: str
+    deno_dir: Path
+    dist: Distribution
+    resolver: PackageResolver
+    preload: ResolvedPackages
+    snapshot: Path

@@ -98,6 +98,8 @@ class PackageResolver:
         self.download = download
         self.python = python
         self._locks: dict[str, asyncio.Lock] = {}
+        #: Refusals of this process (pip is not asked again for a package it has no wheel of).
+        self._refusals: dict[str, CapabilityError] = {}
 
     async def resolve(self, requirements: Sequence[str]) -> ResolvedPackages:
         if not requirements:
@@ -125,9 +127,16 @@ class PackageResolver:
     async def _resolve_with_pip(self, requirements: Sequence[str]) -> ResolvedPackages:
         key = self._key(requirements)
         async with self._locks.setdefault(key, asyncio.Lock()):
+            if key in self._refusals:
+                raise self._refusals[key]
             recorded = self._recorded(key)
             if recorded is None:
-                recorded = await asyncio.to_thread(self._pip_locked, key, requirements)
+                try:
+                    recorded = await asyncio.to_thread(self._pip_locked, key, requirements)
+                except CapabilityError as err:
+                    if _NOT_FOUND.search(err.message):  # not a network failure: it will not change
+                        self._refusals[key] = err
+                    raise
         files, imports = recorded
         return ResolvedPackages(
             load=tuple(str(self.wheel_cache / f) for f in files),

@@ -57,14 +57,19 @@ for (const name of ["log", "info", "warn", "error", "debug", "trace"]) {
 // run (see `afterTask`).
 const realSetTimeout = globalThis.setTimeout;
 const realClearTimeout = globalThis.clearTimeout;
-const immediate = new Map();
+const immediate = new Map(); // id -> callback, until it runs or is cleared
+const order = []; // ids in the order they were scheduled
+let head = 0;
 let nextImmediate = -1;
 const channel = new MessageChannel();
 const RUN = 0;
 const CHECK = 1;
 channel.port1.onmessage = (event) => {
   if (event.data === CHECK) return afterTask();
-  for (const [id, fn] of immediate) {
+  while (head < order.length) {
+    const id = order[head++];
+    const fn = immediate.get(id);
+    if (fn === undefined) continue; // cleared
     immediate.delete(id);
     try {
       fn();
@@ -73,6 +78,10 @@ channel.port1.onmessage = (event) => {
     }
     break;
   }
+  if (head > 1024 && head * 2 > order.length) {
+    order.splice(0, head);
+    head = 0;
+  }
   // What the callback started goes on in microtasks (Pyodide resumes Python there): look
   // whether the code is idle in a task of its own, after them.
   if (immediate.size === 0) channel.port2.postMessage(CHECK);
@@ -80,6 +89,7 @@ channel.port1.onmessage = (event) => {
 function schedule(fn, args) {
   const id = nextImmediate--;
   immediate.set(id, () => fn(...args));
+  order.push(id);
   channel.port2.postMessage(RUN);
   return id;
 }
