@@ -21,9 +21,10 @@ logic (``runtimes/wasm/guest.py``); tool calls look synchronous to the code (JSP
   was not given.
 * **Limits.** ``max_memory_bytes`` caps the WebAssembly memory (``--wasm-max-mem-pages``;
   the interpreter itself takes about 25 MB of it): ``MemoryError`` in the code.
-  ``timeout_seconds`` is compute time, kept by the host (paused while the code waits for
-  a tool); at the limit the host kills the process. ``max_tool_calls`` and
-  ``max_stdout_bytes`` as everywhere.
+  ``timeout_seconds`` is compute time (paused while the code waits for a tool): at the
+  limit ``runner.mjs`` interrupts Python through Pyodide's interrupt buffer, a timeout on
+  the line it ran; the host's own clock kills the process ``kill_grace`` later if the code
+  swallowed it. ``max_tool_calls`` and ``max_stdout_bytes`` as everywhere.
 
 Checkpoints are tier 3 (``dump()`` is None): a parked or orphaned run is rebuilt by
 journal replay in a fresh process, with the same seeded ``random`` and virtual clock as
@@ -229,7 +230,7 @@ class PyodideRuntime(CodeRuntime):
         pool_size: int = 1,
         deno: str | None = None,
         startup_timeout: float = 120.0,
-        kill_grace: float = 0.0,
+        kill_grace: float = 1.0,
     ) -> None:
         self.packages = tuple(packages)
         self.wheel_dirs = tuple(str(d) for d in wheel_dirs)

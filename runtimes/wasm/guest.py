@@ -115,6 +115,19 @@ async def run(boot_json: str, host) -> str:
         return runner._dumps_str({"type": "done", "output": repr(msg.get("output"))})
 
 
+def _timeout_on_interrupt(limit: float) -> None:
+    """``runner.mjs`` interrupts Python (SIGINT, through Pyodide's interrupt buffer) when the
+    code's compute time reaches the limit: raise the runner's own timeout there, so the
+    error carries the line the code was on (a ``BaseException``: ``except Exception`` in the
+    code does not swallow it)."""
+    import signal
+
+    def expired(signum, frame):
+        raise runner.CodeTimeout(f"the code used more than {limit:g} s of compute time")
+
+    signal.signal(signal.SIGINT, expired)
+
+
 def _run(boot, channel: PromiseChannel):
     code = boot["code"]
     runner._SOURCE[:] = [code]
@@ -135,6 +148,7 @@ def _run(boot, channel: PromiseChannel):
     from pyodide.ffi import run_sync
 
     runner._run_coroutine = run_sync
+    _timeout_on_interrupt(float(boot.get("limits", {}).get("timeout_seconds", 30.0)))
     runner._RESERVE[:] = [bytearray(4 << 20)]
     channel.send({"type": "ready"})
     is_coroutine = bool(code_obj.co_flags & 0x80)  # inspect.CO_COROUTINE

@@ -102,6 +102,42 @@ globalThis.clearTimeout = (id) => {
   else realClearTimeout(id);
 };
 
+// -- compute clock --------------------------------------------------------------------------
+
+// The code's compute time, paused while it waits for the host (a sync call, or idle with
+// async calls outstanding), as the host counts it. At the limit a timer thread sets
+// Pyodide's interrupt buffer: Python raises (guest.py turns SIGINT into the runner's
+// timeout) on the line it was running. The host kills the process a grace period later if
+// the code swallowed that.
+const clock = {
+  interrupt: new Int32Array(new SharedArrayBuffer(4)),
+  timer: null,
+  budget: 0,
+  since: null,
+  start(seconds) {
+    this.budget = seconds * 1000;
+    this.timer = new Worker(
+      "data:text/javascript," +
+        encodeURIComponent(
+          "let t; onmessage = (e) => { clearTimeout(t); const [buf, ms] = e.data;" +
+            " if (ms !== null) t = setTimeout(() => Atomics.store(buf, 0, 2), ms); };",
+        ),
+      { type: "module" },
+    );
+  },
+  resume() {
+    if (this.timer === null || this.since !== null) return;
+    this.since = performance.now();
+    this.timer.postMessage([this.interrupt, Math.max(0, this.budget)]);
+  },
+  pause() {
+    if (this.timer === null || this.since === null) return;
+    this.budget -= performance.now() - this.since;
+    this.since = null;
+    this.timer.postMessage([this.interrupt, null]);
+  },
+};
+
 // -- protocol -----------------------------------------------------------------------------
 
 let token = "";
@@ -139,6 +175,7 @@ function afterTask() {
   if (waiting.length > 0 && key !== reported) {
     reported = key;
     sendLine(JSON.stringify({ type: "blocked", waiting }));
+    clock.pause();
   }
 }
 
@@ -149,7 +186,10 @@ const host = {
   call(callId, json, concurrent) {
     return new Promise((resolve) => {
       pending.set(String(callId), { resolve, concurrent });
-      if (!concurrent) syncCalls += 1;
+      if (!concurrent) {
+        syncCalls += 1;
+        clock.pause();
+      }
       sendLine(json);
     });
   },
@@ -169,6 +209,7 @@ function deliver(line) {
   pending.delete(id);
   reported = "";
   if (!call.concurrent) syncCalls -= 1;
+  clock.resume();
   call.resolve(line);
   // The code resumes in microtasks: a task after them checks whether it is idle again.
   channel.port2.postMessage(CHECK);
@@ -248,7 +289,10 @@ if (boot.done) exit(0);
   for await (const line of lines) deliver(line);
   exit(70); // the host went away
 })();
+pyodide.setInterruptBuffer(clock.interrupt);
+clock.start(JSON.parse(boot.value)?.limits?.timeout_seconds ?? 30);
 running = true;
+clock.resume();
 let final;
 try {
   final = await guest.run(boot.value, host);

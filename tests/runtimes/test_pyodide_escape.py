@@ -173,11 +173,12 @@ async def test_infinite_loop_is_stopped_and_the_runtime_goes_on(rt: Any) -> None
     limits = ExecutionLimits(timeout_seconds=1)
     started = time.monotonic()
     err = await error(rt, "while True:\n    pass\n", limits)
-    assert isinstance(err, CodeTimeoutError)
+    assert isinstance(err, CodeTimeoutError) and err.line in (1, 2)  # interrupted where it ran
     assert time.monotonic() - started < 10
-    # swallowing exceptions does not help: the process is stopped from outside
+    # swallowing the interrupt does not help: the host kills the process a second later
     code = "n = 0\nwhile True:\n    try:\n        while n >= 0:\n            n += 1\n    except BaseException:\n        pass\n"
-    assert isinstance(await error(rt, code, limits), CodeTimeoutError)
+    err = await error(rt, code, limits)
+    assert isinstance(err, CodeTimeoutError) and "stopped" in err.message
     # a sleeping sandbox is not waiting for the host: it counts
     assert isinstance(await error(rt, "import time\ntime.sleep(30)", limits), CodeTimeoutError)
     assert (await value(rt, "sum(range(10))")).output == 45  # the next execution is fine
