@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from importlib.metadata import version as _version
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from temporalio.client import Client
 from temporalio.converter import DataConverter
@@ -53,6 +53,9 @@ from worker.converter import data_converter, keyring_of, store_of
 from worker.sandbox_runner import CodeModeWorkflowRunner
 from workflows.code_execution import CodeExecutionWorkflow
 from workflows.sweep import StorageSweepWorkflow
+
+if TYPE_CHECKING:
+    from activities.mcp_servers import McpServers
 
 PLUGIN_NAME = "codemode.CodeModePlugin"
 
@@ -106,6 +109,9 @@ class CodeModePlugin(SimplePlugin):
     :param tune_worker: raise the worker's activity pollers, eager activity reservations and
         heartbeat rate where they are at the SDK's defaults (what gathered calls and prompt
         cancellation need); settings you passed yourself are kept.
+    :param mcp: started MCP servers (``activities.mcp_servers.McpServers``): their tools join
+        the registry (a namespace per server), image and blob results go to the object store
+        (sealed under the keys), and the servers are closed when the worker stops.
     """
 
     def __init__(
@@ -118,11 +124,15 @@ class CodeModePlugin(SimplePlugin):
         tracing: bool | Any = None,
         keep_alive_seconds: float = 60.0,
         tune_worker: bool = True,
+        mcp: McpServers | None = None,
     ) -> None:
         if isinstance(tools, ToolRegistry) or tools is None:
             self.registry = tools if tools is not None else ToolRegistry()
         else:
             self.registry = ToolRegistry.from_module(tools)
+        self.mcp = mcp
+        if mcp is not None:
+            self.registry.include(s for s in mcp.tool_specs() if s.name not in self.registry)
         self.runtimes = dict(runtimes or {})
         self._store = store if isinstance(store, BlobStore) else None
         self._settings = store if isinstance(store, StorageSettings) else None
@@ -199,6 +209,8 @@ class CodeModePlugin(SimplePlugin):
             keep_alive_seconds=self.keep_alive_seconds,
         )
         self._parts.append(WorkerParts(sandbox, session_queue, store, task_queue))
+        if self.mcp is not None:  # image, audio and blob results go to the object store, sealed
+            self.mcp.use_store(sandbox.checkpoints)
         config["activities"] = [
             *config.get("activities", []),
             *sandbox.activities(),
@@ -250,6 +262,8 @@ class CodeModePlugin(SimplePlugin):
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await own_task
             await parts.sandbox.aclose()
+            if self.mcp is not None:
+                await self.mcp.aclose()
             self._parts.remove(parts)
             self._session_queues.discard(parts.session_queue)
 

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Mapping
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from temporalio.client import Client
 from temporalio.worker import Worker
@@ -24,6 +25,9 @@ from worker.converter import store_of
 from worker.plugin import BUILD_ID, MAX_CONCURRENT_ACTIVITIES, CodeModePlugin, session_queue_name
 from workflows.models import TASK_QUEUE
 from workflows.sweep import SWEEP_SCHEDULE_ID, SWEEP_WORKFLOW
+
+if TYPE_CHECKING:
+    from activities.mcp_servers import McpServers
 
 __all__ = ["BUILD_ID", "SWEEP_EVERY", "CodeModeWorker", "ensure_sweep_schedule", "session_queue_name"]
 
@@ -46,7 +50,10 @@ class CodeModeWorker:
         keep_alive_seconds: float = 60.0,
         max_concurrent_activities: int = MAX_CONCURRENT_ACTIVITIES,
         store: BlobStore | None = None,
+        mcp: McpServers | None = None,
     ) -> None:
+        """``mcp``: started MCP servers whose tools the code may call (``CodeModePlugin``'s
+        ``mcp``); the worker closes them when it stops."""
         store = store or store_of(client.data_converter)
         if store is None:
             raise ValueError(
@@ -56,7 +63,10 @@ class CodeModeWorker:
         self.client = client
         self.registry = registry
         self.task_queue = task_queue
-        self.plugin = CodeModePlugin(registry, runtimes=runtimes, store=store, keep_alive_seconds=keep_alive_seconds)
+        self.mcp = mcp
+        self.plugin = CodeModePlugin(
+            registry, runtimes=runtimes, store=store, keep_alive_seconds=keep_alive_seconds, mcp=mcp
+        )
         self.worker = Worker(
             client,
             task_queue=task_queue,

@@ -141,8 +141,7 @@ def _run(boot, channel: PromiseChannel):
     tools = runner.Runner(channel, clock)
     namespace = {"__name__": "__main__", "__builtins__": builtins}
     namespace.update(boot.get("inputs") or {})
-    for spec in boot.get("functions", []):
-        namespace[spec["name"]] = tools.make_tool(spec)
+    runner._install_tools(namespace, tools, boot.get("functions", []))  # globals, or namespaces (mcp)
     if boot.get("determinism"):
         runner._install_determinism(boot["determinism"])
     from pyodide.ffi import run_sync

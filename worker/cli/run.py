@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from pydantic import ValidationError
@@ -37,9 +37,12 @@ from worker.cli.common import (
     has_workers,
     interactive_terminal,
     json_option,
+    load_mcp_config_file,
     load_tools,
+    mcp_config_option,
     note,
     open_client,
+    open_mcp,
     os_user,
     printed_address_flag,
     query_status,
@@ -58,6 +61,9 @@ from workflows.models import (
     PendingApproval,
     ToolCallRecord,
 )
+
+if TYPE_CHECKING:
+    from activities.mcp_servers import McpConfig
 
 POLL_SECONDS = 0.3
 #: The defaults the help text shows (the models hold them; the flags only override).
@@ -254,6 +260,7 @@ async def follow(
 @click.command()
 @click.argument("file", metavar="FILE|-")
 @tools_option
+@mcp_config_option
 @click.option("--runtime", type=click.Choice(sorted(RUNTIMES)), default="monty", show_default=True)
 @click.option("--input", "inputs", multiple=True, metavar="NAME=JSON", help="A variable for the code (repeatable).")
 @click.option("--id", "execution_id", help="Execution id [default: exec-<random>].")
@@ -336,6 +343,7 @@ def run(
     ctx: click.Context,
     file: str,
     tools_module: str | None,
+    mcp_config: str | None,
     runtime: str,
     inputs: tuple[str, ...],
     execution_id: str | None,
@@ -382,15 +390,14 @@ def run(
     except ValidationError as err:
         raise Fail(f"bad request: {err.errors()[0]['msg']}") from None
     registry = load_tools(tools_module) if tools_module else None
-    if registry is not None and allowed_tools:
-        unknown = [name for name in allowed_tools if name not in registry.names]
-        if unknown:
-            raise Fail(
-                f"--allow-tool: {', '.join(unknown)} not in {tools_module} (its tools: {', '.join(registry.names)})"
-            )
+    config = load_mcp_config_file(mcp_config)
+    if registry is not None and allowed_tools and config is None:
+        _check_allowed(registry, allowed_tools, tools_module or "")
     opts = RunOptions(
         request=request,
         registry=registry,
+        mcp_config=config,
+        mcp_config_file=mcp_config,
         tools_module=tools_module,
         execution_id=execution_id,
         as_json=as_json,
@@ -401,6 +408,13 @@ def run(
         address_flag=printed_address_flag(ctx),
     )
     return asyncio.run(_run(opts))
+
+
+def _check_allowed(registry: ToolRegistry, allowed: list[str] | tuple[str, ...], where: str) -> None:
+    unknown = [name for name in allowed if not registry.resolve(name)]
+    if unknown:
+        names = ", ".join(s.code_name for s in registry)
+        raise Fail(f"--allow-tool: {', '.join(unknown)} not in {where} (its tools: {names})")
 
 
 @dataclass
@@ -415,6 +429,9 @@ class RunOptions:
     task_queue: str
     interactive: bool
     address_flag: str
+    #: The checked ``--mcp-config`` (servers start only if this process runs the worker).
+    mcp_config: McpConfig | None = None
+    mcp_config_file: str | None = None
 
 
 async def _run(opts: RunOptions) -> int:
@@ -462,10 +479,11 @@ async def _client_and_worker_for_run(
     from worker.worker import CodeModeWorker
 
     address, registry, parked_extra = opts.address, opts.registry, []
+    can_serve = registry is not None or opts.mcp_config is not None
     if server_answers(address):
         client = await open_client(address)
         own_worker = not await has_workers(client, opts.task_queue)
-        if own_worker and registry is None:
+        if own_worker and not can_serve:
             note(
                 f"warning: no worker polls task queue {opts.task_queue!r}; start one with `codemode worker --tools MODULE`"
             )
@@ -475,23 +493,36 @@ async def _client_and_worker_for_run(
     else:
         if not is_local(address):
             raise Fail(f"no Temporal server answers at {address}")
-        if registry is None:
+        if not can_serve:
             raise Fail(f"no Temporal server answers at {address}; pass --tools MODULE to start one here with a worker")
         server = await start_server(split_address(address)[1], None, None)
         stack.push_async_callback(server.stop)
         note(f"No Temporal server at {address}: started the embedded one (UI {server.ui_url}, db {server.db}).")
         client = await connect(server.address)
         own_worker = True
+        flags = " ".join(
+            f
+            for f in (
+                opts.tools_module and f"--tools {opts.tools_module}",
+                opts.mcp_config_file and f"--mcp-config {opts.mcp_config_file}",
+            )
+            if f
+        )
         parked_extra = [
             "The embedded server stops with this command; the execution is saved in its database.",
-            f"Run `codemode dev --tools {opts.tools_module}` first, so a server and a worker are up to act on the decision.",
+            f"Run `codemode dev {flags}` first, so a server and a worker are up to act on the decision.",
         ]
     if own_worker:
-        assert registry is not None
         # Tool failures are shown as call lines; the worker's tracebacks would only be noise here.
         for name in ("temporalio.activity", "temporalio.workflow"):
             logging.getLogger(name).setLevel(logging.ERROR)
-        await stack.enter_async_context(CodeModeWorker(client, registry, task_queue=opts.task_queue).running())
+        registry, servers = await open_mcp(registry, opts.mcp_config)
+        if servers is not None:
+            stack.push_async_callback(servers.aclose)  # the worker closes them too; twice is harmless
+            if opts.request.tools:
+                _check_allowed(registry, opts.request.tools, "the tools module or the MCP servers")
+        worker = CodeModeWorker(client, registry, task_queue=opts.task_queue, mcp=servers)
+        await stack.enter_async_context(worker.running())
     return client, own_worker, parked_extra
 
 
