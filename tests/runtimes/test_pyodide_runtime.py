@@ -249,19 +249,21 @@ async def test_outputs_json_cannot_hold_are_converted(rt: PyodideRuntime) -> Non
 
 
 async def test_close_kills_the_process_and_aclose_the_pool() -> None:
-    before = set(_deno_children())  # the shared runtime's warm processes
     runtime = PyodideRuntime(pool_size=1)
     try:
         execution = await runtime.execute("get_weather('x')\nwhile True:\n    pass\n", functions=TOOLS)
         assert isinstance(await execution.next(), FunctionCall)
         assert execution.dump() is None
-        ours = set(_deno_children()) - before
-        assert ours  # the execution's process (and maybe the next warm one)
+        (run,) = runtime._live
+        busy = run.proc.process.pid
+        assert busy in _deno_children()
         await execution.close()
-        assert len(set(_deno_children()) & ours) <= 1  # only the warm one may remain
+        await runtime.warm()  # the replacement the pool started when the execution ended
+        warm = {t.result().process.pid for group in runtime._pool._warm.values() for t in group}
+        assert warm and busy not in warm
     finally:
         await runtime.aclose()
-    assert not set(_deno_children()) & ours  # killed and reaped: no zombie
+    assert not ({busy} | warm) & set(_deno_children())  # killed and reaped: no zombie
 
 
 async def test_options_the_runtime_cannot_honour_are_refused_up_front(rt: PyodideRuntime) -> None:
@@ -300,13 +302,25 @@ async def test_pure_python_and_pyodide_abi_packages(package_rt: PyodideRuntime) 
     assert len(batches) == 1
 
 
-async def test_an_unavailable_package_is_refused_before_anything_starts(package_rt: PyodideRuntime) -> None:
-    before = _deno_children()
+async def test_an_unavailable_package_is_refused_before_anything_starts(
+    package_rt: PyodideRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runtimes.wasm.deno import DenoProcess
+
+    await package_rt.warm()  # Deno, Pyodide and the snapshot are there: only the package is missing
+    spawned: list[object] = []
+    real_spawn = DenoProcess.spawn
+
+    async def spawn(*args: Any, **kwargs: Any) -> DenoProcess:
+        spawned.append(args)
+        return await real_spawn(*args, **kwargs)
+
+    monkeypatch.setattr(DenoProcess, "spawn", spawn)
     with pytest.raises(CapabilityError) as info:
         await package_rt.execute("import numpy", functions=TOOLS, options=SandboxOptions(packages=["numpy"]))
     assert "numpy" in info.value.message and "pyemscripten" in info.value.message
     assert "distribution" in info.value.message  # what would provide it
-    assert _deno_children() == before
+    assert spawned == []  # no process was started for it
 
 
 async def test_preloaded_packages_are_in_the_snapshot_and_compiled_ones_are_refused(tmp_path: Path) -> None:
