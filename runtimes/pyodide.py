@@ -2,10 +2,11 @@
 
 Isolation comes from Deno's permission model, not from Linux namespaces, so it runs
 wherever Deno does (macOS included, where bubblewrap does not): the process may read the
-Pyodide distribution, its snapshot and the wheels it loads, and nothing else; no network,
-environment, writes, subprocesses or FFI (``runtimes/wasm/deno.py``). Inside, the code has
-the whole standard library, an empty in-memory filesystem, and the packages the request
-names (``runtimes/wasm/packages.py``).
+Pyodide distribution, its snapshot, the wheels it loads and the request's mounts, and
+nothing else; no network, environment, writes, subprocesses or FFI
+(``runtimes/wasm/deno.py``). Inside, the code has the whole standard library, an in-memory
+filesystem (the mounts are copied into it, read-only), and the packages the request names
+(``runtimes/wasm/packages.py``).
 
 The host side is the CPython runtime's: the same bootstrap, the same JSON-line protocol
 and ``RunnerDriver`` (``runtimes/sandbox/driver.py``), and inside Pyodide the same runner
@@ -54,6 +55,7 @@ from .errors import (
 from .execution import CodeExecution
 from .sandbox.bootstrap import build_bootstrap, runner_limits
 from .sandbox.driver import RunnerDriver
+from .sandbox.mounts import check_mounts
 from .sandbox.process import OutputSink, exit_signal
 from .signatures import FunctionsSpec, ToolSignature, normalize_functions
 from .transports.stdio import StdioChannel
@@ -217,6 +219,7 @@ class PyodideRuntime(CodeRuntime):
         type_checking=False,
         startup_latency_ms=500.0,
         packages=True,
+        mounts=True,
     )
 
     def __init__(
@@ -286,7 +289,15 @@ class PyodideRuntime(CodeRuntime):
         setup = await self._setup()
         return await start_warm(setup.deno, setup.deno_dir, spec)
 
-    async def _spec(self, limits: ExecutionLimits, packages: Sequence[str]) -> ProcessSpec:
+    def check_options(self, options: SandboxOptions | None) -> SandboxOptions:
+        """Mounts must exist and stay off the interpreter's own directories."""
+        options = super().check_options(options)
+        check_mounts(options.mounts, reserved=("/lib", "/codemode", "/home", "/home/pyodide"))
+        return options
+
+    async def _spec(
+        self, limits: ExecutionLimits, packages: Sequence[str], mounts: Mapping[str, str] | None = None
+    ) -> ProcessSpec:
         setup = await self._setup()
         if limits.max_memory_bytes < MIN_MEMORY_BYTES:
             raise CapabilityError(
@@ -302,8 +313,11 @@ class PyodideRuntime(CodeRuntime):
             module_url=setup.dist.module_url,
             load=wanted.load,
             imports=extra.imports,
-            read_paths=read_only_paths([str(setup.dist.path), str(setup.snapshot)], wanted.read_paths),
+            read_paths=read_only_paths(
+                [str(setup.dist.path), str(setup.snapshot)], wanted.read_paths, list(mounts or {})
+            ),
             pages=memory_pages(limits.max_memory_bytes),
+            mounts=tuple((os.path.realpath(src), dst) for src, dst in sorted((mounts or {}).items())),
         )
 
     async def warm(self, limits: ExecutionLimits | None = None, packages: Sequence[str] = ()) -> None:
@@ -324,7 +338,7 @@ class PyodideRuntime(CodeRuntime):
     ) -> CodeExecution:
         options = self.check_options(options)
         limits = limits or ExecutionLimits()
-        spec = await self._spec(limits, options.packages)
+        spec = await self._spec(limits, options.packages, options.mounts)
         run = _PyodideRun(self, normalize_functions(functions), limits)
         self._live.add(run)
         try:

@@ -76,6 +76,8 @@ class ProcessSpec:
     imports: tuple[str, ...] = ()
     read_paths: tuple[str, ...] = ()
     pages: int | None = None
+    #: ``(host path, sandbox path)``: copied in read-only while the process warms up.
+    mounts: tuple[tuple[str, str], ...] = ()
 
 
 class DenoProcess:
@@ -149,6 +151,7 @@ async def start_warm(deno: str, deno_dir: Path, spec: ProcessSpec) -> DenoProces
                 "snapshot": spec.snapshot,
                 "wheels": list(spec.load),
                 "imports": list(spec.imports),
+                "mounts": [list(m) for m in spec.mounts],
             }
         )
         msg = await proc.read_message()

@@ -4,8 +4,8 @@
 // no network, environment, writes, subprocesses, FFI or system information.
 //
 // stdin, line 1 (the host's set-up, never in argv): {"mode": "serve" | "build", "token",
-// "index_url" (a directory path), "module_url", "snapshot", "wheels", "imports", "modules",
-// "preload"}.
+// "index_url" (a directory path), "module_url", "snapshot", "wheels", "imports", "mounts",
+// "modules", "preload"}.
 //
 // "build": load Pyodide with the snapshot flag, install our Python modules (the CPython
 // runner and guest.py) and import them and the usual standard library, then write
@@ -268,6 +268,28 @@ const raw = { write: (bytes) => (writeAll(stderr, bytes), bytes.length), isatty:
 pyodide.setStdout(raw);
 pyodide.setStderr(raw);
 pyodide.setStdin({ stdin: () => null });
+// Read-only mounts: the host directory (or file) is copied into the in-memory filesystem
+// and made read-only there (Pyodide's NODEFS would pass writes to Deno, which refuses them
+// by ending the process). Capped, so a huge directory is an error, not a full memory.
+const MOUNT_BYTES = 256 * 1024 * 1024;
+let mounted = 0;
+async function copyIn(src, dst) {
+  const info = await Deno.stat(src);
+  if (info.isDirectory) {
+    pyodide.FS.mkdirTree(dst);
+    for await (const entry of Deno.readDir(src)) await copyIn(`${src}/${entry.name}`, `${dst}/${entry.name}`);
+    pyodide.FS.chmod(dst, 0o555);
+  } else if (info.isFile) {
+    mounted += info.size;
+    if (mounted > MOUNT_BYTES) throw new Error(`the mounts hold more than ${MOUNT_BYTES} bytes`);
+    pyodide.FS.writeFile(dst, await readFile(src));
+    pyodide.FS.chmod(dst, 0o444);
+  }
+}
+for (const [src, dst] of setup.mounts ?? []) {
+  pyodide.FS.mkdirTree(dst.split("/").slice(0, -1).join("/") || "/");
+  await copyIn(src, dst);
+}
 // Files of the snapshot's preloaded wheels are not in it (only their imported modules):
 // extract them again, then the execution's own packages.
 if (setup.wheels.length > 0) {

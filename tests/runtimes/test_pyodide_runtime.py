@@ -266,12 +266,36 @@ async def test_close_kills_the_process_and_aclose_the_pool() -> None:
     assert not ({busy} | warm) & set(_deno_children())  # killed and reaped: no zombie
 
 
-async def test_options_the_runtime_cannot_honour_are_refused_up_front(rt: PyodideRuntime) -> None:
-    for options in (SandboxOptions(network="full"), SandboxOptions(mounts={"/data": "/data"})):
+async def test_options_the_runtime_cannot_honour_are_refused_up_front(rt: PyodideRuntime, tmp_path: Path) -> None:
+    for options in (
+        SandboxOptions(network="full"),
+        SandboxOptions(network="ratchet"),
+        SandboxOptions(mounts={str(tmp_path / "nowhere"): "/data"}),
+        SandboxOptions(mounts={str(tmp_path): "/lib"}),
+    ):
         with pytest.raises(CapabilityError):
             await rt.execute("1", functions=TOOLS, options=options)
     with pytest.raises(CapabilityError, match="at least 48 MiB"):
         await rt.execute("1", functions=TOOLS, limits=ExecutionLimits(max_memory_bytes=16 * 2**20))
+
+
+async def test_read_only_mounts(rt: PyodideRuntime, tmp_path: Path) -> None:
+    skills = tmp_path / "skills"
+    (skills / "nested").mkdir(parents=True)
+    (skills / "hello.txt").write_text("hello from the host\n")
+    (skills / "nested" / "data.json").write_text('{"rows": 3}')
+    code = (
+        "import json, os\n"
+        "def attempt(fn):\n"
+        "    try:\n        fn()\n        return 'allowed'\n"
+        "    except OSError as e:\n        return type(e).__name__\n"
+        "[open('/skills/hello.txt').read().strip(), json.load(open('/skills/nested/data.json'))['rows'],\n"
+        " sorted(os.listdir('/skills')), attempt(lambda: open('/skills/hello.txt', 'w').write('x')),\n"
+        " attempt(lambda: open('/skills/new.txt', 'w')), attempt(lambda: os.remove('/skills/hello.txt'))]"
+    )
+    result, _ = await run(rt, code, options=SandboxOptions(mounts={str(skills): "/skills"}))
+    assert result.output == ["hello from the host", 3, ["hello.txt", "nested"]] + ["PermissionError"] * 3
+    assert (skills / "hello.txt").read_text() == "hello from the host\n" and not (skills / "new.txt").exists()
 
 
 # -- packages ---------------------------------------------------------------------------
