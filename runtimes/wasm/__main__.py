@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Sequence
 
+
 async def fetch(packages: Sequence[str], preload: Sequence[str]) -> None:
     await _ready(packages, ())
     if preload:

@@ -15,7 +15,6 @@ line the runner writes starts with it, and the host drops lines that do not
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import os

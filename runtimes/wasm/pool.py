@@ -57,7 +57,7 @@ class WarmPool:
         for attempt in range(2):
             try:
                 proc = await asyncio.wait_for(asyncio.shield(task), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 asyncio.create_task(_discard(task))
                 raise SandboxError(f"no Pyodide process started within {timeout:g} s") from None
             except SandboxError:

@@ -95,7 +95,7 @@ async def _build(deno: str, deno_dir: Path, dist: Distribution, preload: Resolve
         stdout = proc.process.proc.stdout
         assert stdout is not None
         return await asyncio.wait_for(stdout.readexactly(int(header["size"])), BUILD_TIMEOUT_SECONDS)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise SandboxError(f"making the Pyodide snapshot took more than {BUILD_TIMEOUT_SECONDS:g} s") from None
     finally:
         await proc.aclose(grace=5.0)

@@ -27,9 +27,9 @@ from runtimes import (
     FunctionCall,
     code_mode_prompt,
 )
-from runtimes.types import SandboxOptions
 from runtimes.pyodide import PyodideRuntime
 from runtimes.signatures import normalize_functions
+from runtimes.types import SandboxOptions
 from runtimes.wasm.distribution import PYODIDE_VERSION
 
 from .conftest import shared_pyodide
