@@ -4,6 +4,7 @@ Runtimes live in their own modules and import their vendor lazily::
 
     from runtimes.monty import MontyRuntime     # needs pydantic-monty
     from runtimes.python import PythonRuntime   # real CPython in a subprocess
+    from runtimes.pyodide import PyodideRuntime  # CPython in WebAssembly, run by Deno
 
 ``get_runtime(name)`` builds one by name.
 """
@@ -54,6 +55,7 @@ RUNTIMES: dict[str, str] = {
     "python": "runtimes.python:PythonRuntime",
     "e2b": "runtimes.e2b:E2BRuntime",
     "docker": "runtimes.docker:DockerRuntime",
+    "pyodide": "runtimes.pyodide:PyodideRuntime",
 }
 
 

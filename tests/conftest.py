@@ -13,9 +13,14 @@ from temporalio.converter import DataConverter
 from temporalio.testing import WorkflowEnvironment
 
 from activities.storage import BlobStore, FileBlobStore
+from runtimes.paths import cache_dir
 from tests.s3_local import S3Endpoint, SeaweedS3
 from worker.converter import data_converter
 from worker.server import start_local_environment
+
+# The pyodide runtime's cache (Pyodide, its memory snapshot, wheels: what `.ci/run` fetches)
+# stays where it is when a test moves the data dir, and worker processes inherit it.
+os.environ.setdefault("CODEMODE_PYODIDE_DIR", str(cache_dir("pyodide")))
 
 
 @pytest.fixture(scope="session")

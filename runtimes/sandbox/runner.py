@@ -1015,16 +1015,23 @@ def main(argv) -> None:
     os._exit(exit_code)
 
 
+def _run_coroutine(coro) -> None:
+    """Run the code's top-level coroutine (code with top-level ``await``) to its end on a
+    fresh event loop. The pyodide runtime's guest replaces this: there the event loop is
+    the JavaScript one, already running, and ``pyodide.ffi.run_sync`` waits for it."""
+    import asyncio
+
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    loop.run_until_complete(coro)
+
+
 def _run(code_obj, namespace, clock: _Clock, is_coroutine: bool):
     try:
         clock.start()
         try:
             if is_coroutine:
-                import asyncio
-
-                loop = asyncio.new_event_loop()
-                asyncio.set_event_loop(loop)
-                loop.run_until_complete(eval(code_obj, namespace))
+                _run_coroutine(eval(code_obj, namespace))
             else:
                 exec(code_obj, namespace)
         finally:

@@ -133,6 +133,38 @@ async def _python(transport: str) -> AsyncIterator[CodeRuntime]:
         await rt.aclose()
 
 
+_PYODIDE: Any = None
+
+
+def shared_pyodide() -> Any:
+    """The session's ``PyodideRuntime``: its warm processes serve every test (a process
+    serves one execution; the pool starts the next one in the background)."""
+    global _PYODIDE
+    if _PYODIDE is None:
+        from runtimes.pyodide import PyodideRuntime
+
+        _PYODIDE = PyodideRuntime(pool_size=2)
+    return _PYODIDE
+
+
+@contextlib.asynccontextmanager
+async def _pyodide() -> AsyncIterator[CodeRuntime]:
+    rt = shared_pyodide()
+    try:
+        yield rt
+    finally:
+        await rt.close_executions()
+
+
+@pytest.fixture(scope="session", autouse=True)
+async def _stop_shared_pyodide() -> AsyncIterator[None]:
+    yield
+    global _PYODIDE
+    if _PYODIDE is not None:
+        await _PYODIDE.aclose()
+        _PYODIDE = None
+
+
 #: name -> zero-argument callable returning an async context manager of a CodeRuntime.
 RUNTIME_FACTORIES: dict[str, Callable[[], Any]] = {
     "monty": _monty,
@@ -140,6 +172,7 @@ RUNTIME_FACTORIES: dict[str, Callable[[], Any]] = {
     "python-http": lambda: _python("http"),
     "e2b": _e2b,
     "docker": _docker,
+    "pyodide": _pyodide,
 }
 
 

@@ -58,10 +58,15 @@ async def test_namespaced_calls_on_every_runtime(runtime_factory) -> None:
 
 
 async def test_unknown_namespace_function_raises_attribute_error(runtime_factory) -> None:
+    from runtimes import CodeTypeError
+
+    code = "try:\n    memory.nope()\n    r = 'called'\nexcept AttributeError as e:\n    r = str(e)\nr"
     async with runtime_factory() as rt:
         if rt.capabilities.type_checking:
-            pytest.skip("a type-checking runtime refuses the code before it runs (tested below)")
-        code = "try:\n    memory.nope()\n    r = 'called'\nexcept AttributeError as e:\n    r = str(e)\nr"
+            # Checked against the stubs: refused before it runs, naming the missing function.
+            with pytest.raises(CodeTypeError, match="nope"):
+                await rt.execute(code, functions=SIGS)
+            return
         result = await drive(await guarded(rt.execute(code, functions=SIGS)), lambda call: None)
     assert "nope" in result.output
 

@@ -325,6 +325,13 @@ async def follow(
     help="The sandbox's network; ratchet: on until a private tool's first result, then off for good (docker).",
 )
 @click.option(
+    "--package",
+    "packages",
+    multiple=True,
+    metavar="NAME",
+    help="A package the code needs (repeatable; pyodide: pure-Python or Pyodide wheels, refused up front if none).",
+)
+@click.option(
     "--require-code-approval",
     is_flag=True,
     help=f"Park before the code runs, until the code itself is approved (call id {CODE_APPROVAL_ID!r}).",
@@ -351,6 +358,7 @@ def run(
     image: str | None,
     mounts: tuple[str, ...],
     network: str,
+    packages: tuple[str, ...],
     require_code_approval: bool,
     address: str,
     task_queue: str,
@@ -376,6 +384,7 @@ def run(
             require_code_approval=require_code_approval,
             mounts=parse_mounts(mounts),
             network=network,
+            packages=list(packages),
             **{k: v for k, v in given.items() if v is not None},
         )
     except ValidationError as err:
