@@ -68,9 +68,9 @@ async def modern(mcp_env: dict[str, str], person: Person) -> AsyncIterator[objec
 @pytest.fixture(scope="module")
 async def legacy(mcp_env: dict[str, str], person: Person, modern: object) -> AsyncIterator[object]:
     """A client on the handshake era (2025-11-25: the server asks mid-call and waits), on the
-    same task queue (the first server's worker serves it)."""
+    same task queue (the first server's worker serves it); its calls follow a run 6 s at most."""
     async with McpSession(
-        stdio_server(mcp_env, "--approval-wait", "3s"),
+        stdio_server(mcp_env, "--approval-wait", "3s", "--max-wait", "6s"),
         mode="legacy",
         elicitation_callback=person,
         client_info=CLIENT_INFO,

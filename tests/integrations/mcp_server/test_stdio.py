@@ -210,6 +210,15 @@ async def test_unanswered_question_times_out_to_awaiting_approval(
     assert "too late" in done.structured_content["error"]["message"]
 
 
+async def test_a_run_longer_than_the_wait_is_running_then_result_has_it(legacy: Any) -> None:
+    res = await legacy.call_tool("execute", {"code": "await slow_echo('late', seconds=8)"})
+    report = res.structured_content
+    assert report["status"] == "running" and not res.is_error, res
+    assert f"result(execution_id='{report['execution_id']}', wait_seconds=60)" in res.content[0].text
+    done = await legacy.call_tool("result", {"execution_id": report["execution_id"], "wait_seconds": 30})
+    assert done.structured_content["status"] == "completed" and done.structured_content["output"] == "late"
+
+
 async def test_result_of_an_unknown_execution(modern: Any) -> None:
     res = await modern.call_tool("result", {"execution_id": "exec-nope"})
     assert res.is_error and "no execution 'exec-nope'" in res.content[0].text
