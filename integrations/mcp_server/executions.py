@@ -180,13 +180,20 @@ class Executions:
     # -- following a run -------------------------------------------------------------------
 
     async def follow(
-        self, ctx: Context[Any, Any], handle: WorkflowHandle[Any, ExecutionOutcome], *, wait_seconds: float, ask: bool
+        self,
+        ctx: Context[Any, Any],
+        handle: WorkflowHandle[Any, ExecutionOutcome],
+        *,
+        wait_seconds: float,
+        ask: bool,
+        answered: set[str] | None = None,
     ) -> ExecutionReport | InputRequiredResult:
         """Follow the run up to ``wait_seconds``; when it parks, ask the person (if ``ask``
-        and the client can), apply the answers, and go on."""
+        and the client can), apply the answers, and go on. ``answered``: calls decided here
+        already (a decision sent as a signal shows as pending until a worker applies it)."""
         deadline = time.monotonic() + wait_seconds
         progress = Progress(ctx)
-        answered: set[str] = set()
+        answered = set(answered or ())
         while True:
             got = await self._watch(handle, progress, deadline, answered)
             if isinstance(got, ExecutionReport):
@@ -217,7 +224,7 @@ class Executions:
                 await self._apply(handle, call_id, answer, by)
         if any(answer is None for answer in retry.answers.values()):
             return await self._snapshot(handle)
-        return await self.follow(ctx, handle, wait_seconds=wait_seconds, ask=True)
+        return await self.follow(ctx, handle, wait_seconds=wait_seconds, ask=True, answered=set(retry.answers))
 
     async def _apply(self, handle: WorkflowHandle[Any, Any], call_id: str, answer: approvals.Answer, by: str) -> None:
         try:
