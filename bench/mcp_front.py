@@ -58,7 +58,11 @@ async def tools_list_bytes(n: int) -> tuple[int, int, int]:
     compact = {"separators": (",", ":")}
     described = sum(len(t["description"].encode()) for t in listing["tools"])
     seen = sum(
-        len(json.dumps({"name": t["name"], "description": t["description"], "input_schema": t["inputSchema"]}, **compact))
+        len(
+            json.dumps(
+                {"name": t["name"], "description": t["description"], "input_schema": t["inputSchema"]}, **compact
+            )
+        )
         for t in listing["tools"]
     )
     return described, seen, len(json.dumps(listing, **compact))
@@ -92,7 +96,10 @@ async def main() -> None:
         "CODEMODE_DATA_DIR": data_dir,
     }
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "worker.cli", "mcp", "--tools", "bench.bench_tools"], env=server_env, cwd=str(ROOT)
+        command=sys.executable,
+        args=["-m", "worker.cli", "mcp", "--tools", "bench.bench_tools"],
+        env=server_env,
+        cwd=str(ROOT),
     )
     progress: list[str] = []
 
@@ -136,8 +143,16 @@ async def main() -> None:
             for _ in range(args.cli_repeat):
                 t0 = time.perf_counter()
                 proc = await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "worker.cli", "run", f.name, "--json",
-                    cwd=ROOT, env=server_env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+                    sys.executable,
+                    "-m",
+                    "worker.cli",
+                    "run",
+                    f.name,
+                    "--json",
+                    cwd=ROOT,
+                    env=server_env,
+                    stdout=asyncio.subprocess.DEVNULL,
+                    stderr=asyncio.subprocess.DEVNULL,
                 )
                 assert await proc.wait() == 0
                 cli.append(time.perf_counter() - t0)

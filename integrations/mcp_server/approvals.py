@@ -81,7 +81,9 @@ def decider(ctx: Context[Any, Any]) -> str:
 
 def question(execution_id: str, p: PendingApproval, address_flag: str = "") -> str:
     """What the person is shown: the call, its arguments in full (up to a limit), where it runs."""
-    args = json.dumps({"args": p.args, "kwargs": p.kwargs} if p.args else p.kwargs, indent=2, ensure_ascii=False, default=str)
+    args = json.dumps(
+        {"args": p.args, "kwargs": p.kwargs} if p.args else p.kwargs, indent=2, ensure_ascii=False, default=str
+    )
     if len(args) > ARGS_SHOWN_MAX:
         args = args[:ARGS_SHOWN_MAX] + f"\n… ({len(args):,} characters in all)"
     return (
@@ -103,7 +105,7 @@ async def ask(
     with anyio.move_on_after(wait_seconds):
         try:
             got = await ctx.elicit(question(execution_id, p, address_flag), ApprovalForm)
-        except Exception as err:  # the client refused or sent a malformed answer: leave it parked
+        except Exception as err:  # noqa: BLE001 (the client refused or sent a malformed answer: leave it parked)
             log.info("elicitation for call %s of %s failed: %s", p.call_id, execution_id, err)
             return None
         if isinstance(got, AcceptedElicitation):
@@ -182,7 +184,9 @@ async def apply(
     (decided meanwhile, from a terminal or the web UI). Raises ``RPCError`` when Temporal
     itself is unreachable."""
     try:
-        await send_decision(handle, call_id, approve=answer.approve, by=by, comment=answer.comment, via_update=worker_up)
+        await send_decision(
+            handle, call_id, approve=answer.approve, by=by, comment=answer.comment, via_update=worker_up
+        )
     except DecisionRefused as err:
         log.info("call %s of %s was not decided here: %s", call_id, handle.id, err)
         return False

@@ -87,8 +87,10 @@ class ToolCatalog:
         lines = [
             head,
             "",
-            f"There are {len(self)} host tools, too many to list here: find them with search(query) and "
-            "read their exact stubs with get_schema([names]) before calling them.",
+            (
+                f"There are {len(self)} host tools, too many to list here: find them with search(query) and "
+                "read their exact stubs with get_schema([names]) before calling them."
+            ),
         ]
         if any(s.is_async for s in self.signatures.values()) and self._constraints.supports_async:
             lines.append(

@@ -59,20 +59,47 @@ class McpOptions:
 @click.command(name="mcp")
 @tools_option
 @mcp_config_option
-@click.option("--runtime", type=click.Choice(sorted(RUNTIMES)), default="monty", show_default=True,
-              help="The sandbox execute uses when the call names none.")
+@click.option(
+    "--runtime",
+    type=click.Choice(sorted(RUNTIMES)),
+    default="monty",
+    show_default=True,
+    help="The sandbox execute uses when the call names none.",
+)
 @click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True)
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP: the address to listen on.")
 @click.option("--port", type=int, default=DEFAULT_PORT, show_default=True, help="HTTP: the port.")
-@click.option("--token", "tokens", multiple=True, envvar="CODEMODE_MCP_TOKEN", show_envvar=True, metavar="[NAME:]TOKEN",
-              help="HTTP: a bearer token clients must send (repeatable); NAME: names its holder in the audit. "
-                   "Required off loopback; on loopback one is made up and printed when none is given.")
-@click.option("--allow-origin", "allow_origins", multiple=True, metavar="URL",
-              help="HTTP: a browser origin allowed besides the loopback ones (repeatable).")
-@click.option("--approval-wait", type=Duration(allow_zero=True), default="60s", show_default=True,
-              help="How long a question to the person waits for an answer before execute says awaiting_approval.")
-@click.option("--max-wait", type=Duration(), default="5m", show_default=True,
-              help="How long one execute or result call follows a run before it answers status running.")
+@click.option(
+    "--token",
+    "tokens",
+    multiple=True,
+    envvar="CODEMODE_MCP_TOKEN",
+    show_envvar=True,
+    metavar="[NAME:]TOKEN",
+    help="HTTP: a bearer token clients must send (repeatable); NAME: names its holder in the audit. "
+    "Required off loopback; on loopback one is made up and printed when none is given.",
+)
+@click.option(
+    "--allow-origin",
+    "allow_origins",
+    multiple=True,
+    metavar="URL",
+    help="HTTP: a browser origin allowed besides the loopback ones (repeatable).",
+)
+@click.option(
+    "--approval-wait",
+    type=Duration(allow_zero=True),
+    default="60s",
+    show_default=True,
+    help="How long a question to the person waits for an answer before execute says awaiting_approval.",
+)
+@click.option(
+    "--max-wait",
+    type=Duration(),
+    default="5m",
+    show_default=True,
+    help="How long one execute or result call follows a run before it answers status running.",
+)
 @click.option("--name", default="codemode", show_default=True, help="The server's name (and its key in mcpServers).")
 @click.option("--print-config", is_flag=True, help="Print the mcpServers JSON for a client's config, and exit.")
 @address_option
@@ -141,7 +168,7 @@ def _tokens(opts: McpOptions, http: Any) -> list[Any]:
         if not http.is_loopback(opts.host):
             raise Fail(
                 f"refusing to listen on {opts.host} without a token: anyone who reaches it could run code with "
-                "your tools. Pass --token (or set CODEMODE_MCP_TOKEN), e.g. --token \"$(openssl rand -hex 24)\""
+                'your tools. Pass --token (or set CODEMODE_MCP_TOKEN), e.g. --token "$(openssl rand -hex 24)"'
             )
         parsed = [http.BearerToken(secrets.token_urlsafe(24))]
         note(f"No --token given: clients must send `Authorization: Bearer {parsed[0].secret}` (made up for this run).")
@@ -176,7 +203,6 @@ def _config(opts: McpOptions, tokens: list[Any], client_config: Any, http: Any) 
 async def _serve(opts: McpOptions, tokens: list[Any]) -> int:
     try:
         from mcp.server.auth.settings import AuthSettings
-
         from mcp.server.transport_security import TransportSecuritySettings
 
         from integrations.mcp_server import http

@@ -5,6 +5,7 @@ each tool call as MCP progress, put calls that need approval to the person, and 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +39,7 @@ from .backend import Backend, BackendSlot, BackendUnavailable
 from .catalog import MAX_CODE_CHARS
 from .reports import ExecutionReport
 
+log = logging.getLogger(__name__)
 #: How long Temporal may not answer before a call gives up on it (the run itself is safe).
 SERVER_GONE_SECONDS = 5.0
 
@@ -78,8 +80,8 @@ class Progress:
                 self.count += 1
                 try:
                     await self.ctx.report_progress(self.count, None, display.call_line(call))
-                except Exception:  # the client went away: the run goes on regardless
-                    pass
+                except Exception as err:  # noqa: BLE001 (the client went away: the run goes on regardless)
+                    log.debug("progress not delivered: %s", err)
 
 
 @dataclass
@@ -124,7 +126,9 @@ class Executions:
         """The request for one ``execute`` call. Sessions (shared state between executions)
         add their session here when they land: ``execute(..., session=...)``."""
         if len(code) > MAX_CODE_CHARS:
-            raise BadInput(f"the code is {len(code):,} characters, over the {MAX_CODE_CHARS:,} limit; nothing was started")
+            raise BadInput(
+                f"the code is {len(code):,} characters, over the {MAX_CODE_CHARS:,} limit; nothing was started"
+            )
         runtime = runtime or self.runtime
         if runtime not in RUNTIMES:
             raise BadInput(f"unknown runtime {runtime!r}; known: {', '.join(sorted(RUNTIMES))}")

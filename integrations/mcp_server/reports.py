@@ -165,5 +165,3 @@ def _as_record(c: CallReport) -> ToolCallRecord:
         attempts=c.attempts,
         approval=c.approval,
     )
-
-

@@ -163,4 +163,3 @@ def _answer(got: ExecutionReport | InputRequiredResult, ui_url: str | None) -> C
         structured_content=got.model_dump(mode="json"),
         is_error=got.status in ("failed", "cancelled", "timed_out"),
     )
-

@@ -92,5 +92,3 @@ def _generated_source() -> str:
 exec(compile(_generated_source(), __file__ + ":generated", "exec"), globals())  # noqa: S102
 
 GENERATED = [f"{verb}_{record}" for record in _RECORDS for verb in _VERBS]
-
-

@@ -39,8 +39,18 @@ def ensure_installed() -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (stamp.exists() and stamp.read_text() == wanted and bin_path("mcp-inspector").exists()):
             subprocess.run(
-                ["npm", "install", "--prefix", str(root), "--no-audit", "--no-fund", "--loglevel=error",
-                 "--cache", str(root / ".npm-cache"), *PACKAGES],
+                [
+                    "npm",
+                    "install",
+                    "--prefix",
+                    str(root),
+                    "--no-audit",
+                    "--no-fund",
+                    "--loglevel=error",
+                    "--cache",
+                    str(root / ".npm-cache"),
+                    *PACKAGES,
+                ],
                 check=True,
                 stdout=subprocess.DEVNULL,
                 timeout=900,

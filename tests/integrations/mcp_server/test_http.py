@@ -86,9 +86,7 @@ async def test_approval_over_http_is_recorded_under_the_tokens_holder(
     assert audit.calls[0].approval is not None and audit.calls[0].approval.by == "mcp:ana"
 
 
-async def test_a_client_without_elicitation_gets_awaiting_approval(
-    http_server: str, mcp_env: dict[str, str]
-) -> None:
+async def test_a_client_without_elicitation_gets_awaiting_approval(http_server: str, mcp_env: dict[str, str]) -> None:
     async with McpSession(http_transport(http_server, SECRET), client_info=CLIENT_INFO) as session:
         res = await session.call_tool("execute", {"code": EMAIL})
         report = res.structured_content
@@ -124,7 +122,15 @@ async def test_print_config(mcp_env: dict[str, str]) -> None:
     assert entry["env"]["CODEMODE_TASK_QUEUE"] == mcp_env["CODEMODE_TASK_QUEUE"]
     token = uuid.uuid4().hex
     http = run_command(
-        "--tools", TOOLS, "--transport", "http", "--port", "9999", "--token", f"bo:{token}", "--print-config",
+        "--tools",
+        TOOLS,
+        "--transport",
+        "http",
+        "--port",
+        "9999",
+        "--token",
+        f"bo:{token}",
+        "--print-config",
         env={**mcp_env, "CODEMODE_MCP_TOKEN": ""},
     )
     assert json.loads(http.output) == {

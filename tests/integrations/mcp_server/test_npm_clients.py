@@ -66,7 +66,12 @@ async def test_inspector_lists_the_tools_over_stdio(inspector: Path, mcp_env: di
     tools = {t["name"]: t for t in listed["tools"]}
     assert set(tools) == {"execute", "search", "get_schema", "result"}
     assert tools["execute"]["outputSchema"]["properties"]["status"]["enum"] == [
-        "running", "completed", "failed", "awaiting_approval", "cancelled", "timed_out"
+        "running",
+        "completed",
+        "failed",
+        "awaiting_approval",
+        "cancelled",
+        "timed_out",
     ]
 
 

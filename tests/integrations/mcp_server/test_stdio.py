@@ -56,7 +56,13 @@ async def test_lists_four_tools_and_no_way_to_approve(modern: Any) -> None:
     assert "def get_invoice" not in execute.description and len(execute.description.encode()) <= 2048
     assert set(execute.input_schema["properties"]) == {"code", "runtime"}
     assert set(execute.output_schema["properties"]) == {
-        "status", "execution_id", "output", "stdout", "error", "pending_approvals", "tool_calls"
+        "status",
+        "execution_id",
+        "output",
+        "stdout",
+        "error",
+        "pending_approvals",
+        "tool_calls",
     }
     for tool in tools.values():  # nothing a model can call takes a decision
         assert not {"approve", "decision", "call_id"} & set(tool.input_schema.get("properties", {}))
@@ -68,7 +74,9 @@ async def test_search_and_get_schema_among_hundreds(modern: Any) -> None:
     assert found.structured_content["total_tools"] == len(GENERATED) + 3
     assert hits[0]["name"] == "restore_document", hits
     assert len(hits) == 5
-    assert hits[0]["signature"] == "restore_document(document_id: str, folder: str | None = None, note: str = '') -> dict"
+    assert (
+        hits[0]["signature"] == "restore_document(document_id: str, folder: str | None = None, note: str = '') -> dict"
+    )
 
     email = await modern.call_tool("search", {"query": "email a message"})
     assert email.structured_content["tools"][0]["name"] == "send_email"
@@ -130,9 +138,7 @@ async def test_a_failing_tool_is_an_exception_in_the_code(modern: Any) -> None:
     assert report["error"]["line"] == 1
 
 
-async def test_approval_accepted_through_the_client(
-    session: Any, reset_person: Person, client: Client
-) -> None:
+async def test_approval_accepted_through_the_client(session: Any, reset_person: Person, client: Client) -> None:
     reset_person.comment = "fine to send"
     res = await session.call_tool("execute", {"code": EMAIL})
     report = res.structured_content
