@@ -12,7 +12,7 @@ from activities import ToolRegistry
 from tests.cli.runner import REPO, codemode
 from worker.worker import CodeModeWorker
 
-SECTION = (REPO / "README.md").read_text().split("## Use it from an agent", 1)[1].split("\n## ", 1)[0]
+SECTION = (REPO / "README.md").read_text().split("### pydantic-ai: `DurableCodeMode`", 1)[1].split("\n### ", 1)[0]
 
 
 def section_commands() -> list[str]:

@@ -96,7 +96,8 @@ async def stdio_rt() -> AsyncIterator[PythonRuntime]:
 def _children() -> list[int]:
     """Live (or zombie) sandbox child processes (bwrap or the runner) of this test process.
 
-    Other children (a session's Temporal server, Monty's pool) are not ours to count."""
+    Other children (a session's Temporal server, Monty's pool, pyodide's warm Deno processes)
+    are not ours to count."""
     kids: list[int] = []
     for task in os.listdir("/proc/self/task"):
         try:
@@ -113,6 +114,8 @@ def _children() -> list[int]:
                 comm = f.read().strip()
         except OSError:
             return False
+        if comm == "deno":
+            return False  # the pyodide runtime's warm pool (runner.mjs), kept for the session
         return comm == "bwrap" or b"bwrap" in cmd or b"runner" in cmd or not cmd  # zombies have no cmdline
 
     return [k for k in kids if is_sandbox(k)]
