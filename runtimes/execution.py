@@ -42,10 +42,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import ExecutionProtocolError
 from .types import ExecutionResult, FunctionCall
+
+if TYPE_CHECKING:
+    from .session import CodeSession
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,9 @@ class CodeExecution:
         self._finished = False
         self._closed = False
         self.runtime = runtime
+        #: The session this execution runs in, when it is a cell (``runtimes/session.py``):
+        #: it outlives the execution, and ``close()`` after the end leaves it usable.
+        self.session: CodeSession | None = None
 
     # -- state ------------------------------------------------------------------------
 
