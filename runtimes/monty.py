@@ -45,7 +45,7 @@ from .errors import (
     SandboxError,
 )
 from .execution import Blocked, CallOutcome, CodeExecution, Step
-from .session import CodeSession, bound_names
+from .session import CodeSession, bound_names, declared_globals
 from .signatures import FunctionsSpec, ToolSignature, normalize_functions, render_stubs
 from .types import (
     CheckpointTier,
@@ -449,20 +449,26 @@ class _MontySession:
         session: Any,
         limits: ExecutionLimits,
         determinism: Determinism | None,
-        names: list[str] | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> None:
         self.runtime = runtime
         self.pm = session
         self.limits = limits
         self.determinism = determinism
+        meta = meta or {}
         #: Every global a cell may have bound (Monty cannot list its globals): what the
-        #: type checker is told exists, and what ``variables()`` asks the VM about.
-        self.names: dict[str, None] = dict.fromkeys(names or ())
+        #: type checker is told exists.
+        self.names: dict[str, None] = dict.fromkeys(str(n) for n in meta.get("names", ()))
+        #: What the probe found so far (name -> type), the names bound since it last ran, and
+        #: the names functions declare ``global`` (a call may rebind them: probed every time).
+        self.known: dict[str, str] = {str(k): str(v) for k, v in dict(meta.get("known") or {}).items()}
+        self.fresh: dict[str, None] = dict.fromkeys(str(n) for n in meta.get("fresh", ()))
+        self.globals: dict[str, None] = dict.fromkeys(str(n) for n in meta.get("globals", ()))
         self.current: _MontyRun | None = None
         self.closed = False
 
     def meta(self) -> dict[str, Any]:
-        return {"names": list(self.names)}
+        return {"names": list(self.names), "known": self.known, "fresh": list(self.fresh), "globals": list(self.globals)}
 
     def alive(self) -> bool:
         return not self.closed and self.pm is not None
@@ -479,6 +485,9 @@ class _MontySession:
             await rt._type_check_once(code, _type_check_stubs(signatures, inputs, self.names))
         for name in [*(inputs or {}), *bound_names(code)]:
             self.names[name] = None
+            self.fresh[name] = None
+        for name in declared_globals(code):
+            self.globals[name] = None
         sink = _StdoutSink(self.limits.max_stdout_bytes)
         run = _MontyRun(rt, self.pm, signatures, self.limits, sink, code=code, determinism=self.determinism, cell=self)
         self.current = run
@@ -493,9 +502,12 @@ class _MontySession:
         return encode_checkpoint(SESSION_FORMAT, MONTY_VERSION, meta, await self.pm.dump())
 
     async def variables(self) -> dict[str, str]:
-        names = [n for n in self.names if n.isidentifier() and not keyword.iskeyword(n)]
+        """The globals' types. Monty keeps the source of every feed in the session, so the
+        probe asks only about the names bound since it last ran (and ``global`` ones):
+        what it adds to the state is proportional to the cells' own code."""
+        names = [n for n in {**self.fresh, **self.globals} if n.isidentifier() and not keyword.iskeyword(n)]
         if not names:
-            return {}
+            return dict(self.known)
         lines = [f"def {_PROBE}():", "    found = {}"]
         for name in names:
             lines += ["    try:", f"        found[{name!r}] = type({name}).__name__", "    except NameError:", "        pass"]
@@ -506,12 +518,18 @@ class _MontySession:
                 snap = await snap.resume()  # undefined: NameError, caught by the probe
         except pm.MontyError as err:
             log.info("could not list the session's variables: %s", err)
-            return {}
+            return dict(self.known)
         if not isinstance(snap, pm.MontyComplete):  # a global shadowing type() that calls a tool...
             await self.close()
-            return {}
-        found = snap.output
-        return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+            return dict(self.known)
+        found = snap.output if isinstance(snap.output, dict) else {}
+        for name in names:
+            if name in found:
+                self.known[name] = str(found[name])
+            else:
+                self.known.pop(name, None)
+        self.fresh.clear()
+        return dict(self.known)
 
     async def close(self) -> None:
         if self.closed:
@@ -732,18 +750,17 @@ class MontyRuntime(CodeRuntime):
     ) -> CodeSession | None:
         self.check_options(options)
         limits = limits or ExecutionLimits()
-        names: list[str] = []
+        meta: dict[str, Any] = {}
         vm: bytes | None = None
         if state is not None:
             decoded = decode_checkpoint(state, SESSION_FORMAT, MONTY_VERSION)
             if decoded is None:
                 return None  # another Monty version (or not a session's state): replay
             meta, vm = decoded
-            names = [str(n) for n in meta.get("names", [])]
         pm_session = await self._checkout(
             limits=limits, stubs=None, type_check=False, os_policy=self._determinism_policy(determinism), repl=True
         )
-        session = _MontySession(self, pm_session, limits, determinism, names)
+        session = _MontySession(self, pm_session, limits, determinism, meta)
         if vm is not None:
             try:
                 await pm_session.load_session(vm)
@@ -818,7 +835,7 @@ class MontyRuntime(CodeRuntime):
         )
         cell = None
         if isinstance(cell_meta, dict):  # a cell of a session: the snapshot holds the whole REPL
-            cell = _MontySession(self, session, limits, determinism, [str(n) for n in cell_meta.get("names", [])])
+            cell = _MontySession(self, session, limits, determinism, cell_meta)
         run = _MontyRun(
             self,
             session,

@@ -82,6 +82,9 @@ class CodeSession:
         self._closed = False
         #: Cells started in this session (including those replayed into it).
         self.cells = 0
+        #: What the host opened it with (limits, options, seed), so a live session is only
+        #: reused by a cell that asks for the same.
+        self.tag: str | None = None
 
     @property
     def alive(self) -> bool:
@@ -256,3 +259,12 @@ def bound_names(code: str) -> list[str]:
 
     statements(tree.body)
     return list(found)
+
+
+def declared_globals(code: str) -> list[str]:
+    """Names the functions of ``code`` declare ``global`` (calling them later may rebind them)."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return []
+    return list(dict.fromkeys(n for node in ast.walk(tree) if isinstance(node, ast.Global) for n in node.names))

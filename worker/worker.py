@@ -29,6 +29,7 @@ from worker.converter import keyring_of, store_of
 from worker.sandbox_runner import CodeModeWorkflowRunner
 from workflows.code_execution import CodeExecutionWorkflow
 from workflows.models import TASK_QUEUE
+from workflows.session import CodeSessionWorkflow
 from workflows.sweep import SWEEP_SCHEDULE_ID, SWEEP_WORKFLOW, StorageSweepWorkflow
 
 #: How often the retention sweep runs (``codemode worker`` keeps a Schedule for it).
@@ -58,6 +59,7 @@ class CodeModeWorker:
         keep_alive_seconds: float = 60.0,
         max_concurrent_activities: int = 200,
         store: BlobStore | None = None,
+        session_keep_alive_seconds: float = 900.0,
     ) -> None:
         self.client = client
         self.registry = registry
@@ -77,11 +79,12 @@ class CodeModeWorker:
             runtimes=runtimes,
             session_queue=self.session_queue,
             keep_alive_seconds=keep_alive_seconds,
+            session_keep_alive_seconds=session_keep_alive_seconds,
         )
         self.shared = Worker(
             client,
             task_queue=task_queue,
-            workflows=[CodeExecutionWorkflow, StorageSweepWorkflow],
+            workflows=[CodeExecutionWorkflow, CodeSessionWorkflow, StorageSweepWorkflow],
             # The SDK's sandbox (restrictions, fresh modules per run), without an exec per
             # payload for its serialization context, its modules compiled once
             # (worker/sandbox_runner.py).
