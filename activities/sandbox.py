@@ -102,6 +102,8 @@ class _KeptSession:
 
     session: CodeSession
     expiry: asyncio.TimerHandle | None = None
+    #: The session's workflow id (told when this worker lets the process go at shutdown).
+    owner: str = ""
 
 
 class SandboxActivities:
@@ -739,9 +741,8 @@ class SandboxActivities:
             log.info("could not save the session after its cell: %s", err)
             return CellEnd(effect="rolled_back")
         if blob is None:
-            return CellEnd(
-                effect=effect, live=self._keep_session(session), live_queue=self.session_queue, variables=variables
-            )
+            key = self._keep_session(session, cell.scope.session_id)
+            return CellEnd(effect=effect, live=key, live_queue=self.session_queue, variables=variables)
         ref = await self.checkpoints.save(scope, blob)
         if cell.state is not None and cell.state != ref:
             self._delete_later(scope, cell.state)  # the session moved past it
@@ -755,12 +756,16 @@ class SandboxActivities:
             self._keep_warm(_warm_key(scope, ref, session.tag), session)
         return CellEnd(effect=effect, state=ref, variables=variables)
 
-    def _keep_session(self, session: CodeSession) -> str:
+    def _keep_session(self, session: CodeSession, owner: str) -> str:
         key = uuid.uuid4().hex
         loop = asyncio.get_running_loop()
         expiry = loop.call_later(self.session_keep_alive_seconds, lambda: self._in_background(self._drop_kept(key)))
-        self._kept_sessions[key] = _KeptSession(session, expiry)
+        self._kept_sessions[key] = _KeptSession(session, expiry, owner)
         return key
+
+    def kept_session_owners(self) -> list[tuple[str, str]]:
+        """(session workflow id, key) of every session kept live here."""
+        return [(kept.owner, key) for key, kept in self._kept_sessions.items() if kept.owner]
 
     async def _drop_kept(self, key: str) -> None:
         kept = self._kept_sessions.pop(key, None)

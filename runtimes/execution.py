@@ -42,13 +42,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from .errors import ExecutionProtocolError
 from .types import ExecutionResult, FunctionCall
-
-if TYPE_CHECKING:
-    from .session import CodeSession
 
 
 @dataclass(frozen=True)
@@ -123,7 +120,7 @@ class CodeExecution:
         self.runtime = runtime
         #: The session this execution runs in, when it is a cell (``runtimes/session.py``):
         #: it outlives the execution, and ``close()`` after the end leaves it usable.
-        self.session: CodeSession | None = None
+        self.session: Any = None  # runtimes.session.CodeSession (which imports this module)
 
     # -- state ------------------------------------------------------------------------
 

@@ -32,7 +32,7 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from worker.client import check_request_size, search_attributes_registered
+from worker.requests import check_request_size, search_attributes_registered
 from workflows.models import (
     TASK_QUEUE,
     CodeExecutionRequest,
@@ -41,7 +41,7 @@ from workflows.models import (
     InvalidSessionName,
     check_session_name,
 )
-from workflows.session_models import (
+from workflows.session_models import (  # noqa: F401 (DEFAULT_IDLE_TIMEOUT: for callers)
     DEFAULT_IDLE_TIMEOUT,
     SESSION_WORKFLOW_TYPE,
     CellRecord,
@@ -98,6 +98,8 @@ _REFUSALS: dict[str, type[SessionError]] = {
 
 #: How often a queued cell's handle asks its session whether it started (backing off to 1 s).
 POLL_START = 0.05
+#: How long a describe waits for a worker to answer.
+QUERY_TIMEOUT = timedelta(seconds=10)
 
 
 @dataclass
@@ -127,7 +129,7 @@ class CellHandle:
             record = await _cell_record(self.client, self.session, self.index)
             if record is not None and record.state == "dropped":
                 raise SessionClosed(f"session {self.session!r} closed before cell {self.index} ran")
-            if record is None or record.state != "queued":
+            if record is None or record.state not in ("queued", "starting"):
                 break
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
@@ -142,7 +144,7 @@ class CellHandle:
         """The execution's status once it runs; before, the session's record of the cell
         (state ``queued`` and what it waits for)."""
         record = await _cell_record(self.client, self.session, self.index)
-        if record is not None and record.state in ("queued", "dropped"):
+        if record is not None and record.state in ("queued", "starting", "dropped"):
             return record
         return await self.client.get_workflow_handle(self.execution_id).query("status", result_type=ExecutionStatus)
 
@@ -211,10 +213,12 @@ async def describe_session(client: Client, session: str) -> SessionStatus:
     keeps it (its last status)."""
     handle = client.get_workflow_handle(session_workflow_id(session))
     try:
-        return await handle.query("describe", result_type=SessionStatus)
+        return await handle.query("describe", result_type=SessionStatus, rpc_timeout=QUERY_TIMEOUT)
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             raise SessionNotFound(f"no session named {session!r}") from None
+        if err.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
+            raise SessionError(f"no worker answered for session {session!r}: is a worker running on its task queue?") from None
         raise
 
 

@@ -132,7 +132,16 @@ class CodeModeWorker:
         try:
             await asyncio.gather(self.shared.run(), self.sticky.run())
         finally:
+            await self._tell_sessions_their_process_is_gone()
             await self.sandbox.aclose()
+
+    async def _tell_sessions_their_process_is_gone(self) -> None:
+        """Sessions whose live process this worker held learn it is gone now, so their next
+        cell rebuilds at once instead of first waiting for this worker's queue. (A worker
+        that is killed cannot say it: its sessions' next cells wait that long once.)"""
+        for owner, key in self.sandbox.kept_session_owners():
+            with contextlib.suppress(Exception):
+                await self.client.get_workflow_handle(owner).signal("live_lost", key)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[CodeModeWorker]:

@@ -150,6 +150,11 @@ class CodeSessionWorkflow:
             self._begin_close(reason or "closed on request")
         return self.describe()
 
+    @workflow.signal(description="A worker let the session's live process go (it shut down).")
+    def live_lost(self, key: str) -> None:
+        if self._live is not None and self._live[0] == key:
+            self._live = None
+
     @workflow.query
     def describe(self) -> SessionStatus:
         queued = []
@@ -247,7 +252,7 @@ class CodeSessionWorkflow:
             recipe_segments=list(self._recipe_segments),
             recipe=list(self._recipe),
         )
-        record.state = "running"
+        record.state = "starting"
         self._running = record
         attributes = None
         if req.index_search_attributes:
@@ -272,6 +277,7 @@ class CodeSessionWorkflow:
             self._finish(record)
             return
         queued.started = True
+        record.state = "running"
         try:
             outcome: ExecutionOutcome = await self._child
         except ChildWorkflowError as err:

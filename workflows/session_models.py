@@ -76,7 +76,8 @@ class CellTicket(BaseModel):
     started: bool = False
 
 
-CellState = Literal["queued", "running", "completed", "failed", "cancelled", "dropped"]
+#: queued (waits its turn), starting (its execution is being started), running, then how it ended.
+CellState = Literal["queued", "starting", "running", "completed", "failed", "cancelled", "dropped"]
 
 
 class CellRecord(BaseModel):
