@@ -90,6 +90,10 @@ class SessionNotFound(SessionError):
     """No session by that name."""
 
 
+class NoWorkerAnswered(SessionError):
+    """No worker answered the session's query in time (none runs, or one is starting)."""
+
+
 _REFUSALS: dict[str, type[SessionError]] = {
     "SessionClosed": SessionClosed,
     "RuntimeMismatch": RuntimeMismatch,
@@ -126,7 +130,12 @@ class CellHandle:
         an execution's like any other). Raises ``SessionClosed`` if it never will run."""
         delay = POLL_START
         while not self.ticket.started:
-            record = await _cell_record(self.client, self.session, self.index)
+            try:
+                record = await _cell_record(self.client, self.session, self.index)
+            except NoWorkerAnswered:  # (its worker may be restarting): ask again
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
             if record is not None and record.state == "dropped":
                 raise SessionClosed(f"session {self.session!r} closed before cell {self.index} ran")
             if record is None or record.state not in ("queued", "starting"):
@@ -218,7 +227,9 @@ async def describe_session(client: Client, session: str) -> SessionStatus:
         if err.status == RPCStatusCode.NOT_FOUND:
             raise SessionNotFound(f"no session named {session!r}") from None
         if err.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
-            raise SessionError(f"no worker answered for session {session!r}: is a worker running on its task queue?") from None
+            raise NoWorkerAnswered(
+                f"no worker answered for session {session!r}: is a worker running on its task queue?"
+            ) from None
         raise
 
 
