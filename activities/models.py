@@ -167,8 +167,17 @@ class CellEnd(CompactModel):
 
 
 class SessionRecipeInput(CompactModel):
+    """Store the recipe of a session's latest cells after the stored ``segments``."""
+
     scope: SessionScope
+    segments: list[SegmentRef] = Field(default_factory=list)
     recipe: SessionRecipe
+
+
+class SessionRecipeRefs(CompactModel):
+    """The stored segments of a session's recipe, oldest first (merged when they get many)."""
+
+    segments: list[SegmentRef] = Field(default_factory=list)
 
 
 class SessionReleaseInput(CompactModel):

@@ -56,6 +56,7 @@ from .models import (
     SegmentRef,
     SessionRecipe,
     SessionRecipeInput,
+    SessionRecipeRefs,
     SessionReleaseInput,
     SessionScope,
     StartInput,
@@ -740,6 +741,8 @@ class SandboxActivities:
             await session.close()
             log.info("could not save the session after its cell: %s", err)
             return CellEnd(effect="rolled_back")
+        if not session.alive:
+            return CellEnd(effect="rolled_back")
         if blob is None:
             key = self._keep_session(session, cell.scope.session_id)
             return CellEnd(effect=effect, live=key, live_queue=self.session_queue, variables=variables)
@@ -786,12 +789,24 @@ class SandboxActivities:
             self._in_background(old.close())
 
     @activity.defn(name="session_save_recipe")
-    async def save_recipe(self, inp: SessionRecipeInput) -> SegmentRef:
-        """Store the recipe of a session's cells so far (before it continues as new)."""
-        ref = await self.checkpoints.save(
-            _session_scope(inp.scope), inp.recipe.model_dump_json().encode(), kind="seg"
-        )
-        return SegmentRef(sha256=ref.sha256, size=ref.size, calls=len(inp.recipe.cells))
+    async def save_recipe(self, inp: SessionRecipeInput) -> SessionRecipeRefs:
+        """Store the recipe of a session's latest cells (the workflow then carries a reference
+        instead). Past ``RECIPE_SEGMENTS`` segments they are merged into one, so what a cell's
+        start carries stays bounded however long the session."""
+        scope = _session_scope(inp.scope)
+        if len(inp.segments) + 1 <= RECIPE_SEGMENTS:
+            ref = await self.checkpoints.save(scope, inp.recipe.model_dump_json().encode(), kind="seg")
+            added = SegmentRef(sha256=ref.sha256, size=ref.size, calls=len(inp.recipe.cells))
+            return SessionRecipeRefs(segments=[*inp.segments, added])
+        cells: list[CellRecipe] = []
+        for old in inp.segments:
+            cells.extend(SessionRecipe.model_validate_json(await self._load_blob(scope, old)).cells)
+        merged = SessionRecipe(cells=[*cells, *inp.recipe.cells])
+        ref = await self.checkpoints.save(scope, merged.model_dump_json().encode(), kind="seg")
+        if ref not in inp.segments:  # (a retry after the deletes finds them gone: no matter)
+            with contextlib.suppress(Exception):
+                await self.checkpoints.delete(scope, *inp.segments, kind="seg")
+        return SessionRecipeRefs(segments=[SegmentRef(sha256=ref.sha256, size=ref.size, calls=len(merged.cells))])
 
     @activity.defn(name="session_release")
     async def release_session(self, inp: SessionReleaseInput) -> None:
@@ -957,6 +972,8 @@ DEFER_SECONDS = 0.05
 #: Sessions kept warm after their cell (their state saved): at most this many, and a quarter
 #: of the runtime's processes.
 WARM_SESSIONS = 16
+#: Stored segments of a session's recipe before they are merged into one.
+RECIPE_SEGMENTS = 8
 #: Evicted deferred runs whose spill this worker remembers (older ones are rebuilt instead).
 SPILLS_KEPT = 4096
 #: Small superseded checkpoints are deleted in batches this often (see ``_delete_later``).

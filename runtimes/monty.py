@@ -503,31 +503,47 @@ class _MontySession:
 
     async def variables(self) -> dict[str, str]:
         """The globals' types. Monty keeps the source of every feed in the session, so the
-        probe asks only about the names bound since it last ran (and ``global`` ones):
-        what it adds to the state is proportional to the cells' own code."""
+        probe is one expression (``[type(a).__name__, ...]``, no function, nothing bound)
+        about the names bound since it last ran (and ``global`` ones): what it adds to the
+        state is proportional to the cells' own code. A name that is not there (bound in a
+        branch that did not run) raises NameError; the probe runs again without it."""
         names = [n for n in {**self.fresh, **self.globals} if n.isidentifier() and not keyword.iskeyword(n)]
         if not names:
             return dict(self.known)
-        lines = [f"def {_PROBE}():", "    found = {}"]
-        for name in names:
-            lines += ["    try:", f"        found[{name!r}] = type({name}).__name__", "    except NameError:", "        pass"]
-        lines += ["    return found", f"{_PROBE}()"]
-        try:
-            snap = await self.pm.feed_start("\n".join(lines), print_callback=lambda stream, text: None)
-            while isinstance(snap, pm.AsyncNameLookupSnapshot):
-                snap = await snap.resume()  # undefined: NameError, caught by the probe
-        except pm.MontyError as err:
-            log.info("could not list the session's variables: %s", err)
+        missing: set[str] = set()
+        while True:
+            asked = [n for n in names if n not in missing]
+            if not asked:
+                snap = None
+                break
+            try:
+                snap = await self.pm.feed_start(
+                    "[" + ", ".join(f"type({n}).__name__" for n in asked) + "]",
+                    print_callback=lambda stream, text: None,
+                )
+                if isinstance(snap, pm.AsyncNameLookupSnapshot):
+                    # Not there. (Answering the lookup with a value would bind the name: let
+                    # it raise NameError, and ask again without it.)
+                    missing.add(str(snap.variable_name))
+                    await snap.resume()
+                    continue
+                break
+            except pm.MontyRuntimeError:
+                continue  # the NameError of the missing name
+            except pm.MontyError as err:
+                log.info("could not list the session's variables: %s", err)
+                return dict(self.known)
+        names = [n for n in names if n not in missing]
+        for name in missing:
+            self.known.pop(name, None)
+        if snap is None:
+            self.fresh.clear()
             return dict(self.known)
-        if not isinstance(snap, pm.MontyComplete):  # a global shadowing type() that calls a tool...
-            await self.close()
+        if not isinstance(snap, pm.MontyComplete) or not isinstance(snap.output, list):
+            await self.close()  # (type() shadowed by something that calls a tool): not usable as is
             return dict(self.known)
-        found = snap.output if isinstance(snap.output, dict) else {}
-        for name in names:
-            if name in found:
-                self.known[name] = str(found[name])
-            else:
-                self.known.pop(name, None)
+        for name, kind in zip(names, snap.output):
+            self.known[name] = str(kind)
         self.fresh.clear()
         return dict(self.known)
 
@@ -556,8 +572,6 @@ class _MontySession:
 #: The envelope runtime name of a session's state between cells (``load_session``), as
 #: opposed to a suspended feed's snapshot ("monty", ``load_snapshot``).
 SESSION_FORMAT = "monty-session"
-#: The function the session defines to list its globals (a private name: never shown).
-_PROBE = "__codemode_vars__"
 
 
 def _line_of(snap: Any, code: str | None) -> int | None:

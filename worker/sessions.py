@@ -128,8 +128,11 @@ class CellHandle:
     async def started(self) -> WorkflowHandle[Any, ExecutionOutcome]:
         """The cell's execution, once its turn came (its status, approvals and audit are
         an execution's like any other). Raises ``SessionClosed`` if it never will run."""
+        handle = self.client.get_workflow_handle(self.execution_id, result_type=ExecutionOutcome)
+        if self.ticket.ahead == 0 and await _appears(handle):
+            return handle
         delay = POLL_START
-        while not self.ticket.started:
+        while True:
             try:
                 record = await _cell_record(self.client, self.session, self.index)
             except NoWorkerAnswered:  # (its worker may be restarting): ask again
@@ -142,7 +145,7 @@ class CellHandle:
                 break
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
-        return self.client.get_workflow_handle(self.execution_id, result_type=ExecutionOutcome)
+        return handle
 
     async def result(self) -> ExecutionOutcome:
         """The cell's outcome (waits for its turn, then for it)."""
@@ -270,6 +273,24 @@ async def list_sessions(client: Client, *, include_closed: bool = True, limit: i
         status = wf.status.name.lower() if wf.status is not None else "unknown"
         found.append(SessionInfo(name=name, status=status, started_at=wf.start_time, closed_at=wf.close_time))
     return found
+
+
+async def _appears(handle: WorkflowHandle[Any, Any], within: float = 2.0) -> bool:
+    """Whether the execution exists within ``within`` seconds (a cell with nothing before it
+    is started by the task that accepted it; the server creates it a moment later)."""
+    deadline = asyncio.get_running_loop().time() + within
+    delay = 0.002
+    while True:
+        try:
+            await handle.describe()
+            return True
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+        if asyncio.get_running_loop().time() > deadline:
+            return False
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.05)
 
 
 async def _cell_record(client: Client, session: str, index: int) -> CellRecord | None:

@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         SegmentRef,
         SessionRecipe,
         SessionRecipeInput,
+        SessionRecipeRefs,
         SessionReleaseInput,
         SessionScope,
     )
@@ -62,6 +63,9 @@ with workflow.unsafe.imports_passed_through():
         cell_execution_id,
     )
 
+#: Recipe entries (and code characters) a session carries inline before it stores them.
+RECIPE_INLINE = 32
+RECIPE_INLINE_CHARS = 32 * 1024
 #: Our own ceilings for one run (the server suggests continuing as new sooner).
 MAX_RUN_EVENTS = 10_000
 MAX_RUN_BYTES = 10 * 1024 * 1024
@@ -107,7 +111,7 @@ class CodeSessionWorkflow:
     # -- messages ---------------------------------------------------------------------------
 
     @workflow.update(description="Queue a cell; returns its number and execution id (it runs after the cells before it).")
-    async def submit(self, cell: CellSubmission) -> CellTicket:
+    def submit(self, cell: CellSubmission) -> CellTicket:
         self._count += 1
         index = self._count
         execution_id = cell_execution_id(self._name, index)
@@ -120,11 +124,9 @@ class CodeSessionWorkflow:
         )
         queued = QueuedCell(record=record, request=cell.request)
         self._queue.append(queued)
-        if ahead == 0:  # its turn now: answer once its execution exists (no polling for it)
-            await workflow.wait_condition(lambda: queued.started or queued.record.state == "dropped")
-        return CellTicket(
-            session=self._name, index=index, execution_id=execution_id, ahead=ahead, started=queued.started
-        )
+        # Answered at once: with nothing before it, the same workflow task that accepts the
+        # cell starts its execution (the caller finds it a moment later, by its id).
+        return CellTicket(session=self._name, index=index, execution_id=execution_id, ahead=ahead)
 
     @submit.validator
     def _validate_submit(self, cell: CellSubmission) -> None:
@@ -310,9 +312,29 @@ class CodeSessionWorkflow:
                             raised=not outcome.success,
                         )
                     )
+                    if len(self._recipe) >= RECIPE_INLINE or sum(len(c.code) for c in self._recipe) > RECIPE_INLINE_CHARS:
+                        await self._store_recipe()
         else:
             record.effect = "none"
         self._finish(record)
+
+    async def _store_recipe(self) -> None:
+        """Move the recipe of the latest cells to the store (every cell's start carries the
+        recipe: it must stay small)."""
+        info = workflow.info()
+        refs = await workflow.execute_local_activity(
+            "session_save_recipe",
+            SessionRecipeInput(
+                scope=SessionScope(session_id=info.workflow_id, first_run_id=info.first_execution_run_id),
+                segments=self._recipe_segments,
+                recipe=SessionRecipe(cells=self._recipe),
+            ),
+            result_type=SessionRecipeRefs,
+            start_to_close_timeout=timedelta(seconds=120),
+            retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1)),
+            summary="store the recipe of the latest cells",
+        )
+        self._recipe_segments, self._recipe = list(refs.segments), []
 
     def _finish(self, record: CellRecord) -> None:
         self._running = None
@@ -350,20 +372,7 @@ class CodeSessionWorkflow:
         if self._state != "open":
             return  # closing: finish here
         if self._recipe:  # the recipe so far goes to the store: the carry stays small
-            info = workflow.info()
-            ref = await workflow.execute_local_activity(
-                "session_save_recipe",
-                SessionRecipeInput(
-                    scope=SessionScope(session_id=info.workflow_id, first_run_id=info.first_execution_run_id),
-                    recipe=SessionRecipe(cells=self._recipe),
-                ),
-                result_type=SegmentRef,
-                start_to_close_timeout=timedelta(seconds=120),
-                retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1)),
-                summary="store the recipe of the cells so far",
-            )
-            self._recipe_segments.append(ref)
-            self._recipe = []
+            await self._store_recipe()
         assert self._determinism is not None and self._last_active is not None
         carry = SessionCarry(
             count=self._count,

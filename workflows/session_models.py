@@ -70,10 +70,9 @@ class CellTicket(BaseModel):
     session: str
     index: int
     execution_id: str
-    #: Cells before it that have not finished yet (0: it runs now).
+    #: Cells before it that have not finished yet (0: it runs now; else it waits its turn, and
+    #: the session's status says behind what).
     ahead: int = 0
-    #: Its execution has started (else it waits its turn: the session's status says behind what).
-    started: bool = False
 
 
 #: queued (waits its turn), starting (its execution is being started), running, then how it ended.

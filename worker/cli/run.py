@@ -415,7 +415,7 @@ async def _start_cell(client: Client, opts: RunOptions) -> WorkflowHandle[Any, E
         raise Fail(str(err)) from None
     if not opts.as_json:
         note(f"Cell {cell.index} of session {cell.session} ({cell.execution_id}).")
-        if not cell.ticket.started:
+        if cell.ticket.ahead:
             note(f"It waits for {cell.ticket.ahead} cell(s) before it (`codemode session show {cell.session}`).")
     if opts.no_wait:
         return client.get_workflow_handle(cell.execution_id, result_type=ExecutionOutcome)
