@@ -141,11 +141,14 @@ class CellHandle:
                 continue
             if record is not None and record.state == "dropped":
                 raise SessionClosed(f"session {self.session!r} closed before cell {self.index} ran")
-            if record is None or record.state not in ("queued", "starting"):
-                break
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 1.0)
-        return handle
+            if record is not None and record.state in ("queued", "starting"):
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
+            # Running or ended (or long gone from the session's recent list): it exists.
+            if await _appears(handle, within=10.0):
+                return handle
+            raise SessionError(f"cell {self.index} of session {self.session!r} has no execution ({record})")
 
     async def result(self) -> ExecutionOutcome:
         """The cell's outcome (waits for its turn, then for it)."""

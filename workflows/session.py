@@ -236,6 +236,8 @@ class CodeSessionWorkflow:
 
     async def _run_cell(self, queued: QueuedCell) -> None:
         req, record = queued.request, queued.record
+        record.state = "starting"
+        self._running = record
         if req.restart:
             await self._release(everything=False)
             self._state_ref, self._live = None, None
@@ -254,8 +256,6 @@ class CodeSessionWorkflow:
             recipe_segments=list(self._recipe_segments),
             recipe=list(self._recipe),
         )
-        record.state = "starting"
-        self._running = record
         attributes = None
         if req.index_search_attributes:
             attributes = TypedSearchAttributes(
