@@ -9,11 +9,11 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator
 
 from activities.models import CellEffect, CellRecipe, CheckpointRef, SegmentRef
-from activities.records import ErrorInfo
+from activities.records import SESSION_WORKFLOW_TYPE, ErrorInfo
 from runtimes.types import Determinism
 from workflows.models import CodeExecutionRequest, check_session_name
 
-SESSION_WORKFLOW_TYPE = "CodeSessionWorkflow"
+__all__ = ["SESSION_WORKFLOW_TYPE"]  # (defined beside the execution's, for the retention sweep)
 #: A session with no cell for this long closes, and its state is deleted.
 DEFAULT_IDLE_TIMEOUT = timedelta(hours=24)
 #: Cells a session holds waiting at most (a client sending more is refused).

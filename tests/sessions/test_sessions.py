@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import os
 
 import pytest
 from pydantic import ValidationError
 
 from activities.checkpoints import CheckpointScope
+from tests.cli.runner import base_env, codemode
 from worker.sessions import (
     InvalidSessionName,
     RuntimeMismatch,
@@ -98,7 +100,7 @@ async def test_two_cells_sent_at_once_see_one_namespace(client, task_queue, work
 
 
 async def test_a_cell_parked_on_approval_holds_later_cells_until_approved(
-    client, task_queue, worker, session_name
+    client, temporal_address, task_queue, worker, session_name
 ) -> None:
     await run_cell(client, session_name, "order = []", task_queue=task_queue)
     parked = await submit_cell(client, session_name, "order.append(transfer('bob', 1)['to'])", task_queue=task_queue)
@@ -116,6 +118,10 @@ async def test_a_cell_parked_on_approval_holds_later_cells_until_approved(
     assert waiting.waiting_for == f"cell 2 ({parked.execution_id}, running)"
     session = await describe_session(client, session_name)
     assert [r.index for r in session.queued] == [3, 4] and session.running.index == 2
+    shown = await codemode(
+        "status", later[1].execution_id, env=base_env(TEMPORAL_ADDRESS=temporal_address, CODEMODE_DATA_DIR=os.environ["CODEMODE_DATA_DIR"])
+    )
+    assert f"{later[1].execution_id}: queued (waits for cell 3 ({later[0].execution_id}, queued))" in shown.out, shown
     await asyncio.sleep(0.5)
     assert (await later[1].status()).state == "queued"  # still held
     await handle.signal("approve", ApproveSignal(call_id="1", by="ana"))

@@ -120,8 +120,9 @@ async def test_the_sdks_sandbox_code_strings_are_compiled_once(client: Client) -
         for _ in range(2):
             assert await client.execute_workflow(Sleeps.run, 2, id=f"sleeps-{uuid.uuid4().hex[:8]}", task_queue=task_queue) == 2
     assert any("activate(__temporal_activation)" in code for code in _sandbox_code)
-    # create (2 strings per workflow class, here two classes at most) + activate + contexts
-    assert len(_sandbox_code) <= 8
+    # create (2 strings per workflow class this process ran: here, with the other tests of the
+    # session, the execution, session and sweep workflows and this one) + activate + contexts
+    assert len(_sandbox_code) <= 10
     for code, compiled in _sandbox_code.items():
         assert compiled.co_filename == "<string>"  # tracebacks read as the SDK's own
 
