@@ -205,6 +205,9 @@ class CallRequest(CompactModel):
     requires_approval: bool = False
     max_attempts: int = 3
     timeout_seconds: float = 60.0
+    #: The tool returns private data (``@tool(private_data=True)``): the ratchet cuts the
+    #: sandbox's network before its result is answered.
+    private_data: bool = False
 
 
 class StartInput(CompactModel):
@@ -303,6 +306,9 @@ class StepResult(CompactModel):
     deferred: int = 0
     #: The cell ended (a cell of a session): the session after it.
     cell: CellEnd | None = None
+    #: The step cut the sandbox's network for good before answering a private tool's result
+    #: (``network="ratchet"``): why, for the audit.
+    network_cut: str | None = None
 
 
 class NextStep(CompactModel):

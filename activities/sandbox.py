@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 import uuid
 from collections import OrderedDict
@@ -266,6 +267,19 @@ class SandboxActivities:
             return None
         return (execution, live) if execution is not None else None
 
+    async def sweep_orphans(self) -> list[str]:
+        """Remove the sandboxes crashed workers left on a shared engine (the docker runtime's
+        labelled containers that no run can use any more). Only for runtimes this worker can
+        build without being asked: docker when ``CODEMODE_DOCKER_IMAGE`` names its image."""
+        if "docker" not in self._runtimes and not os.environ.get("CODEMODE_DOCKER_IMAGE"):
+            return []
+        try:
+            runtime = self.runtime("docker")
+            return list(await runtime.sweep())  # type: ignore[attr-defined]
+        except Exception as err:  # an engine that is down is the steps' problem, not the worker's
+            log.warning("could not sweep orphaned docker containers: %s", err)
+            return []
+
     @property
     def live_sessions(self) -> int:
         """Sandboxes held live for runtimes without checkpoints (a parked run holds none)."""
@@ -486,15 +500,16 @@ class SandboxActivities:
         if specs is None:
             specs = self.registry.select(inp.tools)
         first: list[FunctionCall] | ExecutionResult | None = None
+        ratchet = _Ratchet(execution, specs)
         try:
             if tail:
-                first = await _replay_from_checkpoint(execution, [*tail, *inp.answers])
+                first = await _replay_from_checkpoint(execution, [*tail, *inp.answers], ratchet)
             else:
                 for ans in inp.answers:
-                    await _answer(execution, ans)
+                    await _answer(execution, ans, ratchet)
         except CodeExecutionError as err:
             await execution.close()
-            return StepResult(kind="error", error=error_info(err), via=via)
+            return StepResult(kind="error", error=error_info(err), via=via, network_cut=ratchet.cut)
         except SandboxError as err:
             if via != "live" or inp.checkpoint is None:
                 await execution.close()
@@ -504,17 +519,19 @@ class SandboxActivities:
             log.info("kept sandbox handle is stale (%s); restoring from the checkpoint", err)
             await execution.close()
             return await self._resume(inp, defer)  # the live handle is gone from the cache now
-        return await self._drive(
-            execution,
-            specs,
-            scope,
-            stdout_offset=stdout_offset,
-            via=via,
-            first=first,
-            defer=defer,
-            unsaved_s=unsaved_s + (time.perf_counter() - began),
-            size=size,
-            cell=inp.cell,
+        return ratchet.noted(
+            await self._drive(
+                execution,
+                specs,
+                scope,
+                stdout_offset=stdout_offset,
+                via=via,
+                first=first,
+                defer=defer,
+                unsaved_s=unsaved_s + (time.perf_counter() - began),
+                size=size,
+                cell=inp.cell,
+            )
         )
 
     async def _replay(
@@ -545,21 +562,29 @@ class SandboxActivities:
         journal = inp.journal
         if inp.journal_segments:
             journal = (await self._load_segments(scope, inp.journal_segments)).journal + journal
+        ratchet = _Ratchet(execution, specs)
         try:
-            first = await replay(execution, journal)
+            first = await replay(execution, journal, before_answer=ratchet.before)
         except CodeExecutionError as err:
             await execution.close()
             end = await self._end_cell(execution, cell, error_info(err)) if cell is not None else None
-            return StepResult(kind="error", error=error_info(err), via="replayed", fallback=reason, cell=end)
-        return await self._drive(
-            execution,
-            specs,
-            scope,
-            stdout_offset=inp.stdout_offset,
-            via="replayed",
-            first=first,
-            fallback=reason,
-            cell=cell,
+            return StepResult(
+                kind="error", error=error_info(err), via="replayed", fallback=reason, network_cut=ratchet.cut, cell=end
+            )
+        except BaseException:
+            await execution.close()
+            raise
+        return ratchet.noted(
+            await self._drive(
+                execution,
+                specs,
+                scope,
+                stdout_offset=inp.stdout_offset,
+                via="replayed",
+                first=first,
+                fallback=reason,
+                cell=cell,
+            )
         )
 
     def _delete_later(self, scope: CheckpointScope, ref: CheckpointRef) -> None:
@@ -1034,7 +1059,7 @@ def _live_key(execution_id: str, live: str) -> str:
 
 
 async def _replay_from_checkpoint(
-    execution: CodeExecution, journal: list[JournalEntry]
+    execution: CodeExecution, journal: list[JournalEntry], ratchet: _Ratchet
 ) -> list[FunctionCall] | ExecutionResult:
     """Bring a run restored at its checkpoint (paused at that step's calls) up to date: answer
     those calls and replay the rest of ``journal``; the first event beyond it."""
@@ -1042,10 +1067,10 @@ async def _replay_from_checkpoint(
     rest: list[JournalEntry] = []
     for entry in journal:
         if entry.call_id in waiting:
-            await _answer(execution, entry)
+            await _answer(execution, entry, ratchet)
         else:
             rest.append(entry)
-    return await replay(execution, rest)
+    return await replay(execution, rest, before_answer=ratchet.before)
 
 
 def _oversize(what: str, value: Any, verb: str = "is") -> str | None:
@@ -1071,10 +1096,39 @@ def _call_request(call: FunctionCall, spec: ToolSpec) -> CallRequest:
         requires_approval=opts.requires_approval,
         max_attempts=opts.max_attempts,
         timeout_seconds=opts.timeout.total_seconds(),
+        private_data=opts.private_data,
     )
 
 
-async def _answer(execution: CodeExecution, entry: JournalEntry) -> None:
+class _Ratchet:
+    """Seed 001's network ratchet, as one step sees it: before the code gets the outcome of a
+    tool marked ``private_data``, the execution's network is cut for good (a no-op unless the
+    execution runs with ``network="ratchet"`` and still has its network). Any outcome counts,
+    an error too: its message may carry the data. A failure to cut fails the step, the answer
+    undelivered."""
+
+    def __init__(self, execution: CodeExecution, specs: Mapping[str, ToolSpec]) -> None:
+        self.execution = execution
+        self.specs = specs
+        #: Why this step cut the network (None: it did not).
+        self.cut: str | None = None
+
+    async def before(self, entry: JournalEntry) -> None:
+        spec = self.specs.get(entry.function_name)
+        if spec is None or not spec.options.private_data:
+            return
+        reason = f"{entry.function_name}() returned private data (call {entry.call_id})"
+        if await self.execution.cut_network(reason):
+            self.cut = self.cut or reason
+
+    def noted(self, step: StepResult) -> StepResult:
+        step.network_cut = step.network_cut or self.cut
+        return step
+
+
+async def _answer(execution: CodeExecution, entry: JournalEntry, ratchet: _Ratchet | None = None) -> None:
+    if ratchet is not None:
+        await ratchet.before(entry)
     if entry.error_type is None:
         await execution.provide_result(entry.result, call_id=entry.call_id)
     else:

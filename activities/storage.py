@@ -556,3 +556,65 @@ async def open_blob_store(settings: StorageSettings | None = None) -> BlobStore:
             create_bucket=settings.create_bucket,
         )
     return FileBlobStore(settings.file_root or default_file_root())
+
+
+class LazyBlobStore(BlobStore):
+    """A store opened on first use, in the event loop that first uses it.
+
+    A Temporal plugin configures a client's data converter synchronously, before any event
+    loop runs the worker, while an S3 store's client belongs to the loop that opens it: this
+    defers ``open_blob_store(settings)`` to the first put/get/list, under a lock, and then
+    delegates. A store that cannot be opened fails that first operation with the same
+    ``BlobStoreError`` an eager open gives, and the next operation tries again."""
+
+    def __init__(self, settings: StorageSettings) -> None:
+        super().__init__(settings.bucket or DEFAULT_BUCKET)
+        self.settings = settings
+        self._opened: BlobStore | None = None
+        self._lock: asyncio.Lock | None = None
+
+    async def opened(self) -> BlobStore:
+        if self._opened is None:
+            if self._lock is None:
+                self._lock = asyncio.Lock()
+            async with self._lock:
+                if self._opened is None:
+                    self._opened = await open_blob_store(self.settings)
+        return self._opened
+
+    async def put_object(self, *, bucket: str, key: str, data: bytes) -> None:
+        await (await self.opened()).put_object(bucket=bucket, key=key, data=data)
+
+    async def object_exists(self, *, bucket: str, key: str) -> bool:
+        return await (await self.opened()).object_exists(bucket=bucket, key=key)
+
+    async def get_object(self, *, bucket: str, key: str) -> bytes:
+        return await (await self.opened()).get_object(bucket=bucket, key=key)
+
+    async def delete_objects(self, *, bucket: str, keys: Sequence[str]) -> None:
+        await (await self.opened()).delete_objects(bucket=bucket, keys=keys)
+
+    async def list_keys(self, *, bucket: str, prefix: str) -> list[str]:
+        return await (await self.opened()).list_keys(bucket=bucket, prefix=prefix)
+
+    def location(self) -> str:
+        if self._opened is not None:
+            return self._opened.location()
+        if self.settings.bucket:
+            where = f" at {self.settings.endpoint_url}" if self.settings.endpoint_url else ""
+            return f"s3://{self.settings.bucket}{where}"
+        return FileBlobStore(self.settings.file_root or default_file_root()).location()
+
+    async def aclose(self) -> None:
+        opened, self._opened = self._opened, None
+        if opened is not None:
+            await opened.aclose()
+
+
+def blob_store_for(settings: StorageSettings | None = None) -> BlobStore:
+    """The store the settings (default: the environment) name, without awaiting anything: the
+    file store as is, an S3 store opened on first use (``LazyBlobStore``)."""
+    settings = settings if settings is not None else StorageSettings.from_env()
+    if settings.bucket:
+        return LazyBlobStore(settings)
+    return FileBlobStore(settings.file_root or default_file_root())

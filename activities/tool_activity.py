@@ -4,7 +4,8 @@ The policy's attempts and timeout are applied by the workflow when it schedules 
 activity; whether a failure is final is decided here, where the exception is known: a
 failure is raised as an ``ApplicationError`` carrying the exception's type name, its message
 and the attempt number (non-retryable when its type is in the tool's ``non_retryable``), so
-the code can later see ``ValueError("unknown city: Atlantis")``.
+the code can later see ``ValueError("unknown city: Atlantis")``. A tool that knows better
+raises ``ToolFailure`` with the type and the retry decision itself (an MCP tool does).
 
 A result larger than ``MAX_VALUE_BYTES`` is refused here, as a ``ValueError`` the code can
 catch, rather than sent as a payload no store or server should have to hold.
@@ -24,7 +25,7 @@ from temporalio.exceptions import ApplicationError
 from runtimes.replay import JournalEntry
 
 from .models import MAX_VALUE_BYTES, ToolInput, ToolOutput, clip, human_bytes
-from .tools import CallContext, ToolRegistry, ToolSpec, _current
+from .tools import CallContext, ToolFailure, ToolRegistry, ToolSpec, _current
 
 if TYPE_CHECKING:
     from .sandbox import SandboxActivities
@@ -49,7 +50,16 @@ def make_tool_activity(spec: ToolSpec, sandbox: SandboxActivities | None = None)
             else:
                 value = await spec.invoke(inp.args, inp.kwargs)
         except _OwnTimeout as err:
-            raise ApplicationError(str(err), {"attempt": attempt}, type="TimeoutError") from None
+            raise ApplicationError(
+                str(err),
+                {"attempt": attempt},
+                type="TimeoutError",
+                non_retryable="TimeoutError" in spec.options.non_retryable,
+            ) from None
+        except ToolFailure as err:
+            raise ApplicationError(
+                clip(err.message), {"attempt": attempt}, type=err.type_name, non_retryable=not err.retryable
+            ) from err
         except Exception as err:
             exc_type = type(err).__name__
             raise ApplicationError(

@@ -43,6 +43,9 @@ class ToolOptions:
     #: Exception type names that are never retried.
     non_retryable: tuple[str, ...] = DEFAULT_NON_RETRYABLE
     name: str | None = None
+    #: Its results are private data (seed 001's ratchet): an execution with
+    #: ``network="ratchet"`` loses its network, for good, before the code sees one.
+    private_data: bool = False
 
 
 def tool(
@@ -53,15 +56,19 @@ def tool(
     timeout: timedelta = timedelta(seconds=60),
     non_retryable: Iterable[str | type[BaseException]] = DEFAULT_NON_RETRYABLE,
     name: str | None = None,
+    private_data: bool = False,
 ) -> Any:
     """Mark a function as a tool with its policy. Usable bare (``@tool``) or with options.
 
     ``non_retryable`` lists exception types (or names) that end the call at once; the
-    default treats bad-input errors (ValueError, TypeError, KeyError, ...) as final."""
+    default treats bad-input errors (ValueError, TypeError, KeyError, ...) as final.
+    ``private_data``: what the tool returns is private (patient records, a user's mail): in
+    an execution with ``network="ratchet"`` the sandbox is cut off the network before the
+    code sees the first such result, for the rest of the execution."""
     if max_attempts < 1:
         raise ValueError("max_attempts must be at least 1")
     names = tuple(n if isinstance(n, str) else n.__name__ for n in non_retryable)
-    options = ToolOptions(requires_approval, max_attempts, timeout, names, name)
+    options = ToolOptions(requires_approval, max_attempts, timeout, names, name, private_data)
 
     def mark(f: F) -> F:
         f.__codemode_tool__ = options  # type: ignore[attr-defined]
@@ -96,22 +103,50 @@ def current_call() -> CallContext:
         raise LookupError("current_call() is only available inside a tool call") from None
 
 
+class ToolFailure(Exception):
+    """Raised by a tool that decides itself how its failure is seen: the exception type the
+    code gets (``type_name``, a builtin's name for the code to catch) and whether the call
+    is retried. An MCP tool raises it (``activities/mcp_servers``): it knows whether the
+    request reached the server, which no exception type says."""
+
+    def __init__(self, type_name: str, message: str, *, retryable: bool) -> None:
+        super().__init__(message)
+        self.type_name = type_name
+        self.message = message
+        self.retryable = retryable
+
+
 @dataclass
 class ToolSpec:
+    #: The tool's identity: its activity type, the name in calls, records and policies
+    #: (``get_weather``; an MCP server's tool: its canonical id ``mcp:memory/read_graph``).
     name: str
     fn: Callable[..., Any]
     options: ToolOptions
     signature: ToolSignature
     _validator: Any = field(default=None, repr=False)
+    #: Validates bound arguments (parameter name -> value) for a tool described by a JSON
+    #: schema rather than Python hints; raises ``ValueError``.
+    check: Callable[[dict[str, Any]], None] | None = field(default=None, repr=False)
+    #: Where the tool comes from, for listings (``tools.py``; ``mcp server 'memory'``).
+    origin: str = ""
 
     @property
     def is_async(self) -> bool:
         return inspect.iscoroutinefunction(self.fn)
 
+    @property
+    def code_name(self) -> str:
+        """How the code calls it: ``get_weather``, ``memory.read_graph``."""
+        return self.signature.code_name
+
     def validate(self, args: list[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         """Bind and validate a call's arguments. Raises ``TypeError`` (wrong arity/names) or
         ``ValueError`` (a value of the wrong type), worded for the code's author."""
         bound = self.signature.bind(args, kwargs)
+        if self.check is not None:
+            self.check(bound)
+            return bound
         if self._validator is None:
             return bound
         fixed = {k: v for k, v in bound.items() if k in self._validator.model_fields}
@@ -172,29 +207,74 @@ def _validator_for(fn: Callable[..., Any], name: str) -> Any:
 
 
 class ToolRegistry:
-    """Name -> ToolSpec. Built from functions or from a module."""
+    """Name -> ToolSpec. Built from functions, from a module, and from MCP servers.
+
+    Every tool keeps one name in the code: a plain function (``get_weather``) or a function
+    of a namespace (``memory.read_graph``, an MCP server's tool). Two tools the code would
+    reach by the same name, or a tool named like a namespace, fail the registration with a
+    message naming both (seed 004: collisions fail loudly)."""
 
     def __init__(self, tools: Iterable[Callable[..., Any]] = ()) -> None:
         self._tools: dict[str, ToolSpec] = {}
+        #: Code name (``get_weather``, ``memory.read_graph``, and each namespace) -> tool name.
+        self._code_names: dict[str, str] = {}
         for fn in tools:
             self.register(fn)
 
     def register(self, fn: Callable[..., Any], options: ToolOptions | None = None) -> ToolSpec:
         options = options or getattr(fn, "__codemode_tool__", None) or ToolOptions()
         name = options.name or fn.__name__
-        if name in RESERVED_NAMES:
-            raise ValueError(f"tool name {name!r} is reserved")
         if not name.isidentifier():
             raise ValueError(f"tool name {name!r} is not a valid Python identifier")
-        if name in self._tools and self._tools[name].fn is not fn:
-            raise ValueError(f"two tools are named {name!r}")
+        if name in self._tools and self._tools[name].fn is fn:
+            return self._tools[name]
         spec = ToolSpec(name, fn, options, signature_from_callable(fn, name=name), _validator_for(fn, name))
+        spec.origin = getattr(fn, "__module__", "") or ""
+        return self.add(spec)
+
+    def add(self, spec: ToolSpec) -> ToolSpec:
+        """Register a prepared tool (an MCP server's, for one)."""
+        name = spec.name
+        if name in RESERVED_NAMES:
+            raise ValueError(f"tool name {name!r} is reserved")
+        if name in self._tools:
+            first = self._describe(self._tools[name])
+            raise ValueError(f"two tools are named {name!r}: {first} and {self._describe(spec)}")
+        namespace = spec.signature.namespace
+        owner = self._code_names.get(spec.code_name)
+        if owner is None and namespace is not None:
+            owner = self._code_names.get(namespace)
+            if owner is not None and self._tools[owner].signature.namespace == namespace:
+                owner = None  # another function of the same namespace
+        if owner is not None:
+            other = self._tools[owner]
+            claim = spec.code_name if spec.code_name in (other.code_name, other.signature.namespace) else namespace
+            raise ValueError(
+                f"{self._describe(spec)} collides with {self._describe(other)}: both are {claim!r} in the code"
+            )
         self._tools[name] = spec
+        self._code_names[spec.code_name] = name
+        if spec.signature.namespace:
+            self._code_names.setdefault(spec.signature.namespace, name)
         return spec
 
+    def include(self, specs: Iterable[ToolSpec]) -> ToolRegistry:
+        """Add several prepared tools (e.g. ``McpServers.tool_specs()``); returns self."""
+        for spec in specs:
+            self.add(spec)
+        return self
+
+    @staticmethod
+    def _describe(spec: ToolSpec) -> str:
+        where = f" from {spec.origin}" if spec.origin else ""
+        if spec.code_name != spec.name:
+            return f"tool {spec.name!r} ({spec.code_name}{where})"
+        return f"tool {spec.name!r}{where}"
+
     @classmethod
-    def from_module(cls, module: str | types.ModuleType) -> ToolRegistry:
-        """Every public function defined in the module (not imported into it)."""
+    def from_module(cls, module: str | types.ModuleType, *, mcp: Any = None) -> ToolRegistry:
+        """Every public function defined in the module (not imported into it); with ``mcp``
+        (started ``activities.mcp_servers.McpServers``), their tools too."""
         mod = importlib.import_module(module) if isinstance(module, str) else module
         registry = cls()
         for attr, obj in vars(mod).items():
@@ -205,6 +285,8 @@ class ToolRegistry:
             registry.register(obj)
         if not registry._tools:
             raise ValueError(f"module {mod.__name__!r} defines no public functions to use as tools")
+        if mcp is not None:
+            registry.include(mcp.tool_specs())
         return registry
 
     def __contains__(self, name: object) -> bool:
@@ -223,15 +305,28 @@ class ToolRegistry:
     def names(self) -> list[str]:
         return list(self._tools)
 
+    def resolve(self, name: str) -> list[str]:
+        """The tools an allow-list entry names: a tool's name (its canonical id), its name in
+        the code (``memory.read_graph``), or a whole namespace (``memory``). Empty: none."""
+        if name in self._tools:
+            return [name]
+        owner = self._code_names.get(name)
+        if owner is None:
+            return []
+        if self._tools[owner].code_name == name:
+            return [owner]
+        return [n for n, s in self._tools.items() if s.signature.namespace == name]
+
     def select(self, allow: Iterable[str] | None) -> dict[str, ToolSpec]:
         """The tools an execution may call. Unknown names in the allow-list raise ``KeyError``."""
         if allow is None:
             return dict(self._tools)
         allow = list(allow)
-        unknown = [n for n in allow if n not in self._tools]
+        unknown = [n for n in allow if not self.resolve(n)]
         if unknown:
             raise KeyError(f"unknown tool(s) in the allow-list: {', '.join(unknown)}; registered: {', '.join(self._tools)}")
-        return {n: self._tools[n] for n in allow}
+        chosen = [t for n in allow for t in self.resolve(n)]
+        return {n: self._tools[n] for n in dict.fromkeys(chosen)}
 
     def signatures(self, allow: Iterable[str] | None = None) -> dict[str, ToolSignature]:
         return {n: s.signature for n, s in self.select(allow).items()}

@@ -4,6 +4,7 @@ Runtimes live in their own modules and import their vendor lazily::
 
     from runtimes.monty import MontyRuntime     # needs pydantic-monty
     from runtimes.python import PythonRuntime   # real CPython in a subprocess
+    from runtimes.pyodide import PyodideRuntime  # CPython in WebAssembly, run by Deno
 
 ``get_runtime(name)`` builds one by name.
 """
@@ -29,6 +30,7 @@ from .errors import (
 from .execution import CallOutcome, CodeExecution
 from .replay import JournalEntry, replay
 from .signatures import (
+    FunctionsSpec,
     ToolParameter,
     ToolSignature,
     normalize_functions,
@@ -52,11 +54,13 @@ RUNTIMES: dict[str, str] = {
     "monty": "runtimes.monty:MontyRuntime",
     "python": "runtimes.python:PythonRuntime",
     "e2b": "runtimes.e2b:E2BRuntime",
+    "docker": "runtimes.docker:DockerRuntime",
+    "pyodide": "runtimes.pyodide:PyodideRuntime",
 }
 
 
-def get_runtime(name: str, **options: Any) -> CodeRuntime:
-    """Build a runtime by name (``monty``, ``python``, ...)."""
+def runtime_class(name: str) -> type[CodeRuntime]:
+    """The class of a runtime by name, imported (its vendor too) but not started."""
     import importlib
 
     try:
@@ -64,8 +68,19 @@ def get_runtime(name: str, **options: Any) -> CodeRuntime:
     except KeyError:
         raise ValueError(f"unknown runtime {name!r}; known: {', '.join(sorted(RUNTIMES))}") from None
     module_name, cls_name = target.split(":")
-    cls = getattr(importlib.import_module(module_name), cls_name)
-    return cls(**options)
+    return getattr(importlib.import_module(module_name), cls_name)
+
+
+def get_runtime(name: str, **options: Any) -> CodeRuntime:
+    """Build a runtime by name (``monty``, ``python``, ...)."""
+    return runtime_class(name)(**options)
+
+
+def code_mode_prompt(name: str, functions: FunctionsSpec) -> str:
+    """The prompt (rules and tool stubs) for code that runs on the runtime ``name``, from its
+    class's constraints: nothing is started and no credential is needed (a front can show it
+    before any sandbox exists)."""
+    return build_code_mode_prompt(normalize_functions(functions), runtime_class(name).constraints)
 
 
 __all__ = [
@@ -97,10 +112,12 @@ __all__ = [
     "ToolParameter",
     "ToolSignature",
     "build_code_mode_prompt",
+    "code_mode_prompt",
     "get_runtime",
     "normalize_functions",
     "replay",
     "render_stubs",
+    "runtime_class",
     "signature_from_callable",
     "signature_from_json_schema",
 ]

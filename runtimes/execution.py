@@ -78,6 +78,8 @@ AdvanceFn = Callable[[], Awaitable[Step]]
 AnswerFn = Callable[[str, CallOutcome], Awaitable[None]]
 DumpFn = Callable[[], "bytes | None"]
 CloseFn = Callable[[], Awaitable[None]]
+#: Cut the sandbox's network for good (the ratchet); True when it was cut now.
+CutNetworkFn = Callable[[str], Awaitable[bool]]
 
 
 async def _noop_close() -> None:
@@ -93,6 +95,7 @@ class CodeExecution:
     :param close: release the sandbox (idempotent).
     :param pending: calls already shown to a host before a restore.
     :param read_stdout: what the code printed so far (since this handle was created).
+    :param cut_network: disconnect the sandbox from the network for good (``network="ratchet"``).
     """
 
     def __init__(
@@ -106,6 +109,7 @@ class CodeExecution:
         runtime: str = "",
         read_stdout: Callable[[], str] | None = None,
         adump: Callable[[], Awaitable[bytes | None]] | None = None,
+        cut_network: CutNetworkFn | None = None,
     ) -> None:
         self._read_stdout = read_stdout
         self._advance = advance
@@ -113,6 +117,7 @@ class CodeExecution:
         self._dump = dump
         self._adump = adump
         self._close = close or _noop_close
+        self._cut_network = cut_network
         self._pending: dict[str, FunctionCall] = {c.call_id: c for c in pending}
         self._answered = asyncio.Event()
         self._finished = False
@@ -218,6 +223,17 @@ class CodeExecution:
         if self._adump is None or self._dump is None or self._finished or self._closed:
             return self.dump()
         return await self._adump()
+
+    async def cut_network(self, reason: str) -> bool:
+        """Take the sandbox off the network for the rest of the execution, before the code sees
+        what comes next (seed 001's ratchet: a private tool's result is about to be answered).
+        ``reason`` says why, for the runtime's log. True when the network was cut now; False
+        when there was nothing to cut: no network (the default), already cut, or a runtime
+        that has none to cut (it refused ``network="ratchet"`` at ``execute``). A failure to
+        cut raises ``SandboxError``: the answer must not be delivered then."""
+        if self._cut_network is None or self._closed:
+            return False
+        return await self._cut_network(reason)
 
     async def close(self) -> None:
         if not self._closed:

@@ -19,6 +19,7 @@ import os
 import re
 import time
 import typing
+import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
@@ -46,7 +47,7 @@ from .errors import (
 )
 from .execution import Blocked, CallOutcome, CodeExecution, Step
 from .session import CodeSession, bound_names, declared_globals
-from .signatures import FunctionsSpec, ToolSignature, normalize_functions, render_stubs
+from .signatures import FunctionsSpec, ToolSignature, namespace_class, namespaces_of, normalize_functions, render_stubs
 from .types import (
     CheckpointTier,
     Determinism,
@@ -207,6 +208,47 @@ TYPE_CHECK_VERDICTS = 4096
 TYPE_CHECK_MEMORY = 256 * 1024 * 1024
 
 
+#: Namespaces (``memory.read_graph()``) are host objects Monty routes method calls of back
+#: to the host: a ``ClassInstance`` sent when the code first reads the name. Their ids are
+#: derived from the namespace's name, so a snapshot restored in any process still routes.
+_NAMESPACE_IDS = uuid.UUID("5d0f3c5e-7a8b-4f6e-9c1d-2b3a4c5d6e7f")
+
+
+def _namespace_id(namespace: str) -> uuid.UUID:
+    return uuid.uuid5(_NAMESPACE_IDS, f"instance:{namespace}")
+
+
+class _Namespaces:
+    """How code reaches namespaced functions: ``memory`` (an undefined name) is answered with
+    a host object, whose method calls come back as calls with its id; reading a function
+    without calling it (``f = memory.read_graph``) is answered with a host function named
+    by its path, whose calls come back under that (dotted, so no plain name) name."""
+
+    def __init__(self, signatures: Mapping[str, ToolSignature]) -> None:
+        self.members = namespaces_of(signatures.values())
+        self.by_id = {_namespace_id(ns): ns for ns in self.members}
+        self.by_code_name = {s.code_name: s for s in signatures.values()}
+
+    def value(self, namespace: str) -> Any:
+        cls = type(namespace_class(namespace), (), {"__module__": "codemode.namespaces"})
+        return pm.ClassInstance(
+            cls(),
+            id=_namespace_id(namespace),
+            class_type=pm.ClassType(cls, id=uuid.uuid5(_NAMESPACE_IDS, f"class:{namespace}")),
+        )
+
+    def member(self, object_id: Any, attr: str) -> ToolSignature | None:
+        ns = self.by_id.get(object_id)
+        return self.members.get(ns, {}).get(attr) if ns is not None else None
+
+    def function(self, sig: ToolSignature) -> Callable[..., Any]:
+        def handle(*args: Any, **kwargs: Any) -> Any:  # never called here: the host answers the call
+            raise RuntimeError("answered by the host")
+
+        handle.__name__ = handle.__qualname__ = sig.code_name
+        return handle
+
+
 class _MontyRun:
     """The state behind one CodeExecution: the live snapshot, the calls shown, the answers."""
 
@@ -230,6 +272,7 @@ class _MontyRun:
         self.runtime = runtime
         self.session = session
         self.signatures = signatures
+        self.namespaces = _Namespaces(signatures)
         self.limits = limits
         self.sink = sink
         self.snap: Any = None
@@ -295,7 +338,7 @@ class _MontyRun:
                 await self.close()
                 return result
             if isinstance(snap, pm.AsyncNameLookupSnapshot):
-                await self._resume(lambda: snap.resume())  # undefined name -> NameError in the code
+                await self._lookup(snap)
                 continue
             if isinstance(snap, pm.AsyncFunctionSnapshot):
                 step = await self._on_call(snap)
@@ -324,13 +367,41 @@ class _MontyRun:
                 continue
             raise SandboxError(f"unexpected Monty state {type(snap).__name__}")
 
+    async def _lookup(self, snap: Any) -> None:
+        """An undefined name (a namespace, else NameError in the code), or an attribute of a
+        namespace read without a call (its function, else AttributeError)."""
+        name = str(snap.variable_name)
+        if snap.object_id is None:
+            if name in self.namespaces.members:
+                value = self.namespaces.value(name)
+                await self._resume(lambda: snap.resume(value=value))
+                return
+        else:
+            sig = self.namespaces.member(snap.object_id, name)
+            if sig is not None:
+                fn = self.namespaces.function(sig)
+                await self._resume(lambda: snap.resume(value=fn))
+                return
+        await self._resume(lambda: snap.resume())
+
     async def _on_call(self, snap: Any) -> Step | None:
         if snap.is_os_function:
             await self._resume(lambda: snap.resume_not_handled())  # no OS access: Monty raises inside the code
             return None
         cid = _call_id(snap.call_id)
         name = str(snap.function_name)
-        sig = self.signatures.get(name)
+        if snap.object_id is not None:
+            sig = self.namespaces.member(snap.object_id, name)
+            if sig is None:
+                ns = self.namespaces.by_id.get(snap.object_id, "the object")
+                await self._resume(
+                    lambda: snap.resume({"exc_type": "AttributeError", "message": f"{ns} has no function {name!r}"})
+                )
+                return None
+        else:  # a plain function, or a namespace's function read first (named by its path)
+            sig = self.namespaces.by_code_name.get(name)
+        if sig is not None:
+            name = sig.name
         if cid in self.shown or cid in self.answers:
             if sig is not None and sig.is_async:
                 # An async tool's call is a coroutine in the code (it may sit in a gather):
@@ -896,8 +967,8 @@ def _type_check_stubs(
     earlier cells may have bound), so ty knows their names."""
     # The prelude first: ty quotes the lines around a tool's stub in its diagnostics.
     text = _TYPE_CHECK_PRELUDE.lstrip() + render_stubs(signatures, with_docstrings=False)
-    declared = dict.fromkeys([*(inputs or {}), *names])
-    for name in declared:
-        if name.isidentifier() and not keyword.iskeyword(name) and name not in signatures:
+    declared = {s.namespace or s.name for s in signatures.values()}
+    for name in dict.fromkeys([*(inputs or {}), *names]):
+        if name.isidentifier() and not keyword.iskeyword(name) and name not in declared:
             text += f"{name}: Any\n"
     return text

@@ -51,8 +51,18 @@ from .errors import (
 from .execution import CodeExecution
 from .session import CodeSession
 from .sandbox.bootstrap import RUNNER_PATH, build_bootstrap, cell_message, compiled_runner, runner_limits
-from .sandbox.bwrap import Interpreter, bwrap_argv, find_bwrap, interpreter_flags, probe_interpreter, sandbox_env
+from .sandbox.bwrap import (
+    RUNNER_DIR_IN_SANDBOX,
+    SANDBOX_HOME,
+    Interpreter,
+    bwrap_argv,
+    find_bwrap,
+    interpreter_flags,
+    probe_interpreter,
+    sandbox_env,
+)
 from .sandbox.driver import RunnerDriver
+from .sandbox.mounts import check_mounts
 from .sandbox.process import OutputSink, SandboxProcess, exit_signal
 from .sandbox.seccomp import filter_program
 from .signatures import FunctionsSpec, ToolSignature, normalize_functions
@@ -81,11 +91,13 @@ class _PythonRun(RunnerDriver):
         runtime: PythonRuntime,
         signatures: dict[str, ToolSignature],
         limits: ExecutionLimits,
+        options: SandboxOptions | None = None,
         *,
         session: bool = False,
     ) -> None:
         super().__init__(signatures, limits, kill_grace=runtime.kill_grace, session=session)
         self.runtime = runtime
+        self.options = options or SandboxOptions()
         self.process: SandboxProcess | None = None
         self._workdir: str | None = None
         self._no_output = OutputSink(0)
@@ -176,6 +188,7 @@ class _PythonRun(RunnerDriver):
                 interpreter=interpreter,
                 runner=runner,
                 ro_paths=rt.ro_paths,
+                mounts=self.options.mounts,
                 binds=channel.binds,
                 network=rt.network,
                 tmp_bytes=rt.tmpfs_bytes,
@@ -282,7 +295,8 @@ class PythonRuntime(CodeRuntime):
     :param max_processes: ``RLIMIT_NPROC`` (processes and threads) inside the sandbox.
     :param max_file_bytes: ``RLIMIT_FSIZE``, the largest file the code can write.
     :param tmpfs_bytes: size of each private tmpfs (``/tmp``, ``/sandbox``).
-    :param ro_paths: extra host paths mounted read-only at the same place (data, packages).
+    :param ro_paths: extra host paths mounted read-only at the same place (data, packages);
+        a request's ``SandboxOptions.mounts`` add read-only mounts per execution.
     :param kill_grace: seconds past the time limit before the host kills the sandbox.
     """
 
@@ -337,7 +351,16 @@ class PythonRuntime(CodeRuntime):
             warnings.warn(message, RuntimeWarning, stacklevel=2)
             log.warning(message)
         self.capabilities = self.capabilities.model_copy(
-            update={"network": network or isolation == "none", "third_party_packages": site_packages}
+            update={
+                "network": network or isolation == "none",
+                "third_party_packages": site_packages,
+                # bubblewrap binds them read-only; without it there is nothing to mount into.
+                "mounts": isolation == "bwrap",
+                # The network is the operator's choice (``network=``), fixed when the process
+                # starts: a request may ask for it only where it is on, and never for the
+                # ratchet (a bubblewrap sandbox cannot leave its network namespace while running).
+                "network_policies": ("none", "full") if network or isolation == "none" else ("none",),
+            }
         )
         self._live: set[_PythonRun] = set()
 
@@ -351,8 +374,8 @@ class PythonRuntime(CodeRuntime):
         determinism: Determinism | None = None,
         options: SandboxOptions | None = None,
     ) -> CodeExecution:
-        self.check_options(options)
-        run = _PythonRun(self, normalize_functions(functions), limits or ExecutionLimits())
+        options = self.check_options(options)
+        run = _PythonRun(self, normalize_functions(functions), limits or ExecutionLimits(), options)
         self._live.add(run)
         try:
             await run.start(code, inputs, determinism)
@@ -371,12 +394,12 @@ class PythonRuntime(CodeRuntime):
     ) -> CodeSession | None:
         """A runner process in session mode. There is no state to restore a process from
         (``state`` gives None): a lost session is rebuilt by replaying its cells."""
-        self.check_options(options)
+        options = self.check_options(options)
         if state is not None:
             return None
         if self.transport.name != "stdio":
             raise CapabilityError(f"sessions need the stdio transport, not {self.transport.name!r}")
-        run = _PythonRun(self, {}, limits or ExecutionLimits(), session=True)
+        run = _PythonRun(self, {}, limits or ExecutionLimits(), options, session=True)
         self._live.add(run)
         try:
             await run.start("", None, determinism)
@@ -384,6 +407,13 @@ class PythonRuntime(CodeRuntime):
             await run.close()
             raise
         return run.session()
+
+    def check_options(self, options: SandboxOptions | None) -> SandboxOptions:
+        """What the capabilities refuse (the ratchet, network where the operator gave none),
+        and mounts bubblewrap cannot make (see ``check_mounts``)."""
+        options = super().check_options(options)
+        check_mounts(options.mounts, reserved=("/usr", SANDBOX_HOME, RUNNER_DIR_IN_SANDBOX))
+        return options
 
     async def type_check(self, code: str, signatures: FunctionsSpec) -> None:
         """No static type checking for CPython; a syntax check without starting a process

@@ -41,7 +41,7 @@ it until the code needs one of the unrecorded answers.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from pydantic import Field
@@ -106,8 +106,14 @@ def _same_call(call: FunctionCall, entry: JournalEntry) -> bool:
 async def replay(
     execution: CodeExecution,
     journal: Iterable[JournalEntry | Mapping[str, Any]],
+    *,
+    before_answer: Callable[[JournalEntry], Awaitable[None]] | None = None,
 ) -> list[FunctionCall] | ExecutionResult:
     """Drive a fresh ``execution`` through ``journal``; return the first event beyond it.
+
+    ``before_answer``: awaited before each recorded outcome is handed to the code (the
+    network ratchet cuts the sandbox's network before a private tool's result, on a replay
+    at the same point as the first time).
 
     :returns: the calls the journal does not answer (pending on ``execution``: run them,
         answer them, then continue with ``next_batch()``), or the ``ExecutionResult`` when
@@ -154,6 +160,8 @@ async def replay(
                         error_type="NonDeterminismError",
                         line=call.line,
                     )
+                if before_answer is not None:
+                    await before_answer(entry)
                 outcome = entry.outcome()
                 if outcome.kind == "result":
                     await execution.provide_result(outcome.value, call_id=call.call_id)

@@ -13,9 +13,14 @@ from temporalio.converter import DataConverter
 from temporalio.testing import WorkflowEnvironment
 
 from activities.storage import BlobStore, FileBlobStore
+from runtimes.paths import cache_dir
 from tests.s3_local import S3Endpoint, SeaweedS3
 from worker.converter import data_converter
 from worker.server import start_local_environment
+
+# The pyodide runtime's cache (Pyodide, its memory snapshot, wheels: what `.ci/run` fetches)
+# stays where it is when a test moves the data dir, and worker processes inherit it.
+os.environ.setdefault("CODEMODE_PYODIDE_DIR", str(cache_dir("pyodide")))
 
 
 @pytest.fixture(scope="session")
@@ -68,3 +73,12 @@ def s3_server() -> Iterator[S3Endpoint]:
     secret and an existing bucket. Stopped (and its directory removed) at session end."""
     with SeaweedS3() as endpoint:
         yield endpoint
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_docker_engine() -> Iterator[None]:
+    """The podman service the docker runtime's tests start on first use (tests/docker_engine.py)."""
+    yield
+    from tests.docker_engine import stop_engine
+
+    stop_engine()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import uuid
 from typing import Any
 
@@ -11,8 +10,8 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from activities.storage import BlobStore
-from worker import telemetry
-from worker.converter import data_converter, default_store
+from worker.converter import default_store
+from worker.plugin import CodeModePlugin
 from worker.requests import InputTooLarge, check_request_size, search_attributes_registered  # noqa: F401
 from workflows.models import (
     RUNTIME_KEY,
@@ -22,6 +21,7 @@ from workflows.models import (
     CodeExecutionRequest,
     ExecutionOutcome,
 )
+from workflows.summary import execution_details, execution_summary, plain, summary_text, unplain  # noqa: F401
 
 DEFAULT_ADDRESS = "localhost:7233"
 
@@ -40,51 +40,15 @@ async def connect(
 ) -> Client:
     """A client with our data converter (pydantic JSON, large payloads in the object store;
     every client and worker must use it) and OpenTelemetry tracing (spans go to the
-    application's tracer provider, or ``tracer``). ``store`` defaults to the one the
-    environment configures (``activities/storage.py``)."""
-    kwargs.setdefault("interceptors", telemetry.interceptors(tracer))
-    if "data_converter" not in kwargs:
-        kwargs["data_converter"] = data_converter(store or await default_store())
+    application's tracer provider, or ``tracer``), both made by ``CodeModePlugin``. ``store``
+    defaults to the one the environment configures (``activities/storage.py``). The plugin
+    itself is not installed on the client: workers built on it add their own (with their
+    tools), as ``CodeModeWorker`` does."""
+    if "data_converter" not in kwargs or "interceptors" not in kwargs:
+        plugin = CodeModePlugin(store=store or await default_store(), tracing=tracer)
+        kwargs.setdefault("interceptors", plugin.interceptors)
+        kwargs.setdefault("data_converter", plugin.make_data_converter())
     return await Client.connect(address or default_address(), namespace=namespace, **kwargs)
-
-
-_MARKDOWN = re.compile(r"([\\`*_\[\]<>~|])")
-
-
-def plain(text: str) -> str:
-    """Text the web UI shows as written: it renders summaries and details as markdown."""
-    return _MARKDOWN.sub(r"\\\1", text)
-
-
-def unplain(text: str) -> str:
-    """Back from ``plain``: the text as written, for a terminal."""
-    return re.sub(r"\\(.)", r"\1", text)
-
-
-def summary_text(req: CodeExecutionRequest) -> str:
-    """What the code is about, in a line: its leading comment when it starts with one, else
-    its first statement that is not an import."""
-    lines = [ln.strip() for ln in req.code.strip().splitlines() if ln.strip()]
-    comment = []
-    for ln in lines:
-        if not ln.startswith("#"):
-            break
-        comment.append(ln.lstrip("#").strip())
-    first = " ".join(c for c in comment if c)
-    if not first:
-        body = [ln for ln in lines if not ln.startswith(("#", "import ", "from "))]
-        first = body[0] if body else (lines[0] if lines else "(empty)")
-    if len(first) > 80:
-        first = first[:77] + "..."
-    return f"{first} ({req.runtime}, {len(req.code.splitlines())} lines)"
-
-
-def _summary(req: CodeExecutionRequest) -> str:
-    return plain(summary_text(req))
-
-
-def _details(req: CodeExecutionRequest) -> str:
-    return f"```python\n{req.code}\n```"
 
 
 async def start_execution(
@@ -123,8 +87,8 @@ async def start_execution(
         id=execution_id or f"exec-{uuid.uuid4().hex[:12]}",
         task_queue=task_queue,
         result_type=ExecutionOutcome,
-        static_summary=_summary(request),
-        static_details=_details(request),
+        static_summary=execution_summary(request),
+        static_details=execution_details(request),
         **options,
     )
 

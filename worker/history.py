@@ -94,6 +94,8 @@ class StepAudit(BaseModel):
     after: str | None = None
     #: The step saved no checkpoint: its worker kept the run live (deferred checkpoints).
     deferred: bool = False
+    #: The step cut the sandbox's network for good (``network="ratchet"``), and why.
+    network_cut: str | None = None
 
 
 class AuditEvent(BaseModel):
@@ -254,6 +256,7 @@ class _Builder:
         if step is not None:
             audit.kind, audit.via, audit.error, audit.fallback = step.kind, step.via, step.error, step.fallback
             audit.deferred = bool(step.deferred)
+            audit.network_cut = step.network_cut
         self.audit.steps.append(audit)
         what = {"calls": "paused at a tool call", "result": "finished the code", "error": "stopped on an error"}
         how = _VIA.get(audit.via, "")
@@ -263,6 +266,8 @@ class _Builder:
         text = f"{name}{where}: {what.get(audit.kind, 'ran')}" + (f" [{how}]" if how else "")
         if audit.deferred:
             text += " (checkpoint deferred: kept live on its worker)"
+        if audit.network_cut:
+            self.event(at, "step", f"{name}: cut the sandbox's network for good before the code saw it: {audit.network_cut}")
         self.event(at, "step", text)
         if step is not None:
             self.audit.stdout += step.stdout

@@ -22,4 +22,9 @@ def interceptors(tracer: Any | None = None) -> list[Any]:
     """The interceptors to install on a client (workers built on it inherit them)."""
     if tracer is None and not tracing_enabled():
         return []
+    return tracing_interceptors(tracer)
+
+
+def tracing_interceptors(tracer: Any | None = None) -> list[Any]:
+    """temporalio's OpenTelemetry interceptor (client and worker), whatever the environment says."""
     return [TracingInterceptor(tracer)]

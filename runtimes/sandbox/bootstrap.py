@@ -63,9 +63,12 @@ def _private_cache_dir() -> Path:
 
 class ToolSource(BaseModel):
     """One tool as the runner builds it: the ``def`` from ``ToolSignature.stub()`` (made
-    sync: it only binds arguments) plus whether the real tool is ``async def``."""
+    sync: it only binds arguments) plus whether the real tool is ``async def``. ``name`` is
+    what the runner reports in its calls; ``path`` (``memory.read_graph``), when set, is
+    where the code finds it: an attribute of a namespace object the runner creates."""
 
     name: str
+    path: str | None = None
     is_async: bool = False
     source: str
 
@@ -112,8 +115,8 @@ def tool_source(sig: ToolSignature) -> ToolSource:
     try:
         compile("from __future__ import annotations\n" + source, "<tools>", "exec")
     except SyntaxError:
-        source = _untyped_stub(sig.name)
-    return ToolSource(name=sig.name, is_async=sig.is_async, source=source)
+        source = _untyped_stub(sig.attr)
+    return ToolSource(name=sig.name, path=sig.path, is_async=sig.is_async, source=source)
 
 
 def runner_limits(limits: ExecutionLimits, *, processes: int | None, file_bytes: int | None) -> RunnerLimits:

@@ -37,7 +37,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..errors import SandboxError
@@ -180,6 +180,7 @@ def bwrap_argv(
     runner: str | os.PathLike[str],
     command_args: Sequence[str] = (),
     ro_paths: Sequence[str] = (),
+    mounts: Mapping[str, str] | None = None,
     binds: Sequence[tuple[str, str]] = (),
     network: bool = False,
     tmp_bytes: int = 64 * 1024 * 1024,
@@ -190,6 +191,7 @@ def bwrap_argv(
 ) -> list[str]:
     """The full ``bwrap ... -- python -I -S runner.py`` command line.
 
+    :param mounts: host path -> sandbox path, bound read-only (``SandboxOptions.mounts``).
     :param binds: ``(host, sandbox)`` paths bound read-only (a transport's socket).
     :param privileged: run bubblewrap as root without a user namespace and drop to
         uid 65534 in the runner; default: whether this process is root.
@@ -255,6 +257,8 @@ def bwrap_argv(
         if not _covered(p, roots):
             ro_bind(p, p)
             roots.append(p)
+    for src, dst in (mounts or {}).items():
+        ro_bind(src, dst)
     runner = os.fspath(runner)
     runner_inside = f"{RUNNER_DIR_IN_SANDBOX}/{os.path.basename(runner)}"
     ro_bind(runner, runner_inside)

@@ -361,7 +361,9 @@ class RunnerDriver(ABC):
     def read_stdout(self) -> str:
         return self.output.text()
 
-    def execution(self, *, dump: Any = None, pending: list[FunctionCall] | None = None) -> CodeExecution:
+    def execution(
+        self, *, dump: Any = None, pending: list[FunctionCall] | None = None, cut_network: Any = None
+    ) -> CodeExecution:
         return CodeExecution(
             advance=self.advance,
             answer=self.answer,
@@ -370,4 +372,5 @@ class RunnerDriver(ABC):
             pending=pending or (),
             runtime=self.runtime_name,
             read_stdout=self.read_stdout,
+            cut_network=cut_network,
         )

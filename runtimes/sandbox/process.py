@@ -79,7 +79,11 @@ class SandboxProcess:
         output_limit: int,
         pass_fds: Sequence[int] = (),
         supervised: bool = False,
+        die_with_parent: bool = False,
     ) -> SandboxProcess:
+        """``die_with_parent``: the kernel kills the process when this one dies (Linux's
+        ``PR_SET_PDEATHSIG``; bubblewrap has its own ``--die-with-parent``), so a sandbox
+        busy in a loop does not outlive a worker that was SIGKILLed."""
         read_end, write_end = os.pipe()
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -92,6 +96,7 @@ class SandboxProcess:
                 start_new_session=True,
                 limit=MAX_MESSAGE_BYTES,
                 pass_fds=tuple(pass_fds),
+                preexec_fn=_die_with_parent if die_with_parent and _PRCTL is not None else None,
             )
         except OSError as exc:
             os.close(read_end)
@@ -195,6 +200,24 @@ class SandboxProcess:
         await self.wait_output(1.0)
         self._close_output()  # a child the sandbox leaked may hold the pipe: stop reading
         return code
+
+
+def _load_prctl():  # type: ignore[no-untyped-def]
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux
+        return None
+
+
+_PRCTL = _load_prctl()
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL when the parent dies."""
+    _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
 
 
 def exit_signal(returncode: int, *, bwrap: bool) -> int | None:

@@ -502,7 +502,7 @@ class Runner:
         return _unwrap(await afut)
 
     def make_tool(self, spec):
-        name = spec["name"]
+        name = spec["name"]  # reported in calls; the code reaches it by its path
         checker = _checker(spec)
         call_sync, call_async = self.call_sync, self.call_async
         if spec.get("is_async"):
@@ -566,6 +566,40 @@ class Runner:
             asyncio.set_event_loop_policy(Policy())
 
 
+class ToolNamespace:
+    """A namespace of tools (``memory.read_graph()``): an object whose attributes are the
+    tools' stubs. Its class is named like the stubs the prompt shows (``MemoryTools``)."""
+
+    def __init__(self, name: str) -> None:
+        self.__dict__["_namespace"] = name
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self._namespace!r}>"
+
+    def __setattr__(self, name, value) -> None:
+        raise AttributeError(f"the {self._namespace} namespace is read-only")
+
+    def __getattr__(self, name):
+        raise AttributeError(f"{self._namespace} has no function {name!r}")
+
+
+def _install_tools(namespace, runner, functions) -> None:
+    """Bind each tool where the code finds it: a global, or an attribute of its namespace."""
+    for spec in functions:
+        tool = runner.make_tool(spec)
+        path = spec.get("path")
+        if not path:
+            namespace[spec["name"]] = tool
+            continue
+        ns, _, attr = path.partition(".")
+        obj = namespace.get(ns)
+        if not isinstance(obj, ToolNamespace):
+            title = "".join(p[:1].upper() + p[1:] for p in ns.split("_") if p) + "Tools"
+            obj = type(title, (ToolNamespace,), {"__module__": "builtins"})(ns)
+            namespace[ns] = obj
+        obj.__dict__[attr] = tool
+
+
 def _set_if_pending(fut, value) -> None:
     if not fut.done():
         fut.set_result(value)
@@ -574,7 +608,7 @@ def _set_if_pending(fut, value) -> None:
 def _checker(spec):
     """A function with the tool's real signature (from ``ToolSignature.stub()``) whose only
     job is to bind the arguments, raising Python's own TypeError on a bad call."""
-    name = spec["name"]
+    name = (spec.get("path") or spec["name"]).rpartition(".")[2]
     namespace = {}
     try:
         exec(compile("from __future__ import annotations\n" + spec["source"], TOOLS_FILE, "exec"), namespace)
@@ -988,8 +1022,7 @@ def main(argv) -> None:
         namespace = {"__name__": "__main__", "__builtins__": builtins}
         namespace.update(boot.get("inputs") or {})
         functions = boot.get("functions", [])
-        for spec in functions:
-            namespace[spec["name"]] = runner.make_tool(spec)
+        _install_tools(namespace, runner, functions)
         is_coroutine = bool(code_obj.co_flags & 0x80)  # inspect.CO_COROUTINE
         if is_coroutine or "asyncio" in code or any(f.get("is_async") for f in functions):
             runner.install_event_loop_policy()
@@ -1054,8 +1087,7 @@ def _run_cell(channel, runner: Runner, cell, namespace):
     signal.signal(signal.SIGXCPU, clock._expired)
     _cpu_budget(limits.get("cpu_seconds"))
     _SOURCE[:] = [code]
-    for spec in cell.get("functions", []):
-        namespace[spec["name"]] = runner.make_tool(spec)
+    _install_tools(namespace, runner, cell.get("functions", []))
     namespace.update(cell.get("inputs") or {})
     try:
         code_obj = _compile(code)
@@ -1094,7 +1126,7 @@ def _variables(namespace):
     """Name -> type name of what the cells left in the namespace (not our tool stubs)."""
     found = {}
     for name, value in list(namespace.items()):
-        if name.startswith("__") or getattr(value, "__codemode_tool__", False):
+        if name.startswith("__") or getattr(value, "__codemode_tool__", False) or isinstance(value, ToolNamespace):
             continue
         found[name] = type(value).__name__
         if len(found) >= _MAX_VARIABLES:
@@ -1102,17 +1134,24 @@ def _variables(namespace):
     return found
 
 
+def _run_coroutine(coro) -> None:
+    """Run the code's top-level coroutine (code with top-level ``await``) to its end on a
+    event loop (the same for every cell of a session). The pyodide runtime's guest replaces this: there the event loop is
+    the JavaScript one, already running, and ``pyodide.ffi.run_sync`` waits for it."""
+    import asyncio
+
+    if not _LOOP:  # one loop for every cell of a session (a task may outlive its cell)
+        _LOOP.append(asyncio.new_event_loop())
+        asyncio.set_event_loop(_LOOP[0])
+    _LOOP[0].run_until_complete(coro)
+
+
 def _run(code_obj, namespace, clock: _Clock, is_coroutine: bool):
     try:
         clock.start()
         try:
             if is_coroutine:
-                import asyncio
-
-                if not _LOOP:  # one loop for every cell of a session (tasks may outlive a cell)
-                    _LOOP.append(asyncio.new_event_loop())
-                    asyncio.set_event_loop(_LOOP[0])
-                _LOOP[0].run_until_complete(eval(code_obj, namespace))
+                _run_coroutine(eval(code_obj, namespace))
             else:
                 exec(code_obj, namespace)
         finally:

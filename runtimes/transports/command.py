@@ -80,6 +80,11 @@ class CommandChannel(CallbackChannel):
         self._stderr = ""
 
     @property
+    def marks_arrive(self) -> bool:
+        """Output marks have kept coming: a message handed out had all the output before it."""
+        return self._marks_arrive
+
+    @property
     def idle(self) -> bool:
         """Nothing arrived that was not read."""
         return self._queue.empty() and not self._parts

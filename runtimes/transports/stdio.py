@@ -18,13 +18,20 @@ from .protocol import MessageTooLarge, SandboxMessage, answer_payload, parse_mes
 
 
 class StdioChannel(CallbackChannel):
+    """``token``: every message line starts with ``TOKEN `` and lines that do not are
+    dropped (the pyodide runner's stdout is reachable by the code: a line it forges lacks
+    the per-process token, which only the runner holds)."""
+
     uses_stdio = True
 
-    def __init__(self) -> None:
+    def __init__(self, token: str | None = None) -> None:
         self.params = {"kind": "stdio"}
         self.binds = []
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
+        self._prefix = token.encode() + b" " if token else b""
+        #: Lines dropped for lacking the token.
+        self.dropped = 0
 
     def attach(self, process: asyncio.subprocess.Process) -> None:
         self._reader = process.stdout
@@ -32,13 +39,20 @@ class StdioChannel(CallbackChannel):
 
     async def receive(self) -> SandboxMessage | None:
         assert self._reader is not None, "attach() the process first"
-        try:
-            line = await self._reader.readline()
-        except (asyncio.LimitOverrunError, ValueError):  # readline turns an overrun into ValueError
-            raise MessageTooLarge("a message from the sandbox exceeded the size limit") from None
+        line = await self._readline()  # readline turns an overrun into ValueError
+        while self._prefix and line and not line.startswith(self._prefix):
+            self.dropped += 1
+            line = await self._readline()
         if not line:
             return None
-        return parse_message(line)
+        return parse_message(line[len(self._prefix) :])
+
+    async def _readline(self) -> bytes:
+        assert self._reader is not None
+        try:
+            return await self._reader.readline()
+        except (asyncio.LimitOverrunError, ValueError):
+            raise MessageTooLarge("a message from the sandbox exceeded the size limit") from None
 
     async def send_answer(self, call_id: str, outcome: CallOutcome) -> None:
         await self.send_message(answer_payload(call_id, outcome))

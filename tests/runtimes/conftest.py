@@ -80,6 +80,37 @@ async def _no_sandbox_left() -> AsyncIterator[None]:
         pytest.fail(f"sandboxes left on the local E2B server: {[(i.sandbox_id, i.state.value) for i in left]}")
 
 
+def docker_runtime(**options: Any) -> Any:
+    """A ``DockerRuntime`` on the session's podman service and test image."""
+    from runtimes.docker import DockerRuntime
+    from tests.docker_engine import IMAGE, engine
+
+    return DockerRuntime(image=IMAGE, base_url=engine().url, **options)
+
+
+@contextlib.asynccontextmanager
+async def _docker() -> AsyncIterator[CodeRuntime]:
+    rt = docker_runtime()
+    try:
+        yield rt
+    finally:
+        await rt.aclose()
+
+
+@pytest.fixture(autouse=True)
+def _no_container_left() -> Iterator[None]:
+    """After a test that used the container engine, no codemode container may be left."""
+    yield
+    from tests.docker_engine import codemode_containers, engine_started, remove_containers
+
+    if not engine_started():
+        return
+    left = codemode_containers()
+    if left:
+        remove_containers([c["Id"] for c in left])
+        pytest.fail(f"containers left on the engine: {[(c['Id'][:12], c.get('State')) for c in left]}")
+
+
 @contextlib.asynccontextmanager
 async def _monty() -> AsyncIterator[CodeRuntime]:
     from runtimes.monty import MontyRuntime
@@ -102,12 +133,46 @@ async def _python(transport: str) -> AsyncIterator[CodeRuntime]:
         await rt.aclose()
 
 
+_PYODIDE: Any = None
+
+
+def shared_pyodide() -> Any:
+    """The session's ``PyodideRuntime``: its warm processes serve every test (a process
+    serves one execution; the pool starts the next one in the background)."""
+    global _PYODIDE
+    if _PYODIDE is None:
+        from runtimes.pyodide import PyodideRuntime
+
+        _PYODIDE = PyodideRuntime(pool_size=2)
+    return _PYODIDE
+
+
+@contextlib.asynccontextmanager
+async def _pyodide() -> AsyncIterator[CodeRuntime]:
+    rt = shared_pyodide()
+    try:
+        yield rt
+    finally:
+        await rt.close_executions()
+
+
+@pytest.fixture(scope="session", autouse=True)
+async def _stop_shared_pyodide() -> AsyncIterator[None]:
+    yield
+    global _PYODIDE
+    if _PYODIDE is not None:
+        await _PYODIDE.aclose()
+        _PYODIDE = None
+
+
 #: name -> zero-argument callable returning an async context manager of a CodeRuntime.
 RUNTIME_FACTORIES: dict[str, Callable[[], Any]] = {
     "monty": _monty,
     "python-stdio": lambda: _python("stdio"),
     "python-http": lambda: _python("http"),
     "e2b": _e2b,
+    "docker": _docker,
+    "pyodide": _pyodide,
 }
 
 

@@ -85,7 +85,9 @@ async def replayed(rt: CodeRuntime, code: str, journal: list[JournalEntry], dete
         return await asyncio.wait_for(replay(execution, journal), HANG_GUARD_S)
 
 
-FACTORIES: dict[str, Callable[[], Any]] = {name: RUNTIME_FACTORIES[name] for name in ("python-stdio", "e2b", "monty")}
+FACTORIES: dict[str, Callable[[], Any]] = {
+    name: RUNTIME_FACTORIES[name] for name in ("python-stdio", "e2b", "monty", "docker", "pyodide")
+}
 
 
 @pytest.fixture(params=sorted(FACTORIES))
@@ -110,7 +112,7 @@ async def test_random_clock_uuid_and_set_order_replay_to_the_same_calls(rt: Code
     assert [e.args for e in journal] != [e.args for e in _] or other.output != original.output
 
 
-@pytest.mark.parametrize("name", ["python-stdio", "e2b"])
+@pytest.mark.parametrize("name", ["python-stdio", "e2b", "docker", "pyodide"])
 async def test_random_replays_with_the_default_seed(name: str) -> None:
     """Without a Determinism (what a caller that passes none gets) the seed derives from the
     code and its inputs: random draws still replay."""

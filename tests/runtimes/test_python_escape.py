@@ -17,7 +17,15 @@ from typing import Any
 import aiohttp
 import pytest
 
-from runtimes import CodeResourceError, CodeRuntimeError, CodeTimeoutError, ExecutionLimits, ExecutionResult
+from runtimes import (
+    CapabilityError,
+    CodeResourceError,
+    CodeRuntimeError,
+    CodeTimeoutError,
+    ExecutionLimits,
+    ExecutionResult,
+    SandboxOptions,
+)
 from runtimes.python import PythonRuntime
 from runtimes.sandbox.bwrap import sandbox_env
 from runtimes.transports.http import HttpCallbackTransport
@@ -256,3 +264,34 @@ async def _fresh_token(transport: HttpCallbackTransport) -> str:
     channel = await transport.open(sandboxed=transport.unix_socket, network=True)
     await channel.aclose()
     return str(channel.params["token"])
+
+
+async def test_read_only_mounts_are_readable_not_writable(rt: PythonRuntime, tmp_path: Path) -> None:
+    skills = tmp_path / "skills"
+    skills.mkdir()
+    (skills / "SKILL.md").write_text("# How to file a report\n")
+    os.chmod(tmp_path, 0o755)
+    code = (
+        "import os\n"
+        "def writable(p):\n"
+        "    try:\n        open(p, 'w').write('x')\n        return True\n"
+        "    except OSError as e:\n        return e.errno\n"
+        "[open('/skills/SKILL.md').read(), sorted(os.listdir('/skills')), writable('/skills/SKILL.md'),"
+        " writable('/skills/new.md')]"
+    )
+    execution = await rt.execute(code, functions={}, options=SandboxOptions(mounts={str(skills): "/skills"}))
+    async with execution:
+        result = await execution.next_batch()
+    assert isinstance(result, ExecutionResult)
+    assert result.output == ["# How to file a report\n", ["SKILL.md"], 30, 30]  # EROFS
+    with pytest.raises(CapabilityError, match="does not exist"):
+        await rt.execute("1", functions={}, options=SandboxOptions(mounts={str(tmp_path / "no"): "/x"}))
+    with pytest.raises(CapabilityError, match="cannot mount over"):
+        await rt.execute("1", functions={}, options=SandboxOptions(mounts={str(skills): "/tmp"}))
+
+
+async def test_the_ratchet_is_refused_and_full_network_only_where_the_operator_gave_it(rt: PythonRuntime) -> None:
+    with pytest.raises(CapabilityError, match="ratchet"):
+        await rt.execute("1", functions={}, options=SandboxOptions(network="ratchet"))
+    with pytest.raises(CapabilityError, match="'full'"):
+        await rt.execute("1", functions={}, options=SandboxOptions(network="full"))

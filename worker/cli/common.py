@@ -9,7 +9,7 @@ import re
 import sys
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from pydantic import BaseModel
@@ -17,8 +17,6 @@ from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
     WorkflowHandle,
-    WorkflowQueryFailedError,
-    WorkflowQueryRejectedError,
 )
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -29,11 +27,14 @@ from worker.client import DEFAULT_ADDRESS, connect
 from worker.codec_server import DEFAULT_PORT as DEFAULT_CODEC_PORT
 from worker.codec_server import CodecServer
 from worker.converter import default_store
+from worker.executions import QUERY_TIMEOUT, query_status  # noqa: F401 (the commands import them from here)
 from worker.server import EmbeddedServer, ServerStartError, default_db_path, server_answers
-from workflows.models import TASK_QUEUE, ExecutionOutcome, ExecutionStatus
+from workflows.models import TASK_QUEUE, ExecutionOutcome
+
+if TYPE_CHECKING:
+    from activities.mcp_servers import McpConfig, McpServers
 
 EXIT_OK, EXIT_CODE_ERROR, EXIT_USAGE, EXIT_AWAITING_APPROVAL = 0, 1, 2, 3
-QUERY_TIMEOUT = timedelta(seconds=5)
 
 
 #: How Temporal closed an execution, in our state words, for the closings the workflow may not
@@ -89,6 +90,14 @@ task_queue_option = click.option(
     help="Task queue the workers poll.",
 )
 tools_option = click.option("--tools", "tools_module", metavar="MODULE", help="Tools module (importable from here).")
+mcp_config_option = click.option(
+    "--mcp-config",
+    "mcp_config",
+    metavar="FILE",
+    envvar="CODEMODE_MCP_CONFIG",
+    show_envvar=True,
+    help='MCP servers whose tools the code may call (the {"mcpServers": ...} JSON of MCP clients).',
+)
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 port_option = click.option("--port", type=int, default=7233, show_default=True, help="gRPC port of the server.")
 ui_port_option = click.option("--ui-port", type=int, default=None, help="Web UI port [default: port + 1000].")
@@ -179,10 +188,52 @@ def load_tools(module: str) -> ToolRegistry:
         raise Fail(f"importing tools module {module!r} failed: {type(err).__name__}: {err}") from None
 
 
-def require_tools(tools_module: str | None) -> str:
-    if not tools_module:
-        raise Fail("missing --tools MODULE (the module whose public functions are the tools)")
+def require_tools(tools_module: str | None, mcp_config: str | None = None) -> str | None:
+    if not tools_module and not mcp_config:
+        raise Fail(
+            "missing --tools MODULE (the module whose public functions are the tools) "
+            "or --mcp-config FILE (MCP servers whose tools the code may call)"
+        )
     return tools_module
+
+
+def load_mcp_config_file(path: str | None) -> McpConfig | None:
+    """The ``--mcp-config`` file, checked (a usage error names what is wrong), or None."""
+    if not path:
+        return None
+    from activities.mcp_servers import INSTALL_HINT, McpConfigError, load_mcp_config
+
+    try:
+        config = load_mcp_config(path)
+    except McpConfigError as err:
+        raise Fail(f"--mcp-config: {err}") from None
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        raise Fail(INSTALL_HINT) from None
+    return config
+
+
+async def open_mcp(registry: ToolRegistry | None, config: McpConfig | None) -> tuple[ToolRegistry, McpServers | None]:
+    """Start the configured MCP servers and add their tools to ``registry`` (a new one when
+    None). The caller closes the servers (a worker does when it stops)."""
+    if config is None:
+        assert registry is not None
+        return registry, None
+    from activities.mcp_servers import McpServers, McpStartError
+
+    servers = McpServers(config)
+    try:
+        await servers.start()
+    except McpStartError as err:
+        raise Fail(f"--mcp-config: {err}") from None
+    registry = registry if registry is not None else ToolRegistry()
+    try:
+        registry.include(servers.tool_specs())
+    except ValueError as err:
+        await servers.aclose()
+        raise Fail(f"--mcp-config: {err}") from None
+    return registry, servers
 
 
 async def open_client(address: str, **options: Any) -> Client:
@@ -235,16 +286,6 @@ async def existing_handle(client: Client, execution_id: str) -> tuple[WorkflowHa
         if err.status == RPCStatusCode.NOT_FOUND:
             raise Fail(f"no execution {execution_id!r} at {client.service_client.config.target_host}") from None
         raise
-
-
-async def query_status(handle: WorkflowHandle[Any, Any], since: int | None = None) -> ExecutionStatus | None:
-    """The workflow's status query (the calls from index ``since``, or the latest page), or
-    None when no worker answers in time."""
-    args = [] if since is None else [since]
-    try:
-        return await handle.query("status", *args, result_type=ExecutionStatus, rpc_timeout=QUERY_TIMEOUT)
-    except (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError):
-        return None
 
 
 def os_user() -> str:

@@ -5,12 +5,10 @@ even while no worker runs); cancel asks Temporal to cancel the whole execution."
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 
 import click
-from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import CancelledError
-from temporalio.service import RPCError
 
 from worker import display
 from worker.cli.common import (
@@ -25,8 +23,8 @@ from worker.cli.common import (
     os_user,
     query_status,
 )
+from worker.executions import DecisionRefused, send_decision
 from worker.history import fetch_audit
-from workflows.models import ApproveSignal, Decision, DenySignal
 
 
 def _decision_command(approve: bool) -> click.Command:
@@ -79,30 +77,19 @@ async def _decide(
             raise Fail(f"call {call_id!r} of {execution_id} is not waiting for approval; pending call ids: {ids}")
     verb = "approved" if approve else "denied"
     for p in chosen:
-        if not from_history:
-            # A worker answers: the Update records the decision and says so (or why not) at once.
-            try:
-                await handle.execute_update(
-                    "decide", Decision(call_id=p.call_id, approve=approve, by=by, comment=text), rpc_timeout=UPDATE_TIMEOUT
-                )
-            except WorkflowUpdateFailedError as err:
-                raise Fail(f"call {p.call_id} of {execution_id} was not decided: {err.cause or err}") from None
-            except RPCError:
-                from_history = True  # the worker went away meanwhile: fall back to the signal
-        if from_history:
-            if approve:
-                await handle.signal("approve", ApproveSignal(call_id=p.call_id, by=by, comment=text))
-            else:
-                await handle.signal("deny", DenySignal(call_id=p.call_id, by=by, reason=text))
+        try:
+            recorded = await send_decision(
+                handle, p.call_id, approve=approve, by=by, comment=text, via_update=not from_history
+            )
+        except DecisionRefused as err:
+            raise Fail(f"call {p.call_id} of {execution_id} was not decided: {err}") from None
+        from_history = from_history or recorded is None  # no worker answered: sent as a signal
         click.echo(f"✓ {verb} call {p.call_id} ({p.summary}) of {execution_id} as {by}")
     if from_history:
         note("note: no worker is running; the decision is recorded and takes effect when one starts.")
     note(f"See the outcome with: codemode result {execution_id}")
     return EXIT_OK
 
-
-#: How long a decision through the Update waits for the worker (then it is sent as a signal).
-UPDATE_TIMEOUT = timedelta(seconds=10)
 
 approve = _decision_command(approve=True)
 deny = _decision_command(approve=False)

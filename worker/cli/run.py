@@ -7,13 +7,15 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import sys
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+from pydantic import ValidationError
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import CancelledError, WorkflowAlreadyStartedError
@@ -35,9 +37,12 @@ from worker.cli.common import (
     has_workers,
     interactive_terminal,
     json_option,
+    load_mcp_config_file,
     load_tools,
+    mcp_config_option,
     note,
     open_client,
+    open_mcp,
     os_user,
     printed_address_flag,
     query_status,
@@ -59,6 +64,9 @@ from workflows.models import (
     check_session_name,
 )
 
+if TYPE_CHECKING:
+    from activities.mcp_servers import McpConfig
+
 POLL_SECONDS = 0.3
 #: The defaults the help text shows (the models hold them; the flags only override).
 _LIMITS = ExecutionLimits()
@@ -78,6 +86,20 @@ def parse_inputs(pairs: tuple[str, ...]) -> dict[str, Any]:
                 f"bad --input {pair!r}: the value is not JSON ({err.msg}); quote strings: {name}='\"...\"'"
             ) from None
     return inputs
+
+
+def parse_mounts(specs: tuple[str, ...]) -> dict[str, str]:
+    """``--mount SRC:DST`` flags as ``{absolute host path: sandbox path}``."""
+    mounts: dict[str, str] = {}
+    for spec in specs:
+        src, sep, dst = spec.partition(":")
+        if not sep or not src or not dst:
+            raise Fail(f"bad --mount {spec!r}: expected SRC:DST, e.g. --mount ./skills:/skills")
+        path = Path(src).expanduser().resolve()
+        if not path.exists():
+            raise Fail(f"bad --mount {spec!r}: {path} does not exist")
+        mounts[str(path)] = dst
+    return mounts
 
 
 def read_code(file: str) -> str:
@@ -240,6 +262,7 @@ async def follow(
 @click.command()
 @click.argument("file", metavar="FILE|-")
 @tools_option
+@mcp_config_option
 @click.option("--runtime", type=click.Choice(sorted(RUNTIMES)), default="monty", show_default=True)
 @click.option("--input", "inputs", multiple=True, metavar="NAME=JSON", help="A variable for the code (repeatable).")
 @click.option("--id", "execution_id", help="Execution id [default: exec-<random>].")
@@ -284,6 +307,33 @@ async def follow(
     help=f"How long a call waits for a decision (e.g. 90s, 30m, 2h, 7d) [default: {_APPROVAL_TIMEOUT.days}d].",
 )
 @click.option(
+    "--image",
+    envvar="CODEMODE_DOCKER_IMAGE",
+    show_envvar=True,
+    help="The image of --runtime docker (any image with python3 >= 3.9), for a worker this command starts.",
+)
+@click.option(
+    "--mount",
+    "mounts",
+    multiple=True,
+    metavar="SRC:DST",
+    help="Mount host directory SRC read-only at DST in the sandbox (repeatable; docker and python runtimes).",
+)
+@click.option(
+    "--network",
+    type=click.Choice(["none", "full", "ratchet"]),
+    default="none",
+    show_default=True,
+    help="The sandbox's network; ratchet: on until a private tool's first result, then off for good (docker).",
+)
+@click.option(
+    "--package",
+    "packages",
+    multiple=True,
+    metavar="NAME",
+    help="A package the code needs (repeatable; pyodide: pure-Python or Pyodide wheels, refused up front if none).",
+)
+@click.option(
     "--require-code-approval",
     is_flag=True,
     help=f"Park before the code runs, until the code itself is approved (call id {CODE_APPROVAL_ID!r}).",
@@ -310,6 +360,7 @@ def run(
     ctx: click.Context,
     file: str,
     tools_module: str | None,
+    mcp_config: str | None,
     runtime: str,
     inputs: tuple[str, ...],
     execution_id: str | None,
@@ -321,6 +372,10 @@ def run(
     max_stdout: int | None,
     allowed_tools: tuple[str, ...],
     approval_timeout: timedelta | None,
+    image: str | None,
+    mounts: tuple[str, ...],
+    network: str,
+    packages: tuple[str, ...],
     require_code_approval: bool,
     session_name: str | None,
     restart: bool,
@@ -347,24 +402,31 @@ def run(
             check_session_name(session_name)
         except InvalidSessionName as err:
             raise Fail(str(err)) from None
-    request = CodeExecutionRequest(
-        code=read_code(file),
-        runtime=runtime,
-        inputs=parse_inputs(inputs),
-        limits=ExecutionLimits(**{k: v for k, v in limits.items() if v is not None}),
-        require_code_approval=require_code_approval,
-        **{k: v for k, v in given.items() if v is not None},
-    )
+    if image:  # the docker runtime of a worker started by this command reads it
+        os.environ["CODEMODE_DOCKER_IMAGE"] = image
+    try:
+        request = CodeExecutionRequest(
+            code=read_code(file),
+            runtime=runtime,
+            inputs=parse_inputs(inputs),
+            limits=ExecutionLimits(**{k: v for k, v in limits.items() if v is not None}),
+            require_code_approval=require_code_approval,
+            mounts=parse_mounts(mounts),
+            network=network,
+            packages=list(packages),
+            **{k: v for k, v in given.items() if v is not None},
+        )
+    except ValidationError as err:
+        raise Fail(f"bad request: {err.errors()[0]['msg']}") from None
     registry = load_tools(tools_module) if tools_module else None
-    if registry is not None and allowed_tools:
-        unknown = [name for name in allowed_tools if name not in registry.names]
-        if unknown:
-            raise Fail(
-                f"--allow-tool: {', '.join(unknown)} not in {tools_module} (its tools: {', '.join(registry.names)})"
-            )
+    config = load_mcp_config_file(mcp_config)
+    if registry is not None and allowed_tools and config is None:
+        _check_allowed(registry, allowed_tools, tools_module or "")
     opts = RunOptions(
         request=request,
         registry=registry,
+        mcp_config=config,
+        mcp_config_file=mcp_config,
         tools_module=tools_module,
         execution_id=execution_id,
         as_json=as_json,
@@ -380,6 +442,13 @@ def run(
     return asyncio.run(_run(opts))
 
 
+def _check_allowed(registry: ToolRegistry, allowed: list[str] | tuple[str, ...], where: str) -> None:
+    unknown = [name for name in allowed if not registry.resolve(name)]
+    if unknown:
+        names = ", ".join(s.code_name for s in registry)
+        raise Fail(f"--allow-tool: {', '.join(unknown)} not in {where} (its tools: {names})")
+
+
 @dataclass
 class RunOptions:
     request: CodeExecutionRequest
@@ -392,9 +461,13 @@ class RunOptions:
     task_queue: str
     interactive: bool
     address_flag: str
+    #: The checked ``--mcp-config`` (servers start only if this process runs the worker).
+    mcp_config: McpConfig | None = None
+    mcp_config_file: str | None = None
     session: str | None = None
     restart: bool = False
     idle_timeout: timedelta | None = None
+
 
 
 async def _start_cell(client: Client, opts: RunOptions) -> WorkflowHandle[Any, ExecutionOutcome]:
@@ -482,10 +555,11 @@ async def _client_and_worker_for_run(
     from worker.worker import CodeModeWorker
 
     address, registry, parked_extra = opts.address, opts.registry, []
+    can_serve = registry is not None or opts.mcp_config is not None
     if server_answers(address):
         client = await open_client(address)
         own_worker = not await has_workers(client, opts.task_queue)
-        if own_worker and registry is None:
+        if own_worker and not can_serve:
             note(
                 f"warning: no worker polls task queue {opts.task_queue!r}; start one with `codemode worker --tools MODULE`"
             )
@@ -495,23 +569,36 @@ async def _client_and_worker_for_run(
     else:
         if not is_local(address):
             raise Fail(f"no Temporal server answers at {address}")
-        if registry is None:
+        if not can_serve:
             raise Fail(f"no Temporal server answers at {address}; pass --tools MODULE to start one here with a worker")
         server = await start_server(split_address(address)[1], None, None)
         stack.push_async_callback(server.stop)
         note(f"No Temporal server at {address}: started the embedded one (UI {server.ui_url}, db {server.db}).")
         client = await connect(server.address)
         own_worker = True
+        flags = " ".join(
+            f
+            for f in (
+                opts.tools_module and f"--tools {opts.tools_module}",
+                opts.mcp_config_file and f"--mcp-config {opts.mcp_config_file}",
+            )
+            if f
+        )
         parked_extra = [
             "The embedded server stops with this command; the execution is saved in its database.",
-            f"Run `codemode dev --tools {opts.tools_module}` first, so a server and a worker are up to act on the decision.",
+            f"Run `codemode dev {flags}` first, so a server and a worker are up to act on the decision.",
         ]
     if own_worker:
-        assert registry is not None
         # Tool failures are shown as call lines; the worker's tracebacks would only be noise here.
         for name in ("temporalio.activity", "temporalio.workflow"):
             logging.getLogger(name).setLevel(logging.ERROR)
-        await stack.enter_async_context(CodeModeWorker(client, registry, task_queue=opts.task_queue).running())
+        registry, servers = await open_mcp(registry, opts.mcp_config)
+        if servers is not None:
+            stack.push_async_callback(servers.aclose)  # the worker closes them too; twice is harmless
+            if opts.request.tools:
+                _check_allowed(registry, opts.request.tools, "the tools module or the MCP servers")
+        worker = CodeModeWorker(client, registry, task_queue=opts.task_queue, mcp=servers)
+        await stack.enter_async_context(worker.running())
     return client, own_worker, parked_extra
 
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import os
 import signal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from temporalio.client import Client
@@ -20,9 +21,12 @@ from worker.cli.common import (
     address_option,
     codec_port_option,
     db_option,
+    load_mcp_config_file,
     load_tools,
+    mcp_config_option,
     note,
     open_client,
+    open_mcp,
     port_option,
     require_tools,
     start_server,
@@ -32,6 +36,9 @@ from worker.cli.common import (
 )
 from worker.client import connect
 from worker.server import EmbeddedServer
+
+if TYPE_CHECKING:
+    from activities.mcp_servers import McpConfig
 
 
 class MetricsAddress(click.ParamType):
@@ -110,35 +117,58 @@ def server_banner(server: EmbeddedServer) -> list[str]:
     return lines
 
 
-async def _serve_worker(client: Client, registry: ToolRegistry, task_queue: str, address: str) -> None:
+async def _serve_worker(
+    client: Client, registry: ToolRegistry | None, mcp_config: McpConfig | None, task_queue: str, address: str
+) -> None:
     from worker.worker import CodeModeWorker
 
-    w = CodeModeWorker(client, registry, task_queue=task_queue)
-    async with w.running():
+    registry, servers = await open_mcp(registry, mcp_config)
+    try:
+        w = CodeModeWorker(client, registry, task_queue=task_queue, mcp=servers)
+    except BaseException:
+        if servers is not None:
+            await servers.aclose()
+        raise
+    async with w.running():  # closes the MCP servers when the worker stops
         if await w.ensure_sweep_schedule():
             note("Scheduled the hourly retention sweep of the object store (codemode-storage-sweep).")
-        note(f"Worker ready on task queue {task_queue!r} at {address}; tools: {', '.join(registry.names)}")
+        names = [s.code_name for s in registry]
+        note(f"Worker ready on task queue {task_queue!r} at {address}; tools: {', '.join(names)}")
         await until_stopped()
         note("Stopping the worker...")
 
 
 @click.command()
 @tools_option
+@mcp_config_option
 @address_option
 @task_queue_option
 @metrics_option
-def worker(tools_module: str | None, address: str, task_queue: str, metrics: str | None) -> int:
+@click.option(
+    "--image",
+    envvar="CODEMODE_DOCKER_IMAGE",
+    show_envvar=True,
+    help="The image the docker runtime runs code in (any image with python3 >= 3.9).",
+)
+def worker(
+    tools_module: str | None, mcp_config: str | None, address: str, task_queue: str, metrics: str | None, image: str | None
+) -> int:
     """Run a worker for the workflow, the sandbox steps and the tools, until Ctrl-C."""
-    registry = load_tools(require_tools(tools_module))
-    return asyncio.run(_worker(registry, address, task_queue, metrics))
+    if image:
+        os.environ["CODEMODE_DOCKER_IMAGE"] = image
+    registry = load_tools(tools_module) if require_tools(tools_module, mcp_config) else None
+    config = load_mcp_config_file(mcp_config)
+    return asyncio.run(_worker(registry, config, address, task_queue, metrics))
 
 
-async def _worker(registry: ToolRegistry, address: str, task_queue: str, metrics: str | None) -> int:
+async def _worker(
+    registry: ToolRegistry | None, mcp_config: McpConfig | None, address: str, task_queue: str, metrics: str | None
+) -> int:
     runtime = metrics_runtime(metrics)
     client = await open_client(address, **client_options(runtime))
     for line in metrics_banner(metrics):
         note(line)
-    await _serve_worker(client, registry, task_queue, address)
+    await _serve_worker(client, registry, mcp_config, task_queue, address)
     return EXIT_OK
 
 
@@ -167,6 +197,7 @@ async def _server(port: int, ui_port: int | None, db: str | None, codec_port: in
 
 @click.command()
 @tools_option
+@mcp_config_option
 @port_option
 @ui_port_option
 @db_option
@@ -175,6 +206,7 @@ async def _server(port: int, ui_port: int | None, db: str | None, codec_port: in
 @codec_port_option
 def dev(
     tools_module: str | None,
+    mcp_config: str | None,
     port: int,
     ui_port: int | None,
     db: str | None,
@@ -184,12 +216,14 @@ def dev(
 ) -> int:
     """The embedded server and a worker in one process, until Ctrl-C (with
     CODEMODE_ENCRYPTION_KEYS set, also the codec server for the web UI)."""
-    registry = load_tools(require_tools(tools_module))
-    return asyncio.run(_dev(registry, port, ui_port, db, task_queue, metrics, codec_port))
+    registry = load_tools(tools_module) if require_tools(tools_module, mcp_config) else None
+    config = load_mcp_config_file(mcp_config)
+    return asyncio.run(_dev(registry, config, port, ui_port, db, task_queue, metrics, codec_port))
 
 
 async def _dev(
-    registry: ToolRegistry,
+    registry: ToolRegistry | None,
+    mcp_config: McpConfig | None,
     port: int,
     ui_port: int | None,
     db: str | None,
@@ -203,7 +237,7 @@ async def _dev(
         for line in [*server_banner(srv), *metrics_banner(metrics)]:
             note(line)
         client = await connect(srv.address, **client_options(runtime))
-        await _serve_worker(client, registry, task_queue, srv.address)
+        await _serve_worker(client, registry, mcp_config, task_queue, srv.address)
     finally:
         await srv.stop()
     return EXIT_OK

@@ -1,0 +1,231 @@
+"""``DurableCodeMode``: a pydantic-ai capability that gives an agent one ``run_code(code)``
+tool, whose every run is a durable code execution on Temporal.
+
+The model is shown the runtime's prompt with the tool stubs (the text ``codemode tools``
+prints) as instructions, and one tool. What happens when the code runs:
+
+* **Outside a workflow** (an agent in a web app or a script): the tool starts the execution
+  through a Temporal client and waits for its outcome. If a call of the code needs a person's
+  approval and ``wait_for_approval`` is false, the tool raises ``CallDeferred`` with the
+  execution id and the pending calls: the agent run ends with ``DeferredToolRequests`` and
+  nothing is held while the person decides (``codemode approve``, the web UI, or
+  ``decide()``). Later, from any process, ``deferred_results(requests)`` waits for those
+  executions and gives the ``DeferredToolResults`` that resume the agent.
+* **Inside a workflow** (an agent under pydantic-ai's Temporal durability): the tool runs in
+  workflow code (``metadata={"temporal": False}``) and the execution is a child workflow whose
+  id comes from the agent workflow's id and the tool call's id, so a replayed agent never
+  starts a second one. The agent waits through approvals with nothing live; cancelling the
+  agent cancels the child. The worker needs ``CodeModePlugin``.
+
+A syntax error or a type error against the stubs is a retry prompt for the model; anything
+that happened while the code ran is the tool's return (``returns.py``). Approvals come only
+from people: the model has no tool to decide them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import KW_ONLY, dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from pydantic_ai import CallDeferred, DeferredToolRequests, DeferredToolResults, RunContext
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.tools import Tool
+from pydantic_ai.toolsets import FunctionToolset
+from temporalio import workflow
+
+from runtimes import ExecutionLimits, code_mode_prompt
+from workflows.child import execute_code
+from workflows.models import TASK_QUEUE, ApprovalRecord, CodeExecutionRequest, ExecutionOutcome, ExecutionStatus
+
+from .returns import RunCodeReturn, run_code_return
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+    from activities.tools import ToolRegistry
+
+#: The tool's own description; the functions and the rules are in the instructions.
+TOOL_DESCRIPTION = (
+    "Run Python code that calls the functions described in the instructions. Returns the value of the "
+    "last expression as `output`, what the code printed as `stdout`, and `error` (type, message, line) "
+    "when it failed. Each run is durable: tool calls are retried and audited, and risky calls wait "
+    "for a person's approval."
+)
+
+#: Prompts already built, by (tools module, runtime): the registry is imported once per
+#: process, outside the workflow sandbox's import machinery.
+_PROMPTS: dict[tuple[str, str], str] = {}
+
+
+@dataclass
+class DurableCodeMode(AbstractCapability[Any]):
+    """One ``run_code(code)`` tool whose runs are durable executions.
+
+    :param tools: the tools module the code may call (``"my.tools"``), or a ``ToolRegistry``.
+        The worker that runs the executions must have the same tools (``CodeModePlugin``).
+    :param client: a Temporal client made with ``worker.client.connect()`` or with
+        ``CodeModePlugin`` on it (default: one for ``TEMPORAL_ADDRESS``, made on first use).
+        Not used inside a workflow.
+    :param task_queue: where the executions run (default ``CODEMODE_TASK_QUEUE`` or ``codemode``;
+        inside a workflow, the agent workflow's own queue).
+    :param runtime: the sandbox (``monty``, ``python``, ``e2b``...).
+    :param limits: time, memory, tool calls and output per execution.
+    :param wait_for_approval: outside a workflow, wait for a person's decision inside the tool
+        call instead of ending the agent run with a deferred call.
+    :param name: the tool's name as the model sees it.
+    """
+
+    tools: str | ToolRegistry
+    _: KW_ONLY
+    client: Client | None = field(default=None, repr=False)
+    task_queue: str | None = None
+    runtime: str = "monty"
+    limits: ExecutionLimits | None = None
+    wait_for_approval: bool = False
+    name: str = "run_code"
+    approval_timeout: timedelta | None = None
+    #: Set the CodeModeStatus/CodeModeRuntime search attributes on executions started as
+    #: children (the server must have them; ``codemode server`` registers them).
+    index_search_attributes: bool = True
+
+    def __post_init__(self) -> None:
+        self._toolset: FunctionToolset[Any] | None = None
+
+    # -- what the model is shown ----------------------------------------------------------
+
+    def registry(self) -> ToolRegistry:
+        from activities.tools import ToolRegistry
+
+        if isinstance(self.tools, ToolRegistry):
+            return self.tools
+        with workflow.unsafe.imports_passed_through():
+            return ToolRegistry.from_module(self.tools)
+
+    def prompt(self) -> str:
+        """The runtime's prompt with the tool stubs (what ``codemode tools`` prints)."""
+        if not isinstance(self.tools, str):
+            return code_mode_prompt(self.runtime, self.tools.signatures())
+        key = (self.tools, self.runtime)
+        if key not in _PROMPTS:
+            with workflow.unsafe.imports_passed_through():
+                _PROMPTS[key] = code_mode_prompt(self.runtime, self.registry().signatures())
+        return _PROMPTS[key]
+
+    def get_instructions(self) -> Any:
+        return self.prompt()
+
+    def get_toolset(self) -> FunctionToolset[Any]:
+        if self._toolset is None:
+            tool = Tool(
+                self._run_code,
+                takes_ctx=True,
+                name=self.name,
+                description=TOOL_DESCRIPTION,
+                # Runs in workflow code under Temporal durability (a child workflow is started
+                # there, not in an activity); the code argument in pydantic-ai-harness's terms.
+                metadata={"code_arg_name": "code", "temporal": False},
+                include_return_schema=False,
+            )
+            self._toolset = FunctionToolset([tool], id=f"durable-code-mode-{self.name}")
+        return self._toolset
+
+    # -- the tool ---------------------------------------------------------------------------
+
+    def request(self, code: str) -> CodeExecutionRequest:
+        extra: dict[str, Any] = {}
+        if self.limits is not None:
+            extra["limits"] = self.limits
+        if self.approval_timeout is not None:
+            extra["approval_timeout"] = self.approval_timeout
+        return CodeExecutionRequest(
+            code=code, runtime=self.runtime, index_search_attributes=self.index_search_attributes, **extra
+        )
+
+    async def _run_code(self, ctx: RunContext[Any], code: str) -> RunCodeReturn:
+        """Run Python code durably (see TOOL_DESCRIPTION)."""
+        if workflow.in_workflow():
+            return await self._run_in_workflow(ctx, code)
+        return await self._run_from_client(code)
+
+    async def _run_in_workflow(self, ctx: RunContext[Any], code: str) -> RunCodeReturn:
+        outcome = await execute_code(
+            self.request(code),
+            id=child_execution_id(workflow.info().workflow_id, self.name, ctx),
+            task_queue=self.task_queue,
+        )
+        return run_code_return(outcome)
+
+    async def _run_from_client(self, code: str) -> RunCodeReturn:
+        from worker.client import start_execution
+        from worker.executions import wait_for_outcome
+
+        client = await self.get_client()
+        handle = await start_execution(
+            client,
+            self.request(code),
+            task_queue=self.task_queue or os.environ.get("CODEMODE_TASK_QUEUE") or TASK_QUEUE,
+        )
+        got = await wait_for_outcome(handle, until_parked=not self.wait_for_approval)
+        if isinstance(got, ExecutionStatus):
+            raise CallDeferred(
+                metadata={
+                    "execution_id": handle.id,
+                    "pending_approvals": [p.model_dump(mode="json") for p in got.pending_approvals],
+                    "decide": f"codemode approve {handle.id} --all --by NAME (or codemode deny ...)",
+                }
+            )
+        return run_code_return(got)
+
+    # -- the application's side: clients, decisions, deferred results ---------------------------
+
+    async def get_client(self) -> Client:
+        """The client given, else one for ``TEMPORAL_ADDRESS`` (made once)."""
+        if self.client is None:
+            from worker.client import connect
+
+            self.client = await connect()
+        return self.client
+
+    async def decide(
+        self, execution_id: str, call_id: str, *, approve: bool, by: str, comment: str | None = None
+    ) -> ApprovalRecord | None:
+        """A person's decision on a call waiting for approval (``by`` names them). Returns the
+        recorded decision, or None when no worker runs (recorded as a signal, applied later);
+        raises ``worker.executions.DecisionRefused`` when that call is not waiting."""
+        from worker.executions import send_decision
+
+        if not by or not by.strip():
+            raise ValueError("say who decides: by must name a person")
+        handle = (await self.get_client()).get_workflow_handle(execution_id)
+        return await send_decision(handle, call_id, approve=approve, by=by, comment=comment)
+
+    async def deferred_results(self, requests: DeferredToolRequests) -> DeferredToolResults:
+        """Wait until the executions behind this tool's deferred calls have finished, and give
+        the results to resume the agent with: ``agent.run(message_history=...,
+        deferred_tool_results=...)``. Works from any process, days later."""
+        client = await self.get_client()
+        results: dict[str, Any] = {}
+        for call in requests.calls:
+            if call.tool_name != self.name:
+                continue
+            meta = requests.metadata.get(call.tool_call_id) or {}
+            execution_id = meta.get("execution_id")
+            if not execution_id:
+                raise ValueError(f"deferred call {call.tool_call_id} carries no execution_id: not one of {self.name}'s")
+            handle = client.get_workflow_handle(execution_id, result_type=ExecutionOutcome)
+            results[call.tool_call_id] = run_code_return(await handle.result(), retry=False)
+        return DeferredToolResults(calls=results)
+
+
+_UNSAFE_ID = re.compile(r"[^A-Za-z0-9._:-]")
+
+
+def child_execution_id(parent_id: str, tool_name: str, ctx: RunContext[Any]) -> str:
+    """The execution id of a tool call made in a workflow: from what the parent's history fixes
+    (its id, the tool call's id, the retry), so a replay finds the same child."""
+    call = _UNSAFE_ID.sub("_", ctx.tool_call_id or "call")
+    suffix = f"-r{ctx.retry}" if ctx.retry else ""
+    return f"{parent_id}-{tool_name}-{call}{suffix}"[:1000]

@@ -1,0 +1,154 @@
+"""The Python side of the pyodide runtime, inside Pyodide (``runner.mjs`` imports it as
+``codemode_guest``; it is baked into the memory snapshot).
+
+It reuses the CPython runner (``runtimes/sandbox/runner.py``, installed beside it as
+``codemode_runner``) for everything that is not about threads or file descriptors:
+compiling the code so its last expression is the output, the tool stubs with each tool's
+real signature and the line of each call, the seeded ``random`` / ``uuid`` and the virtual
+clock, in-band errors with the user's line and a traceback without our frames. Only the
+channel differs: a call is a JS promise that ``runner.mjs`` resolves when the host's answer
+arrives; a sync tool waits for it with ``pyodide.ffi.run_sync`` (JSPI suspends the
+WebAssembly stack while the JS event loop runs on), an ``async def`` tool awaits it.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import sys
+
+import codemode_runner as runner
+
+#: Imported before the snapshot is taken, so an execution does not pay for them.
+STDLIB_PRELOAD = (
+    "asyncio", "json", "re", "datetime", "random", "uuid", "traceback", "linecache", "inspect",
+    "typing", "dataclasses", "collections", "functools", "itertools", "math", "statistics",
+    "decimal", "fractions", "string", "textwrap", "pyodide.ffi",
+)  # fmt: skip
+
+
+class _NoClock:
+    """The runner's compute clock is an interval timer; here the host's own clock kills the
+    process at the limit, so the runner's pause/resume have nothing to do."""
+
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+    def pause(self) -> None: ...
+    def resume(self) -> None: ...
+
+
+class PromiseChannel(runner._Channel):
+    """Sequential call ids and answer dispatch from the runner; ``host`` (a JS object from
+    ``runner.mjs``) sends a message, or a call whose answer a promise resolves."""
+
+    def __init__(self, host) -> None:
+        super().__init__()
+        self.host = host
+
+    def send(self, msg) -> None:
+        self.host.send(runner._dumps_str(msg))
+
+    def call_sync(self, msg):
+        from pyodide.ffi import run_sync
+
+        return runner._loads(run_sync(self.host.call(msg["call_id"], runner._dumps_str(msg), False)))
+
+    def call_async(self, msg):
+        future = self.register(msg["call_id"])
+        promise = self.host.call(msg["call_id"], runner._dumps_str(msg), True)
+        promise.then(lambda line: self.deliver(runner._loads(line)))
+        return future
+
+
+def preload(wheels_json: str, names_json: str) -> None:
+    """Before the snapshot is taken: unpack the preloaded (pure-Python) wheels into
+    site-packages and import them, with the standard library modules above."""
+    import site
+    import zipfile
+
+    target = site.getsitepackages()[0]
+    for path in runner._loads(wheels_json):
+        with zipfile.ZipFile(path) as wheel:
+            wheel.extractall(target)
+    importlib.invalidate_caches()
+    for name in (*STDLIB_PRELOAD, *runner._loads(names_json)):
+        importlib.import_module(name)
+
+
+def warm(names_json: str) -> None:
+    """Import the execution's packages while the process waits for its code. A package
+    that fails to import fails again, with its real error, where the code imports it."""
+    for name in runner._loads(names_json):
+        try:
+            importlib.import_module(name)
+        except Exception:
+            sys.modules.pop(name, None)
+
+
+def prime(host) -> None:
+    """Run what an execution runs (compile, tool stubs, sync calls through JSPI, JSON) once
+    while the process waits for its code: V8 compiles code as it first runs, and the first
+    calls of an execution would otherwise pay for it. ``host`` answers every call at once."""
+    from pyodide.ffi import run_sync
+
+    saved = runner._run_coroutine
+    runner._run_coroutine = run_sync
+    try:
+        tools = runner.Runner(PromiseChannel(host), _NoClock())
+        namespace = {"__name__": "__main__", "__builtins__": builtins}
+        for name, is_async in (("ping", False), ("aping", True)):
+            spec = {"name": name, "is_async": is_async, "source": f"def {name}(i: int) -> int: ..."}
+            namespace[name] = tools.make_tool(spec)
+        code = "import asyncio\nt = sum(ping(i) for i in range(12))\nt += sum(await asyncio.gather(*[aping(i) for i in range(4)]))\nt"
+        runner._run(runner._compile(code), namespace, _NoClock(), True)
+    finally:
+        runner._run_coroutine = saved
+
+
+async def run(boot_json: str, host) -> str:
+    """Run the bootstrap's code; the final message (``done`` or ``error``) as JSON."""
+    channel = PromiseChannel(host)
+    msg = _run(runner._loads(boot_json), channel)
+    try:
+        return runner._dumps_str(msg)
+    except (TypeError, ValueError):  # an output JSON cannot hold (e.g. a circular list)
+        return runner._dumps_str({"type": "done", "output": repr(msg.get("output"))})
+
+
+def _timeout_on_interrupt(limit: float) -> None:
+    """``runner.mjs`` interrupts Python (SIGINT, through Pyodide's interrupt buffer) when the
+    code's compute time reaches the limit: raise the runner's own timeout there, so the
+    error carries the line the code was on (a ``BaseException``: ``except Exception`` in the
+    code does not swallow it)."""
+    import signal
+
+    def expired(signum, frame):
+        raise runner.CodeTimeout(f"the code used more than {limit:g} s of compute time")
+
+    signal.signal(signal.SIGINT, expired)
+
+
+def _run(boot, channel: PromiseChannel):
+    code = boot["code"]
+    runner._SOURCE[:] = [code]
+    try:
+        code_obj = runner._compile(code)
+    except SyntaxError as exc:
+        return runner._syntax_error(exc)
+    except ValueError as exc:  # e.g. a NUL byte in the source
+        return {"type": "error", "kind": "syntax", "error_type": "SyntaxError", "message": str(exc)}
+    clock = _NoClock()
+    tools = runner.Runner(channel, clock)
+    namespace = {"__name__": "__main__", "__builtins__": builtins}
+    namespace.update(boot.get("inputs") or {})
+    runner._install_tools(namespace, tools, boot.get("functions", []))  # globals, or namespaces (mcp)
+    if boot.get("determinism"):
+        runner._install_determinism(boot["determinism"])
+    from pyodide.ffi import run_sync
+
+    runner._run_coroutine = run_sync
+    _timeout_on_interrupt(float(boot.get("limits", {}).get("timeout_seconds", 30.0)))
+    runner._RESERVE[:] = [bytearray(4 << 20)]
+    channel.send({"type": "ready"})
+    is_coroutine = bool(code_obj.co_flags & 0x80)  # inspect.CO_COROUTINE
+    return runner._run(code_obj, namespace, clock, is_coroutine)

@@ -1,0 +1,329 @@
+"""``CodeModePlugin``: everything code mode adds to a Temporal client and worker, in one place.
+
+A Temporal plugin (``temporalio.plugin.SimplePlugin``), the way Temporal ships its own AI
+integrations. On a **client** it sets the one data converter (pydantic JSON, large payloads
+claim-checked into the object store, encryption when keys are set) and the tracing
+interceptor. On a **worker** it adds the code-execution, session and sweep workflows, the sandbox-step
+activities, one activity per tool of the registry, the retention sweep activity and our
+workflow runner, tunes the pollers for gathered calls, and runs a second worker on this
+worker's own task queue for the steps of sandboxes it keeps live. ``CodeModeWorker``, the
+CLI's workers and clients are built on it, so a worker is assembled here and nowhere else.
+
+Add code mode to a worker that runs your own workflows (they can start executions as child
+workflows on the same task queue)::
+
+    client = await Client.connect("localhost:7233", plugins=[CodeModePlugin(tools="my.tools")])
+    worker = Worker(client, task_queue="agents", workflows=[MyAgentWorkflow])
+
+Put the plugin on the client (as above) so that the client you start and read workflows with
+uses the same data converter as the worker; on the worker alone it works too (the worker then
+uses a copy of the client with our converter).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import socket
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from importlib.metadata import version as _version
+from typing import TYPE_CHECKING, Any, Literal
+
+from temporalio.client import Client
+from temporalio.converter import DataConverter
+from temporalio.plugin import SimplePlugin
+from temporalio.worker import PollerBehaviorSimpleMaximum, Worker, WorkerConfig, WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+from activities.checkpoints import CheckpointStore
+from activities.encryption import Keyring
+from activities.retention import RetentionActivities
+from activities.sandbox import SandboxActivities
+from activities.storage import BlobStore, StorageSettings, blob_store_for
+from activities.tool_activity import tool_activities
+from activities.tools import ToolRegistry
+from runtimes import CodeRuntime
+from worker import telemetry
+from worker.converter import data_converter, keyring_of, store_of
+from worker.sandbox_runner import CodeModeWorkflowRunner
+from workflows.code_execution import CodeExecutionWorkflow
+from workflows.session import CodeSessionWorkflow
+from workflows.sweep import StorageSweepWorkflow
+
+if TYPE_CHECKING:
+    from activities.mcp_servers import McpServers
+
+PLUGIN_NAME = "codemode.CodeModePlugin"
+
+#: Stamped on every workflow task and activity attempt in the history. The SDK's default is
+#: a 32-character hash of every loaded module (computed at start-up, and written three times
+#: per tool call); the package version says which code ran just as well.
+BUILD_ID = f"codemode-{_version('durable-codemode')}"
+
+#: Tools heartbeat so a cancelled execution's running tool hears of it within a second or so
+#: (the SDK otherwise sends a heartbeat at most every 30 s).
+HEARTBEAT_THROTTLE = timedelta(seconds=1)
+#: Calls gathered by the code are scheduled together: poll for (and, on a server with eager
+#: activity execution, receive with the workflow task) several at once.
+ACTIVITY_POLLERS = 16
+EAGER_RESERVATIONS = 16
+MAX_CONCURRENT_ACTIVITIES = 200
+
+
+def session_queue_name(task_queue: str) -> str:
+    """This worker's own task queue: steps of the sandboxes it keeps live go there."""
+    return f"{task_queue}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+@dataclass
+class WorkerParts:
+    """What the plugin built for one worker: its sandbox steps (with their live runs), its own
+    task queue, and the object store its checkpoints go to."""
+
+    sandbox: SandboxActivities
+    session_queue: str
+    store: BlobStore
+    task_queue: str
+
+
+class CodeModePlugin(SimplePlugin):
+    """Code mode for a Temporal client and its workers.
+
+    :param tools: a tools module (``"my.tools"``, or a path) or a ``ToolRegistry``; None for a
+        client that only starts and reads executions.
+    :param runtimes: runtime instances by name (``{"docker": DockerRuntime(image=...)}``);
+        the others are built with their defaults on first use.
+    :param store: the object store for large payloads and checkpoints (default: the one the
+        environment configures, ``activities/storage.py``; on a worker whose client already
+        carries our converter, that converter's store).
+    :param encryption_keys: a ``Keyring``, ``"env"`` (``CODEMODE_ENCRYPTION_KEYS``, the
+        default) or None (no encryption).
+    :param tracing: install temporalio's OpenTelemetry interceptor (default: on unless
+        ``CODEMODE_TRACING=0``); a tracer object uses that tracer.
+    :param keep_alive_seconds: how long a worker keeps a live sandbox of a runtime that cannot
+        checkpoint (python) for its run's next step.
+    :param session_keep_alive_seconds: how long a worker keeps a session's live process (python)
+        after its last cell, for the session's next cell (later, the session is rebuilt).
+    :param tune_worker: raise the worker's activity pollers, eager activity reservations and
+        heartbeat rate where they are at the SDK's defaults (what gathered calls and prompt
+        cancellation need); settings you passed yourself are kept.
+    :param mcp: started MCP servers (``activities.mcp_servers.McpServers``): their tools join
+        the registry (a namespace per server), image and blob results go to the object store
+        (sealed under the keys), and the servers are closed when the worker stops.
+    """
+
+    def __init__(
+        self,
+        tools: str | ToolRegistry | None = None,
+        *,
+        runtimes: Mapping[str, CodeRuntime] | None = None,
+        store: BlobStore | StorageSettings | None = None,
+        encryption_keys: Keyring | Literal["env"] | None = "env",
+        tracing: bool | Any = None,
+        keep_alive_seconds: float = 60.0,
+        tune_worker: bool = True,
+        mcp: McpServers | None = None,
+        session_keep_alive_seconds: float = 900.0,
+    ) -> None:
+        if isinstance(tools, ToolRegistry) or tools is None:
+            self.registry = tools if tools is not None else ToolRegistry()
+        else:
+            self.registry = ToolRegistry.from_module(tools)
+        self.mcp = mcp
+        if mcp is not None:
+            self.registry.include(s for s in mcp.tool_specs() if s.name not in self.registry)
+        self.runtimes = dict(runtimes or {})
+        self._store = store if isinstance(store, BlobStore) else None
+        self._settings = store if isinstance(store, StorageSettings) else None
+        self.keyring = Keyring.from_env() if encryption_keys == "env" else encryption_keys
+        self.keep_alive_seconds = keep_alive_seconds
+        self.session_keep_alive_seconds = session_keep_alive_seconds
+        self.tune_worker = tune_worker
+        self._parts: list[WorkerParts] = []
+        self._session_queues: set[str] = set()
+        super().__init__(
+            PLUGIN_NAME,
+            data_converter=self._data_converter,
+            interceptors=self._interceptors(tracing),
+            workflows=[CodeExecutionWorkflow, CodeSessionWorkflow, StorageSweepWorkflow],
+            workflow_runner=_workflow_runner,
+        )
+
+    # -- the client side -----------------------------------------------------------------
+
+    @property
+    def store(self) -> BlobStore:
+        """The object store this plugin's converter writes to (opened on first use for S3)."""
+        if self._store is None:
+            self._store = blob_store_for(self._settings)
+        return self._store
+
+    def make_data_converter(self) -> DataConverter:
+        """The converter every client and worker of code mode must share."""
+        return data_converter(self.store, keys=self.keyring)
+
+    def _data_converter(self, existing: DataConverter | None) -> DataConverter:
+        if existing is not None and store_of(existing) is not None:
+            return existing  # ours already (a client made by worker.client.connect, or this plugin twice)
+        converter = self.make_data_converter()
+        if self.keyring is None and existing is not None and existing.payload_codec is not None:
+            # Keep a codec of the application's own when we do not encrypt.
+            converter = dataclasses.replace(converter, payload_codec=existing.payload_codec)
+        return converter
+
+    @staticmethod
+    def _interceptors(tracing: bool | Any) -> list[Any]:
+        if tracing is None:
+            return telemetry.interceptors()  # on unless CODEMODE_TRACING=0
+        if tracing is False:
+            return []
+        return telemetry.tracing_interceptors(None if tracing is True else tracing)
+
+    # -- the worker side -----------------------------------------------------------------
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        task_queue = config.get("task_queue", "")
+        if task_queue in self._session_queues:
+            return config  # our own second worker, built in run_worker
+        config = super().configure_worker(config)
+        client = config["client"]
+        store = store_of(client.data_converter)
+        keys = keyring_of(client.data_converter)
+        if store is None:
+            # A client without our converter: the worker talks through a copy that has it, so
+            # what its workflows and activities write is stored and encrypted like everywhere.
+            client_config = client.config(active_config=True)
+            converter = self._data_converter(client_config["data_converter"])
+            client = Client(**{**client_config, "data_converter": converter, "plugins": []})
+            config["client"] = client
+            store, keys = self.store, self.keyring
+        assert store is not None
+        session_queue = session_queue_name(task_queue)
+        self._session_queues.add(session_queue)
+        sandbox = SandboxActivities(
+            self.registry,
+            # Checkpoints are sealed under the same keys as the client's payloads.
+            CheckpointStore(store, keys=keys),
+            runtimes=self.runtimes,
+            session_queue=session_queue,
+            keep_alive_seconds=self.keep_alive_seconds,
+            session_keep_alive_seconds=self.session_keep_alive_seconds,
+        )
+        self._parts.append(WorkerParts(sandbox, session_queue, store, task_queue))
+        if self.mcp is not None:  # image, audio and blob results go to the object store, sealed
+            self.mcp.use_store(sandbox.checkpoints)
+        config["activities"] = [
+            *config.get("activities", []),
+            *sandbox.activities(),
+            RetentionActivities(store).sweep,
+            *tool_activities(self.registry, sandbox),
+        ]
+        if self.tune_worker:
+            _tune(config)
+        return config
+
+    def parts_of(self, worker: Worker) -> WorkerParts:
+        """What this plugin built for ``worker`` (its sandbox steps, its own task queue)."""
+        activities = worker.config(active_config=True).get("activities", [])
+        for parts in self._parts:
+            if parts.sandbox.start in activities:
+                return parts
+        raise LookupError("this worker was not configured by this CodeModePlugin")
+
+    async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
+        try:
+            parts = self.parts_of(worker)
+        except LookupError:
+            await next(worker)
+            return
+        # Steps of live sandboxes come to this worker's own queue; a plain worker, with no
+        # plugins, because it only runs the step activities of the worker it belongs to.
+        client = worker.client
+        own = Worker(
+            Client(**{**client.config(active_config=True), "plugins": []}),
+            task_queue=parts.session_queue,
+            activities=parts.sandbox.activities(),
+            build_id=worker.config(active_config=True).get("build_id") or BUILD_ID,
+        )
+        own_task = asyncio.create_task(own.run())
+        sweeper = asyncio.create_task(_sweep_orphans(parts.sandbox))
+        try:
+            main_task = asyncio.ensure_future(next(worker))
+            done, _ = await asyncio.wait({main_task, own_task}, return_when=asyncio.FIRST_COMPLETED)
+            if own_task in done and not main_task.done():
+                # The session queue's worker failed: stop the main worker too, and say why.
+                await worker.shutdown()
+                await main_task
+                own_task.result()
+            await main_task
+        finally:
+            sweeper.cancel()
+            if own.is_running:
+                await own.shutdown()
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await own_task
+            await _tell_sessions_their_process_is_gone(client, parts.sandbox)
+            await parts.sandbox.aclose()
+            if self.mcp is not None:
+                await self.mcp.aclose()
+            self._parts.remove(parts)
+            self._session_queues.discard(parts.session_queue)
+
+
+async def _tell_sessions_their_process_is_gone(client: Client, sandbox: SandboxActivities) -> None:
+    """Sessions whose live process this worker held (python) learn it is gone now, so their
+    next cell rebuilds at once instead of first waiting for this worker's queue. (A worker
+    that is killed cannot say it: its sessions' next cells wait that long once.)"""
+    for owner, key in sandbox.kept_session_owners():
+        with contextlib.suppress(Exception):
+            await client.get_workflow_handle(owner).signal("live_lost", key)
+
+
+#: How often a worker looks for sandboxes crashed workers left behind (and once at start).
+ORPHAN_SWEEP_SECONDS = 3600.0
+
+
+async def _sweep_orphans(sandbox: SandboxActivities) -> None:
+    """Remove the sandboxes crashed workers left on a shared engine (the docker runtime's
+    containers no run can use any more), at start and then hourly."""
+    while True:
+        await sandbox.sweep_orphans()
+        await asyncio.sleep(ORPHAN_SWEEP_SECONDS)
+
+
+#: Our modules that workflow code may import but that hold no workflow state: imported once
+#: from the host, not again inside every workflow run's sandbox (the workflows/ modules are).
+PASSTHROUGH_MODULES = ("runtimes", "activities", "integrations")
+
+
+def _workflow_runner(existing: WorkflowRunner | None) -> WorkflowRunner:
+    """Our sandboxed runner, keeping the restrictions other plugins set on the sandbox (e.g.
+    pydantic-ai's passthrough modules); an unsandboxed runner chosen by the application stays."""
+    if isinstance(existing, CodeModeWorkflowRunner):
+        return existing
+    if existing is None or type(existing) is SandboxedWorkflowRunner:
+        base = existing or SandboxedWorkflowRunner()
+        restrictions = base.restrictions.with_passthrough_modules(*PASSTHROUGH_MODULES)
+        return CodeModeWorkflowRunner(restrictions=restrictions, runner_class=base.runner_class)
+    return existing
+
+
+def _tune(config: WorkerConfig) -> None:
+    """Raise what is still at the SDK's default (see the constants above)."""
+    pollers = PollerBehaviorSimpleMaximum(ACTIVITY_POLLERS)
+    defaults: Sequence[tuple[str, Any, Any]] = (
+        ("activity_task_poller_behavior", PollerBehaviorSimpleMaximum(5), pollers),
+        ("max_eager_activity_reservations_per_workflow_task", 3, EAGER_RESERVATIONS),
+        ("default_heartbeat_throttle_interval", timedelta(seconds=30), HEARTBEAT_THROTTLE),
+        ("max_concurrent_activities", None, MAX_CONCURRENT_ACTIVITIES),
+        ("max_concurrent_local_activities", None, MAX_CONCURRENT_ACTIVITIES),
+        ("build_id", None, BUILD_ID),
+    )
+    for key, sdk_default, ours in defaults:
+        if config.get(key, sdk_default) == sdk_default:
+            config[key] = ours  # type: ignore[literal-required]

@@ -1,0 +1,51 @@
+"""What an execution is called where people look: the UI's summary and details of its
+workflow, written by whoever starts it (a client, or a workflow starting it as a child).
+
+Pure functions of the request: deterministic, so workflow code may call them.
+"""
+
+from __future__ import annotations
+
+import re
+
+from workflows.models import CodeExecutionRequest
+
+_MARKDOWN = re.compile(r"([\\`*_\[\]<>~|])")
+
+
+def plain(text: str) -> str:
+    """Text the web UI shows as written: it renders summaries and details as markdown."""
+    return _MARKDOWN.sub(r"\\\1", text)
+
+
+def unplain(text: str) -> str:
+    """Back from ``plain``: the text as written, for a terminal."""
+    return re.sub(r"\\(.)", r"\1", text)
+
+
+def summary_text(req: CodeExecutionRequest) -> str:
+    """What the code is about, in a line: its leading comment when it starts with one, else
+    its first statement that is not an import."""
+    lines = [ln.strip() for ln in req.code.strip().splitlines() if ln.strip()]
+    comment = []
+    for ln in lines:
+        if not ln.startswith("#"):
+            break
+        comment.append(ln.lstrip("#").strip())
+    first = " ".join(c for c in comment if c)
+    if not first:
+        body = [ln for ln in lines if not ln.startswith(("#", "import ", "from "))]
+        first = body[0] if body else (lines[0] if lines else "(empty)")
+    if len(first) > 80:
+        first = first[:77] + "..."
+    return f"{first} ({req.runtime}, {len(req.code.splitlines())} lines)"
+
+
+def execution_summary(req: CodeExecutionRequest) -> str:
+    """The workflow's static summary: ``summary_text``, escaped for the UI's markdown."""
+    return plain(summary_text(req))
+
+
+def execution_details(req: CodeExecutionRequest) -> str:
+    """The workflow's static details: the code, as a Python block."""
+    return f"```python\n{req.code}\n```"
