@@ -11,7 +11,8 @@
 The first cell creates the session (update-with-start: atomic, whoever comes first); later
 cells must use the same runtime. ``CodeExecutionRequest(session=...)`` does the same through
 ``worker.client.start_execution``. Errors are typed: ``InvalidSessionName``,
-``SessionClosed``, ``RuntimeMismatch``, ``SessionBusy``, ``SessionNotFound``.
+``SessionClosed``, ``RuntimeMismatch``, ``SessionBusy``, ``SessionNotFound``,
+``SessionUnsupported``.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ __all__ = [
     "SessionClosed",
     "SessionError",
     "SessionNotFound",
+    "SessionUnsupported",
     "close_session",
     "describe_session",
     "list_sessions",
@@ -90,6 +92,10 @@ class SessionNotFound(SessionError):
     """No session by that name."""
 
 
+class SessionUnsupported(SessionError):
+    """The cell asks for something sessions cannot do (``network="ratchet"``)."""
+
+
 class NoWorkerAnswered(SessionError):
     """No worker answered the session's query in time (none runs, or one is starting)."""
 
@@ -98,6 +104,7 @@ _REFUSALS: dict[str, type[SessionError]] = {
     "SessionClosed": SessionClosed,
     "RuntimeMismatch": RuntimeMismatch,
     "SessionBusy": SessionBusy,
+    "SessionUnsupported": SessionUnsupported,
 }
 
 #: How often a queued cell's handle asks its session whether it started (backing off to 1 s).
@@ -188,6 +195,8 @@ async def submit_cell(
     else:
         request = CodeExecutionRequest(code=code, runtime=runtime or "monty", inputs=inputs or {}, tools=tools)
     request = request.model_copy(update={"session": session, "restart": restart or request.restart, "cell": None})
+    if request.network == "ratchet":  # (the session would refuse it too, after creating itself)
+        raise SessionUnsupported("sessions do not support network='ratchet' yet; use network='none' (the default)")
     check_request_size(request)
     if request.index_search_attributes and not await search_attributes_registered(client):
         request = request.model_copy(update={"index_search_attributes": False})

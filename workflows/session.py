@@ -47,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
     from runtimes.types import Determinism
     from workflows.code_execution import CodeExecutionWorkflow
     from workflows.models import RUNTIME_KEY, STATUS_KEY, ExecutionOutcome
+    from workflows.summary import execution_details, plain, summary_text
     from workflows.session_models import (
         MAX_QUEUED,
         RECENT_CELLS,
@@ -139,6 +140,13 @@ class CodeSessionWorkflow:
             raise ApplicationError(
                 f"session {self._name!r} runs on {self._runtime}; this cell asks for {cell.request.runtime}",
                 type="RuntimeMismatch",
+            )
+        if cell.request.network == "ratchet":
+            # A rebuilt session replays its cells' private results without cutting the network
+            # first, so the ratchet's promise would not hold across a rebuild: refused for now.
+            raise ApplicationError(
+                "sessions do not support network='ratchet' yet; use network='none' (the default)",
+                type="SessionUnsupported",
             )
         if len(self._queue) >= MAX_QUEUED:
             raise ApplicationError(
@@ -268,8 +276,8 @@ class CodeSessionWorkflow:
                 id=record.execution_id,
                 task_queue=info.task_queue,
                 search_attributes=attributes,
-                static_summary=f"cell {record.index} of session {self._name}: {record.summary}"[:200],
-                static_details=f"```python\n{req.code}\n```",
+                static_summary=plain(f"cell {record.index} of session {self._name}: {summary_text(req)}"),
+                static_details=execution_details(req),
                 parent_close_policy=workflow.ParentClosePolicy.REQUEST_CANCEL,
             )
         except WorkflowAlreadyStartedError as err:  # the id is taken (by a cell of an older session)

@@ -18,6 +18,7 @@ from worker.sessions import (
     RuntimeMismatch,
     SessionClosed,
     SessionNotFound,
+    SessionUnsupported,
     close_session,
     describe_session,
     run_cell,
@@ -139,6 +140,8 @@ async def test_bad_input_is_refused_clearly(client, task_queue, worker, session_
         CodeExecutionRequest(code="1", session="a/b")
     with pytest.raises(SessionNotFound):
         await describe_session(client, session_name)
+    with pytest.raises(SessionUnsupported, match="ratchet"):
+        await submit_cell(client, session_name, CodeExecutionRequest(code="1", network="ratchet"), task_queue=task_queue)
     await run_cell(client, session_name, "x = 1", task_queue=task_queue)
     with pytest.raises(RuntimeMismatch, match=f"session '{session_name}' runs on monty; this cell asks for python"):
         await submit_cell(client, session_name, "x", runtime="python", task_queue=task_queue)
