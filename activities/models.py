@@ -389,3 +389,6 @@ class ReleaseInput(CompactModel):
     #: A live run kept without a checkpoint (``StepResult.live``), closed if still held.
     live: str | None = None
     mode: Literal["suspend", "discard"] = "discard"
+    #: A cell of a session: its checkpoint names the session's sandbox, which outlives the
+    #: cell (the session decides its fate): discard deletes the checkpoint, frees nothing.
+    cell: bool = False

@@ -374,7 +374,8 @@ class SandboxActivities:
         if inp.mode == "suspend":
             await runtime.suspend(blob)
         else:
-            await runtime.discard(blob)
+            if not inp.cell:
+                await runtime.discard(blob)
             await self.checkpoints.delete(scope, inp.checkpoint)
 
     @activity.defn(name="sandbox_save_state")

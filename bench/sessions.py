@@ -34,12 +34,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 os.environ.setdefault("CODEMODE_DATA_DIR", tempfile.mkdtemp(prefix="codemode-bench-sessions-"))
 
-from activities import ToolRegistry  # noqa: E402
-from worker.client import connect, run_execution  # noqa: E402
-from worker.server import start_local_environment  # noqa: E402
-from worker.sessions import close_session, run_cell  # noqa: E402
-from worker.worker import CodeModeWorker  # noqa: E402
-from workflows.models import CodeExecutionRequest  # noqa: E402
+from activities import ToolRegistry
+from worker.client import connect, run_execution
+from worker.server import start_local_environment
+from worker.sessions import close_session, run_cell
+from worker.worker import CodeModeWorker
+from workflows.models import CodeExecutionRequest
 
 #: The cell both sides run: some work, no tool, nothing from the namespace.
 CODE = "total = 0\nfor i in range(200):\n    total += i * i\ntotal"
@@ -112,8 +112,12 @@ async def main() -> None:
         async with CodeModeWorker(client, registry, task_queue=task_queue).running():
             for runtime in runtimes:
                 cell, fresh, ratio = await warm_vs_fresh(client, task_queue, runtime, args.pairs)
-                print(f"  {runtime:<7} warm cell {cell:7.1f} ms   fresh execution {fresh:7.1f} ms   ratio {ratio:5.2f}x")
-        print(f"\n2. the first cell on a new worker after {args.cells} cells with a tool call each (medians of {args.repeat})")
+                print(
+                    f"  {runtime:<7} warm cell {cell:7.1f} ms   fresh execution {fresh:7.1f} ms   ratio {ratio:5.2f}x"
+                )
+        print(
+            f"\n2. the first cell on a new worker after {args.cells} cells with a tool call each (medians of {args.repeat})"
+        )
         for runtime in runtimes:
             warm, cold = await cold_rebuild(client, registry, task_queue, runtime, args.cells, args.repeat)
             print(f"  {runtime:<7} warm cell {warm:7.1f} ms   cold rebuild {cold:7.1f} ms   {cold / warm:5.2f}x")

@@ -224,9 +224,7 @@ def bound_names(code: str) -> list[str]:
             if isinstance(stmt, ast.Assign):
                 for t in stmt.targets:
                     target(t)
-            elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign)):
-                target(stmt.target)
-            elif isinstance(stmt, (ast.For, ast.AsyncFor)):
+            elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
                 target(stmt.target)
             elif isinstance(stmt, (ast.With, ast.AsyncWith)):
                 for item in stmt.items:

@@ -42,7 +42,7 @@ from workflows.models import (
     InvalidSessionName,
     check_session_name,
 )
-from workflows.session_models import (  # noqa: F401 (DEFAULT_IDLE_TIMEOUT: for callers)
+from workflows.session_models import (
     DEFAULT_IDLE_TIMEOUT,
     SESSION_WORKFLOW_TYPE,
     CellRecord,

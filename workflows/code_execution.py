@@ -673,6 +673,7 @@ class CodeExecutionWorkflow:
             superseded=superseded,
             session_id=session[0] if session else None,
             live=live,
+            cell=start.cell is not None,
         )
         try:
             if session is not None and session[1]:

@@ -24,12 +24,17 @@ cells, carrying references and a bounded status (``SessionCarry``).
 
 from __future__ import annotations
 
-import asyncio
 from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, ChildWorkflowError, WorkflowAlreadyStartedError
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    CancelledError,
+    ChildWorkflowError,
+    WorkflowAlreadyStartedError,
+)
 
 with workflow.unsafe.imports_passed_through():
     from activities.models import (
@@ -47,7 +52,6 @@ with workflow.unsafe.imports_passed_through():
     from runtimes.types import Determinism
     from workflows.code_execution import CodeExecutionWorkflow
     from workflows.models import RUNTIME_KEY, STATUS_KEY, ExecutionOutcome
-    from workflows.summary import execution_details, plain, summary_text
     from workflows.session_models import (
         MAX_QUEUED,
         RECENT_CELLS,
@@ -63,6 +67,7 @@ with workflow.unsafe.imports_passed_through():
         SessionSummary,
         cell_execution_id,
     )
+    from workflows.summary import execution_details, plain, summary_text
 
 #: Recipe entries (and code characters) a session carries inline before it stores them.
 RECIPE_INLINE = 32
@@ -111,7 +116,9 @@ class CodeSessionWorkflow:
 
     # -- messages ---------------------------------------------------------------------------
 
-    @workflow.update(description="Queue a cell; returns its number and execution id (it runs after the cells before it).")
+    @workflow.update(
+        description="Queue a cell; returns its number and execution id (it runs after the cells before it)."
+    )
     def submit(self, cell: CellSubmission) -> CellTicket:
         self._count += 1
         index = self._count
@@ -154,7 +161,9 @@ class CodeSessionWorkflow:
                 type="SessionBusy",
             )
 
-    @workflow.update(description="Close the session now: cancel the running cell, drop the queued ones, delete its state.")
+    @workflow.update(
+        description="Close the session now: cancel the running cell, drop the queued ones, delete its state."
+    )
     def close(self, reason: str | None = None) -> SessionStatus:
         if self._state == "open":
             self._begin_close(reason or "closed on request")
@@ -217,7 +226,7 @@ class CodeSessionWorkflow:
                         timeout=max(left, timedelta(seconds=1)),
                         timeout_summary="the session closes when idle",
                     )
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     self._begin_close(f"idle for {_human(self._idle)}")
             if self._state != "open":
                 break
@@ -293,7 +302,9 @@ class CodeSessionWorkflow:
         except ChildWorkflowError as err:
             record.state = "cancelled" if isinstance(err.cause, CancelledError) else "failed"
             record.effect = "rolled_back"
-            record.error = ErrorInfo(type=type(err.cause or err).__name__, message=str(err.cause or err), kind="sandbox")
+            record.error = ErrorInfo(
+                type=type(err.cause or err).__name__, message=str(err.cause or err), kind="sandbox"
+            )
             self._live = None  # whatever the cell held live is gone with it; the state stays
             self._finish(record)
             return
@@ -320,7 +331,10 @@ class CodeSessionWorkflow:
                             raised=not outcome.success,
                         )
                     )
-                    if len(self._recipe) >= RECIPE_INLINE or sum(len(c.code) for c in self._recipe) > RECIPE_INLINE_CHARS:
+                    if (
+                        len(self._recipe) >= RECIPE_INLINE
+                        or sum(len(c.code) for c in self._recipe) > RECIPE_INLINE_CHARS
+                    ):
                         await self._store_recipe()
         else:
             record.effect = "none"

@@ -1084,6 +1084,7 @@ def _run_cell(channel, runner: Runner, cell, namespace):
     limits = cell.get("limits") or {}
     clock = _Clock(float(limits.get("timeout_seconds", 30.0)))
     runner.clock = clock
+    runner.reported = None  # call ids start again at 1: a "blocked" on "1" is news again
     signal.signal(signal.SIGXCPU, clock._expired)
     _cpu_budget(limits.get("cpu_seconds"))
     _SOURCE[:] = [code]

@@ -43,7 +43,9 @@ async def test_a_thousand_small_cells(client, task_queue, worker, data_dir, sess
     began = time.monotonic()
     await run_cell(client, session_name, "counter = 0\nlog = []", task_queue=task_queue)
     for i in range(1, 1000):
-        outcome = await run_cell(client, session_name, f"counter += 1\nlog.append({i} % 7)\ncounter", task_queue=task_queue)
+        outcome = await run_cell(
+            client, session_name, f"counter += 1\nlog.append({i} % 7)\ncounter", task_queue=task_queue
+        )
         assert outcome.success and outcome.output == i, outcome.error
     elapsed = time.monotonic() - began
     status = await describe_session(client, session_name)
@@ -73,7 +75,11 @@ async def test_a_20_mb_namespace(client, task_queue, worker, data_dir, session_n
     assert first.success and first.output == 20000, first.error
     for n in range(3):
         outcome = await run_cell(
-            client, session_name, f"data.append('y')\n[len(data), data[{n}][-1]]", runtime=runtime, task_queue=task_queue
+            client,
+            session_name,
+            f"data.append('y')\n[len(data), data[{n}][-1]]",
+            runtime=runtime,
+            task_queue=task_queue,
         )
         assert outcome.output == [20001 + n, str(n)]
     elapsed = time.monotonic() - began
@@ -83,8 +89,7 @@ async def test_a_20_mb_namespace(client, task_queue, worker, data_dir, session_n
     runs = await _runs(client, session_workflow_id(session_name))
     history = max(r[2] for r in runs)
     cell_history = sum(
-        e.ByteSize()
-        for e in (await client.get_workflow_handle(f"session:{session_name}:4").fetch_history()).events
+        e.ByteSize() for e in (await client.get_workflow_handle(f"session:{session_name}:4").fetch_history()).events
     )
     print(
         f"\n20 MB namespace ({runtime}): 4 cells in {elapsed:.1f} s; kept as {status.kept_as} "
@@ -99,5 +104,3 @@ async def test_a_20_mb_namespace(client, task_queue, worker, data_dir, session_n
         assert status.kept_as == "live" and objects == 0  # the live process; its recipe is its code
     await close_session(client, session_name)
     assert _stored(data_dir, scope.root) == (0, 0)
-
-

@@ -12,6 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from activities.checkpoints import CheckpointScope
+from worker.history import fetch_audit
 from tests.cli.runner import base_env, codemode
 from worker.sessions import (
     InvalidSessionName,
@@ -27,8 +28,8 @@ from worker.sessions import (
 from workflows.models import ApproveSignal, CodeExecutionRequest, ExecutionStatus
 from workflows.session_models import CellRecord, session_workflow_id
 
-from .conftest import e2b_sandboxes, no_e2b_sandbox_left
 from ..workflows.conftest import read_events
+from .conftest import e2b_sandboxes, no_e2b_sandbox_left
 
 DEFINE = "data = [slow_step(1, 0), 2, 3]\ndef total(xs):\n    return sum(xs)\nprint('defined')\ntotal(data)"
 
@@ -54,7 +55,7 @@ async def test_cells_share_a_namespace_errors_keep_what_ran_and_restart_clears(
     assert first.success, first.error
     assert first.output == 15 and first.stdout == "defined\n"
     assert first.execution_id == f"session:{session_name}:1"
-    second = await cell("data.append(4)\ntotal(data)")
+    second = await cell("data.append(await fetch(4) - 100)\ntotal(data)")  # an async tool
     assert second.success and second.output == 19
     # The code raises half-way: what it did before the error stays (notebook semantics).
     third = await cell("kept = total(data) * 10\nraise ValueError('boom')\nlost = 1")
@@ -62,26 +63,34 @@ async def test_cells_share_a_namespace_errors_keep_what_ran_and_restart_clears(
     assert third.cell is not None and third.cell.effect == "kept"
     fourth = await cell("try:\n    lost\n    r = 'lost is there'\nexcept NameError:\n    r = kept\nr")
     assert fourth.success and fourth.output == 190
+    fifth = await cell("extra = await fetch(5)\nextra")  # a second cell with an async call (its ids start at 1 again)
+    assert fifth.success and fifth.output == 105
     status = await settled(client, session_name)
-    assert status.runtime == runtime and status.cells == 4 and status.state == "open"
-    assert {"data": "list", "total": "function", "kept": "int"}.items() <= status.variables.items()
-    assert [r.state for r in status.recent] == ["completed", "completed", "failed", "completed"]
+    assert status.runtime == runtime and status.cells == 5 and status.state == "open"
+    assert {"data": "list", "total": "function", "kept": "int", "extra": "int"}.items() <= status.variables.items()
+    assert [r.state for r in status.recent] == ["completed", "completed", "failed", "completed", "completed"]
+    # Each cell found the session where the cell before left it, never rebuilt: monty's warm
+    # on this worker (its dump in the store), python's live process, e2b's paused sandbox.
+    for n in range(2, 6):
+        steps = (await fetch_audit(client, f"session:{session_name}:{n}")).steps
+        expected = "restored" if runtime == "e2b" else "live"
+        assert steps[0].via == expected, (n, [(s.name, s.via, s.fallback) for s in steps])
     if runtime == "e2b":  # between cells the sandbox is paused: no compute while idle
         (sandbox,) = await e2b_sandboxes()
         assert sandbox.state.value == "paused"
     # restart: a fresh namespace for this cell and the ones after it.
-    fifth = await cell("fresh = 1\nfresh", restart=True)
-    assert fifth.success and fifth.output == 1
+    restarted = await cell("fresh = 1\nfresh", restart=True)
+    assert restarted.success and restarted.output == 1
     status = await settled(client, session_name)
     assert status.restarts == 1 and status.variables == {"fresh": "int"}
     if runtime != "monty":  # (Monty's type check refuses an unknown name before it runs)
-        sixth = await cell("try:\n    data\n    r = 'still there'\nexcept NameError:\n    r = 'cleared'\nr")
-        assert sixth.output == "cleared"
+        cleared = await cell("try:\n    data\n    r = 'still there'\nexcept NameError:\n    r = 'cleared'\nr")
+        assert cleared.output == "cleared"
     # The tool of the first cell ran once: later cells never ran it again.
     starts = collections.Counter(e["tool"] for e in read_events(events_file) if e["event"] == "start")
-    assert starts == {"slow_step": 1}
+    assert starts == {"slow_step": 1, "fetch": 2}
     summary = await close_session(client, session_name)
-    assert summary.cells == (5 if runtime == "monty" else 6) and summary.closed_reason == "closed on request"
+    assert summary.cells == (6 if runtime == "monty" else 7) and summary.closed_reason == "closed on request"
     await no_e2b_sandbox_left()
 
 
@@ -120,7 +129,9 @@ async def test_a_cell_parked_on_approval_holds_later_cells_until_approved(
     session = await describe_session(client, session_name)
     assert [r.index for r in session.queued] == [3, 4] and session.running.index == 2
     shown = await codemode(
-        "status", later[1].execution_id, env=base_env(TEMPORAL_ADDRESS=temporal_address, CODEMODE_DATA_DIR=os.environ["CODEMODE_DATA_DIR"])
+        "status",
+        later[1].execution_id,
+        env=base_env(TEMPORAL_ADDRESS=temporal_address, CODEMODE_DATA_DIR=os.environ["CODEMODE_DATA_DIR"]),
     )
     assert f"{later[1].execution_id}: queued (waits for cell 3 ({later[0].execution_id}, queued))" in shown.out, shown
     await asyncio.sleep(0.5)
@@ -141,7 +152,9 @@ async def test_bad_input_is_refused_clearly(client, task_queue, worker, session_
     with pytest.raises(SessionNotFound):
         await describe_session(client, session_name)
     with pytest.raises(SessionUnsupported, match="ratchet"):
-        await submit_cell(client, session_name, CodeExecutionRequest(code="1", network="ratchet"), task_queue=task_queue)
+        await submit_cell(
+            client, session_name, CodeExecutionRequest(code="1", network="ratchet"), task_queue=task_queue
+        )
     await run_cell(client, session_name, "x = 1", task_queue=task_queue)
     with pytest.raises(RuntimeMismatch, match=f"session '{session_name}' runs on monty; this cell asks for python"):
         await submit_cell(client, session_name, "x", runtime="python", task_queue=task_queue)
@@ -158,8 +171,12 @@ async def test_bad_input_is_refused_clearly(client, task_queue, worker, session_
 async def test_request_with_a_session_runs_as_its_next_cell(client, task_queue, worker, session_name) -> None:
     from worker.client import run_execution
 
-    first = await run_execution(client, CodeExecutionRequest(code="x = 20", session=session_name), task_queue=task_queue)
-    second = await run_execution(client, CodeExecutionRequest(code="x + 1", session=session_name), task_queue=task_queue)
+    first = await run_execution(
+        client, CodeExecutionRequest(code="x = 20", session=session_name), task_queue=task_queue
+    )
+    second = await run_execution(
+        client, CodeExecutionRequest(code="x + 1", session=session_name), task_queue=task_queue
+    )
     assert (first.execution_id, second.execution_id) == (f"session:{session_name}:1", f"session:{session_name}:2")
     assert second.output == 21
     await close_session(client, session_name)
@@ -175,9 +192,7 @@ async def test_idle_session_closes_and_deletes_its_state(client, task_queue, wor
     scope = CheckpointScope("default", session_workflow_id(session_name), desc.run_id)
     assert outcome.cell.state is not None
     assert await store.list_keys(bucket=store.bucket, prefix=scope.root)  # the state is stored
-    summary = await asyncio.wait_for(
-        client.get_workflow_handle(session_workflow_id(session_name)).result(), timeout=30
-    )
+    summary = await asyncio.wait_for(client.get_workflow_handle(session_workflow_id(session_name)).result(), timeout=30)
     assert summary["closed_reason"] == "idle for 2s"
     assert await store.list_keys(bucket=store.bucket, prefix=scope.root) == []
     with pytest.raises(SessionClosed):

@@ -67,7 +67,15 @@ async def _show(name: str, as_json: bool, address: str) -> int:
 
 
 def _cell_line(rec: CellRecord) -> str:
-    marks = {"completed": "✓", "failed": "✗", "cancelled": "✗", "dropped": "-", "running": "…", "starting": "…", "queued": "⏸"}
+    marks = {
+        "completed": "✓",
+        "failed": "✗",
+        "cancelled": "✗",
+        "dropped": "-",
+        "running": "…",
+        "starting": "…",
+        "queued": "⏸",
+    }
     text = f"  {marks.get(rec.state, ' ')} cell {rec.index} [{rec.execution_id}] {rec.state}: {rec.summary}"
     if rec.restart:
         text += "  (restart)"
@@ -102,7 +110,9 @@ def show_lines(status: SessionStatus) -> list[str]:
     }[status.kept_as]
     lines.append(f"  kept as: {kept}")
     if status.closes_at:
-        lines.append(f"  closes when idle at {status.closes_at:%Y-%m-%d %H:%M:%S %Z} (idle timeout {status.idle_timeout})")
+        lines.append(
+            f"  closes when idle at {status.closes_at:%Y-%m-%d %H:%M:%S %Z} (idle timeout {status.idle_timeout})"
+        )
     return lines
 
 
