@@ -108,6 +108,8 @@ class CodeSessionWorkflow:
         self._recipe: list[CellRecipe] = []
         self._variables: dict[str, str] = {}
         self._last_active: datetime | None = None
+        #: Live processes whose worker said it let them go.
+        self._lost: list[str] = []
         if carry is not None:
             self._restore(carry)
         else:
@@ -171,6 +173,8 @@ class CodeSessionWorkflow:
 
     @workflow.signal(description="A worker let the session's live process go (it shut down).")
     def live_lost(self, key: str) -> None:
+        # (It may come before the end of the cell that left that process: remember it.)
+        self._lost = [*self._lost, key][-16:]
         if self._live is not None and self._live[0] == key:
             self._live = None
 
@@ -319,7 +323,7 @@ class CodeSessionWorkflow:
                 self._live = None
             else:
                 self._state_ref = end.state
-                self._live = (end.live, end.live_queue) if end.live else None
+                self._live = (end.live, end.live_queue) if end.live and end.live not in self._lost else None
                 self._variables = dict(end.variables)
                 if end.effect == "kept":
                     self._recipe.append(
