@@ -41,7 +41,11 @@ ours = Agent(
 def _peer() -> Agent:
     from pydantic_ai_harness import CodeMode
 
-    agent = Agent(FunctionModel(one_run_code), name="bench_peer", capabilities=[TemporalDurability(), CodeMode()])
+    agent = Agent(
+        FunctionModel(one_run_code),
+        name="bench_peer",
+        capabilities=[TemporalDurability(), CodeMode(max_tool_calls=10_000)],
+    )
 
     @agent.tool_plain
     async def noop(i: int) -> int:

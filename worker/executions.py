@@ -21,6 +21,7 @@ from temporalio.client import (
     WorkflowQueryFailedError,
     WorkflowQueryRejectedError,
     WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.service import RPCError
 
@@ -111,8 +112,8 @@ async def send_decision(
             )
         except WorkflowUpdateFailedError as err:
             raise DecisionRefused(str(err.cause or err)) from None
-        except RPCError:
-            pass  # no worker answered in time: the signal below is recorded regardless
+        except (WorkflowUpdateRPCTimeoutOrCancelledError, RPCError):
+            pass  # no worker answered in time (the SDK raises the former, no RPCError): signal instead
     if approve:
         await handle.signal("approve", ApproveSignal(call_id=call_id, by=by, comment=comment))
     else:

@@ -11,6 +11,10 @@ One module per command group, so a command is found by its file name:
 - ``codec.py``: ``keygen``, ``codec-server`` (encryption keys, and decrypting for the web UI and CLI)
 - ``common.py``: options, ``Fail``, exit codes and helpers they share
 
+Commands of the layers above (``codemode mcp``, in ``integrations/``) register under the
+``codemode.commands`` entry points in ``pyproject.toml``; the group loads one only when it is
+named (or ``--help`` lists them), so this package never imports ``integrations``.
+
 Exit codes: 0 success, 1 code error (or a failed execution), 2 usage or input error,
 3 awaiting approval. Every client command honours ``TEMPORAL_ADDRESS`` and ``--address``.
 Progress (tool calls as they happen) goes to stderr; results go to stdout.
@@ -19,9 +23,11 @@ Progress (tool calls as they happen) goes to stderr; results go to stdout.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import sys
+from importlib.metadata import EntryPoint, entry_points
 
 import click
 
@@ -29,7 +35,30 @@ from worker.cli import codec, decide, inspect, run, serve, session, storage, too
 from worker.cli.common import note
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+#: Entry-point group under which the layers above worker/ register commands.
+COMMANDS_GROUP = "codemode.commands"
+
+
+@functools.cache
+def _registered_commands() -> dict[str, EntryPoint]:
+    return {ep.name: ep for ep in entry_points(group=COMMANDS_GROUP)}
+
+
+class CommandGroup(click.Group):
+    """The built-in commands, plus the registered ones, loaded on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *_registered_commands()})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        command = super().get_command(ctx, name)
+        if command is None and name in _registered_commands():
+            command = _registered_commands()[name].load()
+            self.add_command(command, name)
+        return command
+
+
+@click.group(cls=CommandGroup, context_settings={"help_option_names": ["-h", "--help"]})
 def cli() -> None:
     """Durable code mode: run LLM-written Python in a sandbox, every step durable on Temporal."""
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import getpass
 import os
 import re
+import socket
 import sys
 from collections.abc import Sequence
 from datetime import timedelta
@@ -275,7 +276,23 @@ async def has_workers(client: Client, task_queue: str) -> bool:
         )
     except RPCError:
         return True  # cannot tell: assume yes rather than start a second worker
-    return len(resp.pollers) > 0
+    return any(not _gone_local_process(p.identity) for p in resp.pollers)
+
+
+def _gone_local_process(identity: str) -> bool:
+    """Whether a poller's identity (the SDK's ``pid@host``) names a process of this machine
+    that has exited: the server lists a stopped worker's poller for a while, and a command
+    started right after one (a client restarting ``codemode mcp``) must not count on it."""
+    pid, _, host = identity.partition("@")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 async def existing_handle(client: Client, execution_id: str) -> tuple[WorkflowHandle[Any, Any], Any]:
