@@ -132,12 +132,12 @@ class CheckpointStore:
             )
         return checkpoint
 
-    async def delete(self, scope: CheckpointScope, *refs: CheckpointRef) -> None:
-        await self.delete_many([(scope, r) for r in refs])
+    async def delete(self, scope: CheckpointScope, *refs: CheckpointRef, kind: str = "cp") -> None:
+        await self.delete_many([(scope, r) for r in refs], kind=kind)
 
-    async def delete_many(self, items: list[tuple[CheckpointScope, CheckpointRef]]) -> None:
+    async def delete_many(self, items: list[tuple[CheckpointScope, CheckpointRef]], kind: str = "cp") -> None:
         """Delete checkpoints of any executions in one store call (batched by the store)."""
-        keys = [scope.key(ref) for scope, ref in items]
+        keys = [scope.key(ref, kind) for scope, ref in items]
         if keys:
             await self.store.delete_objects(bucket=self.bucket, keys=keys)
 

@@ -86,6 +86,112 @@ class LoadStateInput(CompactModel):
     segments: list[SegmentRef] = Field(default_factory=list)
 
 
+# -- sessions (cells that share a namespace; workflows/session.py) ------------------------------
+
+
+class SessionScope(CompactModel):
+    """Where a session keeps its state in the object store: under its workflow (every run of
+    it), so the state outlives each cell's execution."""
+
+    session_id: str
+    first_run_id: str = ""
+
+
+class CellRecipe(CompactModel):
+    """What rebuilding the session needs of one earlier cell whose effects stay: its code,
+    inputs and tools, its recorded tool results, and whether its code raised."""
+
+    code: str
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    tools: list[str] | None = None
+    #: Its journal (the tool results) in the store; None when it made no calls.
+    journal: SegmentRef | None = None
+    raised: bool = False
+
+
+class SessionRecipe(CompactModel):
+    """Earlier cells' recipes, stored as one segment when a session continues as new."""
+
+    cells: list[CellRecipe] = Field(default_factory=list)
+
+
+class CellStart(CompactModel):
+    """A cell of a session: where the session's state is, and how to rebuild it."""
+
+    scope: SessionScope
+    #: The cell's number in the session (1, 2, ...).
+    index: int
+    #: The session's seed and clock (one per session, renewed by a restart).
+    determinism: Determinism
+    #: The session after its last cell, in the store (monty: the VM's session state; e2b:
+    #: the paused sandbox it names).
+    state: CheckpointRef | None = None
+    #: A live session held by a worker (python), tried first on that worker's queue.
+    live: str | None = None
+    live_queue: str | None = None
+    #: The cells to replay when neither is usable (since the last restart, oldest first):
+    #: stored segments, then the rest.
+    recipe_segments: list[SegmentRef] = Field(default_factory=list)
+    recipe: list[CellRecipe] = Field(default_factory=list)
+
+    @property
+    def has_recipe(self) -> bool:
+        return bool(self.recipe or self.recipe_segments)
+
+
+class CellRef(CompactModel):
+    """What a step that may end a cell needs: the session's scope, and the state the cell
+    started from (deleted once a newer one is saved)."""
+
+    scope: SessionScope
+    state: CheckpointRef | None = None
+
+
+#: What a cell did to its session: its effects stay (it completed, or its code raised),
+#: nothing changed (it could not start), or it was rolled back (a limit stopped it, or the
+#: sandbox died: the session is as it was before the cell).
+CellEffect = Literal["kept", "none", "rolled_back"]
+
+
+class CellEnd(CompactModel):
+    """The session after a cell: where its state is now, and the globals it holds."""
+
+    effect: CellEffect = "kept"
+    state: CheckpointRef | None = None
+    live: str | None = None
+    live_queue: str | None = None
+    #: Name -> type name of the globals.
+    variables: dict[str, str] = Field(default_factory=dict)
+    #: The cell's journal, stored under the session for a later rebuild (set by the workflow).
+    journal: SegmentRef | None = None
+
+
+class SessionRecipeInput(CompactModel):
+    """Store the recipe of a session's latest cells after the stored ``segments``."""
+
+    scope: SessionScope
+    segments: list[SegmentRef] = Field(default_factory=list)
+    recipe: SessionRecipe
+
+
+class SessionRecipeRefs(CompactModel):
+    """The stored segments of a session's recipe, oldest first (merged when they get many)."""
+
+    segments: list[SegmentRef] = Field(default_factory=list)
+
+
+class SessionReleaseInput(CompactModel):
+    """Let go of a session's state: on a restart (the state it had) or when it closes
+    (everything it stored)."""
+
+    scope: SessionScope
+    runtime: str
+    state: CheckpointRef | None = None
+    live: str | None = None
+    #: Delete everything stored under the session (it is closing).
+    everything: bool = False
+
+
 class CallRequest(CompactModel):
     """A tool call the code made, validated, with the tool's policy attached so the
     (deterministic) workflow can schedule it without knowing the registry."""
@@ -121,6 +227,8 @@ class StartInput(CompactModel):
     defer_bytes: int = 0
     #: Mounts, network and packages (None: the defaults); a replay starts with the same.
     options: SandboxOptions | None = None
+    #: A cell of a session: run the code in the session's namespace (``CellStart``).
+    cell: CellStart | None = None
 
 
 class ResumeInput(CompactModel):
@@ -159,6 +267,8 @@ class ResumeInput(CompactModel):
     tail: list[JournalEntry] = Field(default_factory=list)
     #: Stdout the code printed since ``checkpoint`` (reported already; a rebuild prints it again).
     base_stdout: int = 0
+    #: A cell of a session: where a step that ends it saves the session.
+    cell: CellRef | None = None
 
 
 class StepResult(CompactModel):
@@ -194,6 +304,8 @@ class StepResult(CompactModel):
     #: bytes this step added to that tail (0: not deferred).
     live: str | None = None
     deferred: int = 0
+    #: The cell ended (a cell of a session): the session after it.
+    cell: CellEnd | None = None
     #: The step cut the sandbox's network for good before answering a private tool's result
     #: (``network="ratchet"``): why, for the audit.
     network_cut: str | None = None
@@ -221,6 +333,7 @@ class NextStep(CompactModel):
     tail_entries: int = 0
     #: JSON bytes the step may add to the unsaved tail instead of saving a checkpoint (0: save).
     defer_bytes: int = 0
+    cell: CellRef | None = None
 
     def resume_input(self, execution_id: str, answer: JournalEntry) -> ResumeInput:
         return ResumeInput(
@@ -234,6 +347,7 @@ class NextStep(CompactModel):
             stdout_offset=self.stdout_offset,
             live=self.live,
             tail_entries=self.tail_entries,
+            cell=self.cell,
         )
 
 
@@ -275,3 +389,6 @@ class ReleaseInput(CompactModel):
     #: A live run kept without a checkpoint (``StepResult.live``), closed if still held.
     live: str | None = None
     mode: Literal["suspend", "discard"] = "discard"
+    #: A cell of a session: its checkpoint names the session's sandbox, which outlives the
+    #: cell (the session decides its fate): discard deletes the checkpoint, frees nothing.
+    cell: bool = False

@@ -15,6 +15,8 @@ from pydantic import BaseModel, Field
 #: The workflow type of a code execution: its executions own what the activities store
 #: (payloads, checkpoints), which the retention sweep finds by it.
 EXECUTION_WORKFLOW_TYPE = "CodeExecutionWorkflow"
+#: The workflow type of a session (``workflows/session.py``): it owns the session's state.
+SESSION_WORKFLOW_TYPE = "CodeSessionWorkflow"
 
 CallStatus = Literal["pending", "awaiting_approval", "running", "ok", "error", "denied", "timed_out", "cancelled"]
 

@@ -1,5 +1,9 @@
 """Retention: delete what executions stored once nobody can read their histories any more.
 
+Sessions too: a session deletes its own state when it closes (idle timeout, or ``close``);
+what is left (a close that failed half-way, the claim-checked payloads of its history) goes
+like an execution's, once the session has been closed for longer than ``keep``.
+
 While an execution runs, its state in the object store is live: checkpoints (the step
 before the current one is deleted as the run moves on, the last one when it ends) and the
 claim-checked payloads its history refers to. After it closes, only those payloads are
@@ -22,7 +26,12 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from .records import EXECUTION_WORKFLOW_TYPE
+from .records import EXECUTION_WORKFLOW_TYPE, SESSION_WORKFLOW_TYPE
+
+#: The workflow types whose executions store objects: code executions (a session's cells are
+#: executions too) and sessions (their state between cells); and none (the SDK names no type
+#: for what a client sends a running workflow, e.g. a cell's Update: ``wt/null``).
+OWNER_TYPES = (EXECUTION_WORKFLOW_TYPE, SESSION_WORKFLOW_TYPE, None)
 from .storage import BlobStore, key_segment
 
 log = logging.getLogger(__name__)
@@ -46,15 +55,15 @@ class SweepReport(BaseModel):
 
 
 def execution_prefixes(namespace: str, execution_id: str) -> list[str]:
-    """Every key prefix under which one execution (all its runs) stores objects."""
+    """Every key prefix under which one execution or session (all its runs) stores objects."""
     ns, wid = key_segment(namespace), key_segment(execution_id)
-    return [f"v0/ns/{ns}/wt/{key_segment(EXECUTION_WORKFLOW_TYPE)}/wi/{wid}/", f"codemode/ns/{ns}/wi/{wid}/"]
+    return [*(f"v0/ns/{ns}/wt/{key_segment(t)}/wi/{wid}/" for t in OWNER_TYPES), f"codemode/ns/{ns}/wi/{wid}/"]
 
 
 async def stored_executions(store: BlobStore, namespace: str) -> set[str]:
-    """The execution ids that have objects in the store."""
+    """The execution (and session) ids that have objects in the store."""
     ns = key_segment(namespace)
-    roots = [f"v0/ns/{ns}/wt/{key_segment(EXECUTION_WORKFLOW_TYPE)}/wi/", f"codemode/ns/{ns}/wi/"]
+    roots = [*(f"v0/ns/{ns}/wt/{key_segment(t)}/wi/" for t in OWNER_TYPES), f"codemode/ns/{ns}/wi/"]
     found: set[str] = set()
     for root in roots:
         for key in await store.list_keys(bucket=store.bucket, prefix=root):

@@ -33,8 +33,9 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from runtimes import CodeExecution, CodeExecutionError, CodeRuntime, ExecutionResult, FunctionCall, get_runtime
-from runtimes.errors import SandboxError
+from runtimes.errors import NonDeterminismError, SandboxError
 from runtimes.replay import JournalEntry, replay
+from runtimes.session import CellReplay, CodeSession, replay_cells
 from runtimes.types import CheckpointTier
 
 from .checkpoints import CheckpointScope, CheckpointStore, CheckpointUnusable
@@ -43,6 +44,10 @@ from .models import (
     MAX_VALUE_BYTES,
     SESSION_GONE,
     CallRequest,
+    CellEffect,
+    CellEnd,
+    CellRecipe,
+    CellRef,
     CheckpointRef,
     LoadStateInput,
     NextStep,
@@ -50,6 +55,11 @@ from .models import (
     ResumeInput,
     SaveStateInput,
     SegmentRef,
+    SessionRecipe,
+    SessionRecipeInput,
+    SessionRecipeRefs,
+    SessionReleaseInput,
+    SessionScope,
     StartInput,
     StateSegment,
     StepResult,
@@ -88,6 +98,16 @@ class _LiveSession:
     scope: CheckpointScope | None = None
 
 
+@dataclass
+class _KeptSession:
+    """A session between cells that this worker keeps live (a runtime without a dump)."""
+
+    session: CodeSession
+    expiry: asyncio.TimerHandle | None = None
+    #: The session's workflow id (told when this worker lets the process go at shutdown).
+    owner: str = ""
+
+
 class SandboxActivities:
     """The step activities of one worker. Holds the runtimes (one pool each), the checkpoint
     store and, for runtimes without checkpoints, the live sessions this worker keeps a while."""
@@ -102,6 +122,7 @@ class SandboxActivities:
         keep_alive_seconds: float = 60.0,
         snapshot_cache_size: int = 64,
         snapshot_cache_bytes: int = 256 * 1024 * 1024,
+        session_keep_alive_seconds: float = 900.0,
     ) -> None:
         self.registry = registry
         self.checkpoints = checkpoints
@@ -128,6 +149,14 @@ class SandboxActivities:
         #: (one thread hop or one DeleteObjects request for many steps, not one per step).
         self._doomed: list[tuple[CheckpointScope, CheckpointRef]] = []
         self._reaper: asyncio.TimerHandle | None = None
+        #: Sessions between cells (``workflows/session.py``). A runtime that cannot dump a
+        #: session (python) keeps it live here for ``session_keep_alive_seconds`` after its
+        #: last cell; its next cell comes to this worker's queue, and anywhere else (or later)
+        #: the session is rebuilt by replaying its cells. A session whose state was saved
+        #: (monty) stays warm here too, purely as a cache in front of that state.
+        self.session_keep_alive_seconds = session_keep_alive_seconds
+        self._kept_sessions: dict[str, _KeptSession] = {}
+        self._warm_sessions: OrderedDict[str, CodeSession] = OrderedDict()
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -139,6 +168,11 @@ class SandboxActivities:
     async def aclose(self) -> None:
         for sid in list(self._sessions):
             await self._drop(sid)
+        for key in list(self._kept_sessions):
+            await self._drop_kept(key)
+        while self._warm_sessions:
+            _, warm = self._warm_sessions.popitem()
+            await warm.close()
         while self._snapshots:
             _, live = self._snapshots.popitem()
             await live.execution.close()
@@ -252,7 +286,20 @@ class SandboxActivities:
         return len(self._sessions)
 
     def activities(self) -> list[Any]:
-        return [self.start, self.resume, self.release, self.save_state, self.load_state]
+        return [
+            self.start,
+            self.resume,
+            self.release,
+            self.save_state,
+            self.load_state,
+            self.release_session,
+            self.save_recipe,
+        ]
+
+    @property
+    def kept_sessions(self) -> int:
+        """Sessions this worker keeps live between cells (python)."""
+        return len(self._kept_sessions)
 
     # -- activities ---------------------------------------------------------------------
 
@@ -327,7 +374,8 @@ class SandboxActivities:
         if inp.mode == "suspend":
             await runtime.suspend(blob)
         else:
-            await runtime.discard(blob)
+            if not inp.cell:
+                await runtime.discard(blob)
             await self.checkpoints.delete(scope, inp.checkpoint)
 
     @activity.defn(name="sandbox_save_state")
@@ -363,6 +411,8 @@ class SandboxActivities:
             return StepResult(
                 kind="error", error=ErrorInfo(type="ValueError", message=str(msg), kind="input"), via="started"
             )
+        if inp.cell is not None:
+            return await self._start_cell(runtime, specs, inp)
         sigs = {n: s.signature for n, s in specs.items()}
         try:
             execution = await runtime.execute(
@@ -481,6 +531,7 @@ class SandboxActivities:
                 defer=defer,
                 unsaved_s=unsaved_s + (time.perf_counter() - began),
                 size=size,
+                cell=inp.cell,
             )
         )
 
@@ -490,17 +541,25 @@ class SandboxActivities:
         assert inp.start is not None
         specs = self.registry.select(inp.start.tools)
         sigs = {n: s.signature for n, s in specs.items()}
+        cell: CellRef | None = None
         try:
-            execution = await runtime.execute(
-                inp.start.code,
-                functions=sigs,
-                inputs=inp.start.inputs,
-                limits=inp.start.limits,
-                determinism=inp.start.determinism,
-                options=inp.start.options,
-            )
+            if inp.start.cell is not None:  # a cell: its session as it was, then the cell again
+                session, _, why = await self._open_session(runtime, inp.start, use_live=False)
+                reason = reason or why
+                cell = CellRef(scope=inp.start.cell.scope, state=inp.start.cell.state)
+                execution = await session.run(inp.start.code, functions=sigs, inputs=inp.start.inputs)
+            else:
+                execution = await runtime.execute(
+                    inp.start.code,
+                    functions=sigs,
+                    inputs=inp.start.inputs,
+                    limits=inp.start.limits,
+                    determinism=inp.start.determinism,
+                    options=inp.start.options,
+                )
         except CodeExecutionError as err:
-            return StepResult(kind="error", error=error_info(err), via="replayed", fallback=reason)
+            end = CellEnd(effect="rolled_back") if inp.start.cell is not None else None
+            return StepResult(kind="error", error=error_info(err), via="replayed", fallback=reason, cell=end)
         journal = inp.journal
         if inp.journal_segments:
             journal = (await self._load_segments(scope, inp.journal_segments)).journal + journal
@@ -509,15 +568,23 @@ class SandboxActivities:
             first = await replay(execution, journal, before_answer=ratchet.before)
         except CodeExecutionError as err:
             await execution.close()
+            end = await self._end_cell(execution, cell, error_info(err)) if cell is not None else None
             return StepResult(
-                kind="error", error=error_info(err), via="replayed", fallback=reason, network_cut=ratchet.cut
+                kind="error", error=error_info(err), via="replayed", fallback=reason, network_cut=ratchet.cut, cell=end
             )
         except BaseException:
             await execution.close()
             raise
         return ratchet.noted(
             await self._drive(
-                execution, specs, scope, stdout_offset=inp.stdout_offset, via="replayed", first=first, fallback=reason
+                execution,
+                specs,
+                scope,
+                stdout_offset=inp.stdout_offset,
+                via="replayed",
+                first=first,
+                fallback=reason,
+                cell=cell,
             )
         )
 
@@ -552,6 +619,244 @@ class SandboxActivities:
         except Exception as err:  # a leftover is swept at retention; never fail a step for it
             log.warning("could not delete superseded checkpoint %s: %s", ref.sha256[:12], err)
 
+    # -- sessions (cells that share a namespace) ------------------------------------------
+
+    async def _start_cell(self, runtime: CodeRuntime, specs: dict[str, ToolSpec], inp: StartInput) -> StepResult:
+        """The first step of a cell: the session (live, warm, restored from its state, or
+        rebuilt by replaying its cells), then the cell's code in it."""
+        assert inp.cell is not None
+        cell = CellRef(scope=inp.cell.scope, state=inp.cell.state)
+        try:
+            session, via, reason = await self._open_session(runtime, inp, use_live=True)
+        except CodeExecutionError as err:  # the session cannot be rebuilt (or the runtime has none)
+            return StepResult(kind="error", error=error_info(err), via="replayed", cell=CellEnd(effect="rolled_back"))
+        sigs = {n: s.signature for n, s in specs.items()}
+        try:
+            execution = await session.run(inp.code, functions=sigs, inputs=inp.inputs)
+        except CodeExecutionError as err:  # it cannot start: the session is as it was
+            end = await self._park_session(session, cell, "none") if session.alive else CellEnd(effect="rolled_back")
+            return StepResult(kind="error", error=error_info(err), via=via, fallback=reason, cell=end)
+        except SandboxError as err:
+            await session.close()
+            raise ApplicationError(f"the {inp.runtime} sandbox failed: {err}", type="SandboxError") from err
+        scope = _scope(inp.execution_id, inp.first_run_id)
+        defer = (inp.defer_bytes, 0) if inp.defer_bytes > 0 else None
+        return await self._drive(
+            execution, specs, scope, stdout_offset=0, via=via, fallback=reason, defer=defer, cell=cell
+        )
+
+    async def _open_session(
+        self, runtime: CodeRuntime, start: StartInput, *, use_live: bool
+    ) -> tuple[CodeSession, Via, str | None]:
+        """The session a cell runs in, how it was had, and why a faster way was not possible."""
+        cell = start.cell
+        assert cell is not None
+        scope = _session_scope(cell.scope)
+        tag = _session_tag(start)
+        reason: str | None = None
+        if use_live and cell.live:
+            kept = self._kept_sessions.pop(cell.live, None)
+            if kept is None or not kept.session.alive:
+                raise ApplicationError(
+                    "the session's live sandbox is not on this worker (it restarted, or the keep-alive expired)",
+                    type=SESSION_GONE,
+                    non_retryable=True,
+                )
+            if kept.expiry is not None:
+                kept.expiry.cancel()
+            if kept.session.tag == tag:
+                return kept.session, "live", None
+            await kept.session.close()
+            reason = "the cell asks for other limits, sandbox options or seed than the live session has"
+        try:
+            if cell.state is not None:
+                warm = self._warm_sessions.pop(_warm_key(scope, cell.state, tag), None)
+                if warm is not None and warm.alive:
+                    return warm, "live", None
+                try:
+                    blob = await self.checkpoints.load(scope, cell.state)
+                    session = await runtime.open_session(
+                        limits=start.limits, determinism=start.determinism, options=start.options, state=blob
+                    )
+                    if session is not None:
+                        session.tag = tag
+                        return session, "restored", None
+                    reason = f"the session's state was written by another version of the {start.runtime} runtime"
+                    if runtime.capabilities.checkpoint_tier is CheckpointTier.SESSION:
+                        reason = "the sandbox the session's state names is gone or out of step"
+                except CheckpointUnusable as err:
+                    reason = str(err)
+            session = await runtime.open_session(
+                limits=start.limits, determinism=start.determinism, options=start.options
+            )
+        except SandboxError as err:
+            raise ApplicationError(f"the {start.runtime} sandbox failed to start: {err}", type="SandboxError") from err
+        assert session is not None
+        session.tag = tag
+        if not cell.has_recipe:
+            return session, "started", reason
+        try:
+            await replay_cells(session, await self._cell_replays(scope, cell.recipe_segments, cell.recipe))
+        except CodeExecutionError as err:
+            await session.close()
+            raise NonDeterminismError(
+                f"{err.message} (the session cannot be rebuilt: start over with restart)",
+                error_type=err.error_type,
+                line=err.line,
+            ) from None
+        except SandboxError as err:
+            await session.close()
+            raise ApplicationError(f"the {start.runtime} sandbox failed: {err}", type="SandboxError") from err
+        return session, "replayed", reason or "nothing else holds the session"
+
+    async def _cell_replays(
+        self, scope: CheckpointScope, segments: list[SegmentRef], recipe: list[CellRecipe]
+    ) -> list[CellReplay]:
+        cells: list[CellRecipe] = []
+        for ref in segments:
+            cells.extend(SessionRecipe.model_validate_json(await self._load_blob(scope, ref)).cells)
+        cells.extend(recipe)
+        replays = []
+        for number, entry in enumerate(cells, 1):
+            try:
+                specs = self.registry.select(entry.tools)
+            except (KeyError, ValueError) as err:
+                raise NonDeterminismError(
+                    f"rebuilding the session, earlier cell {number} used a tool this worker does not have: {err}",
+                    error_type="NonDeterminismError",
+                ) from None
+            journal = (await self._load_segments(scope, [entry.journal])).journal if entry.journal else []
+            replays.append(
+                CellReplay(
+                    code=entry.code,
+                    functions={n: s.signature for n, s in specs.items()},
+                    inputs=entry.inputs,
+                    journal=journal,
+                    raised=entry.raised,
+                )
+            )
+        return replays
+
+    async def _load_blob(self, scope: CheckpointScope, ref: SegmentRef) -> bytes:
+        try:
+            return await self.checkpoints.load(scope, ref, kind="seg")
+        except CheckpointUnusable as err:
+            raise ApplicationError(f"the session's stored cells are unusable: {err}", type="StateLost") from err
+
+    async def _end_cell(self, execution: CodeExecution, cell: CellRef, error: ErrorInfo | None) -> CellEnd:
+        """A cell ended. What it did stays when it completed or its code raised (notebook
+        semantics); a cell stopped by a limit, or whose sandbox died, is rolled back (the
+        session is as it was before it: exactly what a rebuild would give)."""
+        session = execution.session
+        if session is None:
+            return CellEnd(effect="rolled_back")
+        if not session.alive or (error is not None and error.kind != "runtime"):
+            await session.close()
+            return CellEnd(effect="rolled_back")
+        return await self._park_session(session, cell, "kept")
+
+    async def _park_session(self, session: CodeSession, cell: CellRef, effect: CellEffect) -> CellEnd:
+        """Between cells: save the session's state (and keep it warm here), pause a sandbox
+        that costs compute, or keep the live process on this worker."""
+        runtime = self.runtime(session.runtime)
+        scope = _session_scope(cell.scope)
+        try:
+            variables = await session.variables()
+            blob = await session.dump()
+        except SandboxError as err:
+            await session.close()
+            log.info("could not save the session after its cell: %s", err)
+            return CellEnd(effect="rolled_back")
+        if not session.alive:
+            return CellEnd(effect="rolled_back")
+        if blob is None:
+            key = self._keep_session(session, cell.scope.session_id)
+            return CellEnd(effect=effect, live=key, live_queue=self.session_queue, variables=variables)
+        ref = await self.checkpoints.save(scope, blob)
+        if cell.state is not None and cell.state != ref:
+            self._delete_later(scope, cell.state)  # the session moved past it
+        if runtime.capabilities.checkpoint_tier is CheckpointTier.SESSION:
+            try:
+                await runtime.suspend(blob)  # paused between cells: no compute while idle
+            except SandboxError as err:
+                log.warning("could not pause the session's sandbox: %s", err)
+            await session.close()  # detaches; the sandbox is its state
+        else:
+            self._keep_warm(_warm_key(scope, ref, session.tag), session)
+        return CellEnd(effect=effect, state=ref, variables=variables)
+
+    def _keep_session(self, session: CodeSession, owner: str) -> str:
+        key = uuid.uuid4().hex
+        loop = asyncio.get_running_loop()
+        expiry = loop.call_later(self.session_keep_alive_seconds, lambda: self._in_background(self._drop_kept(key)))
+        self._kept_sessions[key] = _KeptSession(session, expiry, owner)
+        return key
+
+    def kept_session_owners(self) -> list[tuple[str, str]]:
+        """(session workflow id, key) of every session kept live here."""
+        return [(kept.owner, key) for key, kept in self._kept_sessions.items() if kept.owner]
+
+    async def _drop_kept(self, key: str) -> None:
+        kept = self._kept_sessions.pop(key, None)
+        if kept is not None:
+            if kept.expiry is not None:
+                kept.expiry.cancel()
+            await kept.session.close()
+
+    def _keep_warm(self, key: str, session: CodeSession) -> None:
+        capacity = getattr(self._runtimes.get(session.runtime), "max_processes", None)
+        limit = WARM_SESSIONS if capacity is None else min(WARM_SESSIONS, max(capacity // 4, 0))
+        if limit <= 0:
+            self._in_background(session.close())
+            return
+        self._warm_sessions[key] = session
+        while len(self._warm_sessions) > limit:
+            _, old = self._warm_sessions.popitem(last=False)
+            self._in_background(old.close())
+
+    @activity.defn(name="session_save_recipe")
+    async def save_recipe(self, inp: SessionRecipeInput) -> SessionRecipeRefs:
+        """Store the recipe of a session's latest cells (the workflow then carries a reference
+        instead). Past ``RECIPE_SEGMENTS`` segments they are merged into one, so what a cell's
+        start carries stays bounded however long the session."""
+        scope = _session_scope(inp.scope)
+        if len(inp.segments) + 1 <= RECIPE_SEGMENTS:
+            ref = await self.checkpoints.save(scope, inp.recipe.model_dump_json().encode(), kind="seg")
+            added = SegmentRef(sha256=ref.sha256, size=ref.size, calls=len(inp.recipe.cells))
+            return SessionRecipeRefs(segments=[*inp.segments, added])
+        cells: list[CellRecipe] = []
+        for old in inp.segments:
+            cells.extend(SessionRecipe.model_validate_json(await self._load_blob(scope, old)).cells)
+        merged = SessionRecipe(cells=[*cells, *inp.recipe.cells])
+        ref = await self.checkpoints.save(scope, merged.model_dump_json().encode(), kind="seg")
+        if ref not in inp.segments:  # (a retry after the deletes finds them gone: no matter)
+            with contextlib.suppress(Exception):
+                await self.checkpoints.delete(scope, *inp.segments, kind="seg")
+        return SessionRecipeRefs(segments=[SegmentRef(sha256=ref.sha256, size=ref.size, calls=len(merged.cells))])
+
+    @activity.defn(name="session_release")
+    async def release_session(self, inp: SessionReleaseInput) -> None:
+        """Let go of a session's state: drop the live process or warm copy held here, free a
+        sandbox the state names (e2b: kill it), delete the state; with ``everything``, delete
+        all the session stored (it is closing)."""
+        scope = _session_scope(inp.scope)
+        if inp.live:
+            await self._drop_kept(inp.live)
+        for key in [k for k in self._warm_sessions if k.startswith(scope.root)]:
+            await self._warm_sessions.pop(key).close()
+        if inp.state is not None:
+            try:
+                blob = await self.checkpoints.load(scope, inp.state)
+                await self.runtime(inp.runtime).discard(blob)
+            except CheckpointUnusable:
+                pass
+            except SandboxError as err:
+                log.warning("could not free the session's sandbox: %s", err)
+            await self._delete_quietly(scope, inp.state)
+        if inp.everything:
+            deleted = await self.checkpoints.store.delete_prefix(bucket=self.checkpoints.bucket, prefix=scope.root)
+            log.info("session %s closed: %d stored objects deleted", inp.scope.session_id, deleted)
+
     # -- the step loop --------------------------------------------------------------------
 
     async def _drive(
@@ -567,8 +872,10 @@ class SandboxActivities:
         defer: tuple[int, int] | None = None,
         unsaved_s: float = 0.0,
         size: int = 0,
+        cell: CellRef | None = None,
     ) -> StepResult:
         """Run to the next batch of valid calls (answering invalid ones in place) or the end.
+        ``cell``: the execution is a cell of a session, which its end saves (``_end_cell``).
 
         ``defer``: (bytes the step may add to the unsaved journal tail, bytes its answers
         already add). A step that may, that waits for exactly one call and has run for less
@@ -587,13 +894,15 @@ class SandboxActivities:
                     self._close_later(execution)
                     too_big = _oversize("the code's output", event.output)
                     if too_big is not None:
+                        oversize = ErrorInfo(type="ValueError", message=too_big, kind="resource")
                         return StepResult(
                             kind="error",
-                            error=ErrorInfo(type="ValueError", message=too_big, kind="resource"),
+                            error=oversize,
                             rejected=rejected,
                             stdout=event.stdout[stdout_offset:],
                             via=via,
                             fallback=fallback,
+                            cell=await self._end_cell(execution, cell, oversize) if cell is not None else None,
                         )
                     return StepResult(
                         kind="result",
@@ -603,6 +912,7 @@ class SandboxActivities:
                         stdout_truncated=event.stdout_truncated,
                         via=via,
                         fallback=fallback,
+                        cell=await self._end_cell(execution, cell, None) if cell is not None else None,
                     )
                 calls: list[CallRequest] = []
                 for call in event:
@@ -670,9 +980,12 @@ class SandboxActivities:
                 stdout=stdout[stdout_offset:],
                 via=via,
                 fallback=fallback,
+                cell=await self._end_cell(execution, cell, error_info(err)) if cell is not None else None,
             )
         except SandboxError as err:
             await execution.close()
+            if execution.session is not None:
+                await execution.session.close()
             raise ApplicationError(f"the sandbox failed: {err}", type="SandboxError") from err
         except BaseException:
             await execution.close()
@@ -682,6 +995,11 @@ class SandboxActivities:
 #: A step may leave its checkpoint unsaved while the steps since the last saved one have run
 #: for less than this (wall seconds): what a rebuild on another worker would redo.
 DEFER_SECONDS = 0.05
+#: Sessions kept warm after their cell (their state saved): at most this many, and a quarter
+#: of the runtime's processes.
+WARM_SESSIONS = 16
+#: Stored segments of a session's recipe before they are merged into one.
+RECIPE_SEGMENTS = 8
 #: Evicted deferred runs whose spill this worker remembers (older ones are rebuilt instead).
 SPILLS_KEPT = 4096
 #: Small superseded checkpoints are deleted in batches this often (see ``_delete_later``).
@@ -713,6 +1031,24 @@ async def _heartbeating() -> Any:
 def _scope(execution_id: str, first_run_id: str) -> CheckpointScope:
     namespace = activity.info().workflow_namespace if activity.in_activity() else "default"
     return CheckpointScope(namespace=namespace, execution_id=execution_id, first_run_id=first_run_id)
+
+
+def _session_scope(scope: SessionScope) -> CheckpointScope:
+    namespace = activity.info().workflow_namespace if activity.in_activity() else "default"
+    return CheckpointScope(namespace=namespace, execution_id=scope.session_id, first_run_id=scope.first_run_id)
+
+
+def _session_tag(start: StartInput) -> str:
+    """What a live session was opened with: limits, sandbox options, seed and clock."""
+    import hashlib
+
+    parts = [start.limits.model_dump_json(), start.options.model_dump_json() if start.options else ""]
+    parts.append(start.determinism.model_dump_json() if start.determinism else "")
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def _warm_key(scope: CheckpointScope, ref: CheckpointRef, tag: str | None) -> str:
+    return f"{scope.root}{ref.sha256}:{tag}"
 
 
 def _cache_key(execution_id: str, ref: CheckpointRef) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 from .constraints import FULL_PYTHON, CodeConstraints, build_code_mode_prompt
 from .errors import CapabilityError
 from .execution import CodeExecution
+from .session import CodeSession
 from .signatures import FunctionsSpec, ToolSignature, normalize_functions
 from .types import Determinism, ExecutionLimits, RuntimeCapabilities, SandboxOptions
 
@@ -61,6 +62,21 @@ class CodeRuntime(ABC):
                 "use a runtime whose sandbox has them"
             )
         return opts
+
+    async def open_session(
+        self,
+        *,
+        limits: ExecutionLimits | None = None,
+        determinism: Determinism | None = None,
+        options: SandboxOptions | None = None,
+        state: bytes | None = None,
+    ) -> CodeSession | None:
+        """A namespace that outlives one execution (``runtimes/session.py``): fresh, or
+        restored from ``state`` (``CodeSession.dump()`` bytes). Returns None when ``state``
+        cannot be used here (another version, a sandbox that is gone): the caller rebuilds
+        the session by ``replay_cells``. ``limits``, ``determinism`` and ``options`` hold for
+        every cell. Raises ``CapabilityError`` when the runtime has no sessions."""
+        raise CapabilityError(f"the {self.name} runtime cannot keep a session across executions")
 
     async def type_check(self, code: str, signatures: FunctionsSpec) -> None:
         """Check ``code`` against the tool stubs; raises ``CodeTypeError``. No-op by default."""

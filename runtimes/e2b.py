@@ -61,7 +61,8 @@ from .checkpoint import decode_checkpoint, encode_checkpoint
 from .constraints import CodeConstraints
 from .errors import CodeExecutionError, CodeResourceError, CodeRuntimeError, CodeTimeoutError, SandboxError
 from .execution import CallOutcome, CodeExecution, Step
-from .sandbox.bootstrap import RUNNER_PATH, build_bootstrap, runner_limits
+from .session import CodeSession
+from .sandbox.bootstrap import RUNNER_PATH, build_bootstrap, cell_message, runner_limits
 from .sandbox.driver import RunnerDriver
 from .sandbox.process import OutputSink
 from .signatures import FunctionsSpec, ToolSignature, normalize_functions
@@ -110,8 +111,11 @@ class _E2BRun(RunnerDriver):
         limits: ExecutionLimits,
         *,
         stdout_before: int = 0,
+        session: bool = False,
     ) -> None:
-        super().__init__(signatures, limits, kill_grace=runtime.kill_grace)
+        super().__init__(signatures, limits, kill_grace=runtime.kill_grace, session=session)
+        #: Session mode: cells begun in this runner (the runner's ``sync`` reports the same).
+        self.cells = 0
         self.runtime = runtime
         self.sink = OutputSink(max(0, limits.max_stdout_bytes - stdout_before))
         self.stdout_before = stdout_before
@@ -144,17 +148,21 @@ class _E2BRun(RunnerDriver):
         self.sandbox_id = self.sandbox.sandbox_id
         self._ttl_set = time.monotonic()
         written = await self.sandbox.files.write(RUNNER_FILE, _RUNNER_SOURCE)
+        # The sandbox is the isolation: no process or file-size caps (the sandbox user's
+        # other processes count towards RLIMIT_NPROC); memory and CPU as everywhere.
+        limits = runner_limits(self.limits, processes=None, file_bytes=None)
+        if self.session_mode:
+            limits.cpu_seconds = None  # counted per cell (RLIMIT_CPU is cumulative)
         boot = build_bootstrap(
             code,
             self.signatures,
             inputs=inputs,
-            # The sandbox is the isolation: no process or file-size caps (the sandbox user's
-            # other processes count towards RLIMIT_NPROC); memory and CPU as everywhere.
-            limits=runner_limits(self.limits, processes=None, file_bytes=None),
+            limits=limits,
             transport=self.channel.params,
             sys_path=[],
             determinism=determinism,
             output_marks=True,
+            session=self.session_mode,
         )
         envs = {"PYTHONHASHSEED": str(determinism.hash_seed), "MALLOC_ARENA_MAX": "2", "PYTHONDONTWRITEBYTECODE": "1"}
         # Not -I: PYTHONHASHSEED must be read, and the sandbox's own environment (its
@@ -173,6 +181,48 @@ class _E2BRun(RunnerDriver):
         self._attach(self.handle)
         await self.channel.send(boot.model_dump(mode="json"), fresh_line=False)
         await self.expect_ready(rt.startup_timeout, "the E2B sandbox's runner")
+        if self.session_mode:
+            self.clock.pause()  # idle until the first cell
+
+    # -- session mode ---------------------------------------------------------------------
+
+    async def run_cell(self, code: str, functions: FunctionsSpec, inputs: Mapping[str, Any] | None) -> CodeExecution:
+        if self.parked:
+            await self._unpark()
+        await self._keep_alive()
+        signatures = normalize_functions(functions)
+        self.begin_cell(signatures, self.limits)
+        self.cells += 1
+        try:
+            await self.channel.send(cell_message(code, signatures, inputs=inputs, limits=self.limits))
+            await self.expect_ready(self.runtime.startup_timeout, "the session's next cell")
+        except CodeExecutionError:
+            raise  # the cell cannot start (syntax): the session is as it was
+        except BaseException:
+            await self.close()
+            raise
+        return self.cell_execution(dump=self.dump)
+
+    def reset_output(self) -> None:
+        self.sink = OutputSink(self.limits.max_stdout_bytes)
+        self.stdout_before = 0
+
+    async def session_variables(self) -> dict[str, str]:
+        return dict(self.variables)
+
+    async def session_dump(self) -> bytes:
+        return self.dump()
+
+    def session(self) -> CodeSession:
+        return CodeSession(
+            runtime="e2b",
+            run_cell=self.run_cell,
+            dump=self.session_dump,
+            variables=self.session_variables,
+            close=self.close,
+            alive=lambda: not self.closed,
+            busy=lambda: self.cell_open,
+        )
 
     def _attach(self, handle: Any) -> None:
         self.handle = handle
@@ -251,7 +301,7 @@ class _E2BRun(RunnerDriver):
             log.info("E2B sandbox %s: runner sent %r instead of its position", self.sandbox_id, reply)
             return "moved_on"
         expected = set(self.outstanding)
-        if reply.calls != self.tool_calls or set(reply.waiting) != expected:
+        if reply.calls != self.tool_calls or set(reply.waiting) != expected or reply.cells != self.cells:
             log.info(
                 "E2B sandbox %s: runner is at %d calls waiting on %s, the checkpoint at %d waiting on %s",
                 self.sandbox_id, reply.calls, reply.waiting, self.tool_calls, sorted(expected),
@@ -344,7 +394,10 @@ class _E2BRun(RunnerDriver):
         await super().answer(call_id, outcome)
 
     async def release(self) -> None:
-        keep = self.parked and self.failed is None and not self.done and not self.discarded
+        # A session between cells has ended its last cell (maybe with an error of its code):
+        # its sandbox is kept like a parked run's.
+        ended_cell = self.session_mode and not self.cell_open
+        keep = self.parked and (self.failed is None or ended_cell) and not self.done and not self.discarded
         try:
             await self.detach()
             if not keep and self.owned and self.sandbox_id:
@@ -369,12 +422,19 @@ class _E2BRun(RunnerDriver):
             "compute_seconds": self.clock.elapsed(),
             "stdout_bytes": self.stdout_before + len(self.sink.data),
         }
+        if self.session_mode:
+            meta["session"] = {"cells": self.cells, "open": self.cell_open, "variables": self.variables}
         return encode_checkpoint("e2b", E2B_CHECKPOINT_VERSION, meta, b"")
 
     @classmethod
     def from_checkpoint(cls, runtime: E2BRuntime, meta: Mapping[str, Any]) -> _E2BRun:
         limits = ExecutionLimits.model_validate(meta["limits"])
-        run = cls(runtime, {}, limits, stdout_before=int(meta.get("stdout_bytes", 0)))
+        session = meta.get("session")
+        run = cls(runtime, {}, limits, stdout_before=int(meta.get("stdout_bytes", 0)), session=isinstance(session, dict))
+        if isinstance(session, dict):
+            run.cells = int(session.get("cells", 0))
+            run.cell_open = bool(session.get("open"))
+            run.variables = {str(k): str(v) for k, v in dict(session.get("variables") or {}).items()}
         run.sandbox_id = str(meta["sandbox_id"])
         run.pid = int(meta["pid"])
         run.tool_calls = int(meta["calls"])
@@ -417,6 +477,7 @@ class E2BRuntime(CodeRuntime):
         checkpoint_tier=CheckpointTier.SESSION,
         type_checking=False,
         startup_latency_ms=500.0,
+        sessions=True,
     )
 
     def __init__(
@@ -546,7 +607,56 @@ class E2BRuntime(CodeRuntime):
             return None
         run.parked = True
         run.start_watchdog()
+        if run.session_mode:  # a cell of a session: the session goes on after it
+            execution = run.cell_execution(dump=run.dump, pending=list(run.outstanding.values()))
+            execution.session = run.session()
+            return execution
         return run.execution(dump=run.dump, pending=list(run.outstanding.values()))
+
+    async def open_session(
+        self,
+        *,
+        limits: ExecutionLimits | None = None,
+        determinism: Determinism | None = None,
+        options: SandboxOptions | None = None,
+        state: bytes | None = None,
+    ) -> CodeSession | None:
+        """A sandbox whose runner serves one cell after another. ``state`` (a dump between
+        cells) names a sandbox: reconnected (resumed when paused) and checked like a restored
+        checkpoint; None when it is gone or out of step (the caller replays the cells)."""
+        self.check_options(options)
+        if state is None:
+            run = _E2BRun(self, {}, limits or ExecutionLimits(), session=True)
+            self._live.add(run)
+            try:
+                await run.start("", None, determinism or Determinism.derived("", None))
+            except BaseException:
+                await run.close()
+                raise
+            return run.session()
+        meta = self._decode(state)
+        if meta is None or not isinstance(meta.get("session"), dict) or meta["session"].get("open"):
+            return None
+        try:
+            run = _E2BRun.from_checkpoint(self, meta)
+        except (KeyError, TypeError, ValueError):
+            log.warning("refusing an E2B session state with an unreadable header")
+            return None
+        self._live.add(run)
+        try:
+            found = await run.reattach(connect=True)
+        except BaseException:
+            self._live.discard(run)
+            await run.detach()
+            raise
+        if found != "in_step":
+            log.info("E2B sandbox %s cannot continue this session (%s): killing it", run.sandbox_id, found)
+            run.discarded = True
+            await run.close()
+            return None
+        run.parked = True
+        run.start_watchdog()
+        return run.session()
 
     async def suspend(self, checkpoint: bytes) -> None:
         """Pause the sandbox (detaching this worker's handles first: a stream attached

@@ -123,6 +123,9 @@ class CodeExecution:
         self._finished = False
         self._closed = False
         self.runtime = runtime
+        #: The session this execution runs in, when it is a cell (``runtimes/session.py``):
+        #: it outlives the execution, and ``close()`` after the end leaves it usable.
+        self.session: Any = None  # runtimes.session.CodeSession (which imports this module)
 
     # -- state ------------------------------------------------------------------------
 

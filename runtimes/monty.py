@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import hashlib
+import keyword
 import logging
 import os
 import re
@@ -20,7 +21,7 @@ import time
 import typing
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 try:
@@ -45,6 +46,7 @@ from .errors import (
     SandboxError,
 )
 from .execution import Blocked, CallOutcome, CodeExecution, Step
+from .session import CodeSession, bound_names, declared_globals
 from .signatures import FunctionsSpec, ToolSignature, namespace_class, namespaces_of, normalize_functions, render_stubs
 from .types import (
     CheckpointTier,
@@ -261,8 +263,11 @@ class _MontyRun:
         code: str | None = None,
         tool_calls: int = 0,
         determinism: Determinism | None = None,
+        cell: _MontySession | None = None,
     ) -> None:
         self.code = code
+        #: The session this run is a cell of: its VM outlives the run (see ``close``).
+        self.cell = cell
         self.determinism = determinism
         self.runtime = runtime
         self.session = session
@@ -290,6 +295,8 @@ class _MontyRun:
         except pm.MontyError as err:
             mapped = map_monty_error(err)
             self.failed = mapped
+            if self.cell is not None and not isinstance(err, (pm.MontyCrashedError, pm.MontyShutdown)):
+                self.snap = None  # the code raised: the session's VM is idle again, its globals kept
             await self.close()
             raise mapped from None
         finally:
@@ -450,7 +457,7 @@ class _MontyRun:
         return self._envelope(await self.session.dump())
 
     def _envelope(self, vm: bytes) -> bytes:
-        meta = {
+        meta: dict[str, Any] = {
             "functions": {n: s.model_dump(mode="json") for n, s in self.signatures.items()},
             "pending": [c.model_dump(mode="json") for c in self.shown.values()],
             "answers": {
@@ -463,13 +470,24 @@ class _MontyRun:
             "code": self.code,
             "determinism": self.determinism.model_dump(mode="json") if self.determinism else None,
         }
+        if self.cell is not None:  # a cell: restored, its session goes on after it
+            meta["cell"] = self.cell.meta()
         return encode_checkpoint("monty", MONTY_VERSION, meta, vm)
 
     async def close(self) -> None:
         if self.closed:
             return
         self.closed = True
+        # A cell that finished (a result, or an error its code raised) leaves its session
+        # idle and usable: only this run's handles go. One abandoned mid-feed (or whose
+        # worker crashed) cannot take another feed: the session goes with it.
+        idle = self.snap is None or isinstance(self.snap, pm.MontyComplete)
         session, self.session, self.snap = self.session, None, None  # drop VM handles now, not at exit
+        if self.cell is not None:
+            if idle and not isinstance(self.failed, SandboxError):
+                return
+            await self.cell.close()
+            return
         try:
             await session.__aexit__(None, None, None)
         except Exception:  # the worker may already be gone; the pool replaces it
@@ -490,6 +508,143 @@ class _MontyRun:
         )
 
 
+class _MontySession:
+    """A Monty REPL session kept across cells: one pool worker whose VM keeps the globals
+    between feeds. Its state between cells is the session's own dump (``load_session``
+    restores it on any worker with the same Monty version); mid-cell it is the snapshot
+    of the suspended feed, which carries the whole session too."""
+
+    def __init__(
+        self,
+        runtime: MontyRuntime,
+        session: Any,
+        limits: ExecutionLimits,
+        determinism: Determinism | None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.pm = session
+        self.limits = limits
+        self.determinism = determinism
+        meta = meta or {}
+        #: Every global a cell may have bound (Monty cannot list its globals): what the
+        #: type checker is told exists.
+        self.names: dict[str, None] = dict.fromkeys(str(n) for n in meta.get("names", ()))
+        #: What the probe found so far (name -> type), the names bound since it last ran, and
+        #: the names functions declare ``global`` (a call may rebind them: probed every time).
+        self.known: dict[str, str] = {str(k): str(v) for k, v in dict(meta.get("known") or {}).items()}
+        self.fresh: dict[str, None] = dict.fromkeys(str(n) for n in meta.get("fresh", ()))
+        self.globals: dict[str, None] = dict.fromkeys(str(n) for n in meta.get("globals", ()))
+        self.current: _MontyRun | None = None
+        self.closed = False
+
+    def meta(self) -> dict[str, Any]:
+        return {"names": list(self.names), "known": self.known, "fresh": list(self.fresh), "globals": list(self.globals)}
+
+    def alive(self) -> bool:
+        return not self.closed and self.pm is not None
+
+    def busy(self) -> bool:
+        return self.current is not None and not self.current.closed
+
+    async def run_cell(
+        self, code: str, functions: FunctionsSpec, inputs: Mapping[str, Any] | None
+    ) -> CodeExecution:
+        rt = self.runtime
+        signatures = normalize_functions(functions)
+        if rt.type_check_enabled:
+            await rt._type_check_once(code, _type_check_stubs(signatures, inputs, self.names))
+        for name in [*(inputs or {}), *bound_names(code)]:
+            self.names[name] = None
+            self.fresh[name] = None
+        for name in declared_globals(code):
+            self.globals[name] = None
+        sink = _StdoutSink(self.limits.max_stdout_bytes)
+        run = _MontyRun(rt, self.pm, signatures, self.limits, sink, code=code, determinism=self.determinism, cell=self)
+        self.current = run
+        return await rt._feed(run, code, inputs)
+
+    async def dump(self) -> bytes:
+        meta = {
+            **self.meta(),
+            "limits": self.limits.model_dump(mode="json"),
+            "determinism": self.determinism.model_dump(mode="json") if self.determinism else None,
+        }
+        return encode_checkpoint(SESSION_FORMAT, MONTY_VERSION, meta, await self.pm.dump())
+
+    async def variables(self) -> dict[str, str]:
+        """The globals' types. Monty keeps the source of every feed in the session, so the
+        probe is one expression (``[type(a).__name__, ...]``, no function, nothing bound)
+        about the names bound since it last ran (and ``global`` ones): what it adds to the
+        state is proportional to the cells' own code. A name that is not there (bound in a
+        branch that did not run) raises NameError; the probe runs again without it."""
+        names = [n for n in {**self.fresh, **self.globals} if n.isidentifier() and not keyword.iskeyword(n)]
+        if not names:
+            return dict(self.known)
+        missing: set[str] = set()
+        while True:
+            asked = [n for n in names if n not in missing]
+            if not asked:
+                snap = None
+                break
+            try:
+                snap = await self.pm.feed_start(
+                    "[" + ", ".join(f"type({n}).__name__" for n in asked) + "]",
+                    print_callback=lambda stream, text: None,
+                )
+                if isinstance(snap, pm.AsyncNameLookupSnapshot):
+                    # Not there. (Answering the lookup with a value would bind the name: let
+                    # it raise NameError, and ask again without it.)
+                    missing.add(str(snap.variable_name))
+                    await snap.resume()
+                    continue
+                break
+            except pm.MontyRuntimeError:
+                continue  # the NameError of the missing name
+            except pm.MontyError as err:
+                log.info("could not list the session's variables: %s", err)
+                return dict(self.known)
+        names = [n for n in names if n not in missing]
+        for name in missing:
+            self.known.pop(name, None)
+        if snap is None:
+            self.fresh.clear()
+            return dict(self.known)
+        if not isinstance(snap, pm.MontyComplete) or not isinstance(snap.output, list):
+            await self.close()  # (type() shadowed by something that calls a tool): not usable as is
+            return dict(self.known)
+        for name, kind in zip(names, snap.output):
+            self.known[name] = str(kind)
+        self.fresh.clear()
+        return dict(self.known)
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        session, self.pm = self.pm, None
+        try:
+            await session.__aexit__(None, None, None)
+        except Exception:
+            log.debug("closing a Monty session failed", exc_info=True)
+
+    def handle(self) -> CodeSession:
+        return CodeSession(
+            runtime="monty",
+            run_cell=self.run_cell,
+            dump=self.dump,
+            variables=self.variables,
+            close=self.close,
+            alive=self.alive,
+            busy=self.busy,
+        )
+
+
+#: The envelope runtime name of a session's state between cells (``load_session``), as
+#: opposed to a suspended feed's snapshot ("monty", ``load_snapshot``).
+SESSION_FORMAT = "monty-session"
+
+
 def _line_of(snap: Any, code: str | None) -> int | None:
     """Line of a suspended call: Monty reports a byte offset into the source."""
     if not code:
@@ -501,13 +656,14 @@ def _line_of(snap: Any, code: str | None) -> int | None:
     return code.encode()[:start].count(b"\n") + 1
 
 
-def _monty_limits(limits: ExecutionLimits) -> dict[str, Any]:
+def _monty_limits(limits: ExecutionLimits, *, session: bool = False) -> dict[str, Any]:
     return {
         "max_feed_duration_secs": limits.timeout_seconds,
         "max_memory": limits.max_memory_bytes,
         # Every call, future resolution and name lookup is a suspension: leave head room,
-        # our own max_tool_calls is the limit users see.
-        "max_suspensions": max(1000, limits.max_tool_calls * 4),
+        # our own max_tool_calls is the limit users see. The pool counts them over the whole
+        # checkout, so a session (many feeds) relies on our per-cell count and the time limit.
+        "max_suspensions": 2**31 - 1 if session else max(1000, limits.max_tool_calls * 4),
     }
 
 
@@ -527,6 +683,7 @@ class MontyRuntime(CodeRuntime):
         checkpoint_tier=CheckpointTier.SNAPSHOT,
         type_checking=True,
         startup_latency_ms=5.0,
+        sessions=True,
     )
 
     def __init__(
@@ -581,10 +738,11 @@ class MontyRuntime(CodeRuntime):
         stubs: str | None,
         type_check: bool,
         os_policy: Mapping[str, Any] | None = None,
+        repl: bool = False,
     ) -> Any:
         pool = await self._get_pool()
         session = pool.checkout(
-            limits=_monty_limits(limits) if isinstance(limits, ExecutionLimits) else dict(limits),
+            limits=_monty_limits(limits, session=repl) if isinstance(limits, ExecutionLimits) else dict(limits),
             type_check=type_check,
             type_check_stubs=stubs,
             os_policy=dict(os_policy) if os_policy is not None else self._os_policy,
@@ -628,12 +786,7 @@ class MontyRuntime(CodeRuntime):
         signatures = normalize_functions(functions)
         stubs = _type_check_stubs(signatures, inputs)
         if self.type_check_enabled:
-            # In a session of its own: ty's memory (over 1 MB for `1`) is then not charged
-            # to the code's heap limit, and a remembered verdict changes nothing but time.
-            verdict = hashlib.sha256(f"{len(stubs)}:{stubs}\0{code}".encode()).digest()
-            if verdict not in self._passed_type_check:
-                await self._check(code, stubs)
-                self._remember_type_check(verdict)
+            await self._type_check_once(code, stubs)
         session = await self._checkout(
             limits=limits,
             stubs=None,
@@ -642,9 +795,23 @@ class MontyRuntime(CodeRuntime):
         )
         sink = _StdoutSink(limits.max_stdout_bytes)
         run = _MontyRun(self, session, signatures, limits, sink, code=code, determinism=determinism)
+        return await self._feed(run, code, inputs)
+
+    async def _type_check_once(self, code: str, stubs: str) -> None:
+        """Type-check in a session of its own: ty's memory (over 1 MB for `1`) is then not
+        charged to the code's heap limit, and a remembered verdict changes nothing but time."""
+        verdict = hashlib.sha256(f"{len(stubs)}:{stubs}\0{code}".encode()).digest()
+        if verdict not in self._passed_type_check:
+            await self._check(code, stubs)
+            self._remember_type_check(verdict)
+
+    async def _feed(self, run: _MontyRun, code: str, inputs: Mapping[str, Any] | None) -> CodeExecution:
+        """Start ``code`` in the run's session and run it to its first event."""
+        session = run.session
         try:
-            started = session.feed_start(code, inputs=dict(inputs or {}), print_callback=sink)
+            started = session.feed_start(code, inputs=dict(inputs or {}), print_callback=run.sink)
         except pm.MontyError as err:  # refused before running: an input value Monty cannot hold
+            run.snap = None  # nothing ran: a session's VM is still idle
             await run.close()
             raise TypeError(f"the inputs cannot be passed to Monty: {err}") from None
         try:
@@ -657,6 +824,36 @@ class MontyRuntime(CodeRuntime):
             run.failed = None
             run.deferred = err
         return run.execution()
+
+    async def open_session(
+        self,
+        *,
+        limits: ExecutionLimits | None = None,
+        determinism: Determinism | None = None,
+        options: SandboxOptions | None = None,
+        state: bytes | None = None,
+    ) -> CodeSession | None:
+        self.check_options(options)
+        limits = limits or ExecutionLimits()
+        meta: dict[str, Any] = {}
+        vm: bytes | None = None
+        if state is not None:
+            decoded = decode_checkpoint(state, SESSION_FORMAT, MONTY_VERSION)
+            if decoded is None:
+                return None  # another Monty version (or not a session's state): replay
+            meta, vm = decoded
+        pm_session = await self._checkout(
+            limits=limits, stubs=None, type_check=False, os_policy=self._determinism_policy(determinism), repl=True
+        )
+        session = _MontySession(self, pm_session, limits, determinism, meta)
+        if vm is not None:
+            try:
+                await pm_session.load_session(vm)
+            except pm.MontyError as err:
+                log.warning("Monty refused a session's state: %s", err)
+                await session.close()
+                return None
+        return session.handle()
 
     def _remember_type_check(self, verdict: bytes) -> None:
         self._passed_type_check[verdict] = None
@@ -713,9 +910,17 @@ class MontyRuntime(CodeRuntime):
             log.warning("refusing a Monty checkpoint with an unreadable header")
             return None
         sink = _StdoutSink(limits.max_stdout_bytes, already=int(meta.get("stdout_bytes", 0)))
+        cell_meta = meta.get("cell")
         session = await self._checkout(
-            limits=limits, stubs=None, type_check=False, os_policy=self._determinism_policy(determinism)
+            limits=limits,
+            stubs=None,
+            type_check=False,
+            os_policy=self._determinism_policy(determinism),
+            repl=isinstance(cell_meta, dict),
         )
+        cell = None
+        if isinstance(cell_meta, dict):  # a cell of a session: the snapshot holds the whole REPL
+            cell = _MontySession(self, session, limits, determinism, cell_meta)
         run = _MontyRun(
             self,
             session,
@@ -725,6 +930,7 @@ class MontyRuntime(CodeRuntime):
             code=meta.get("code"),
             tool_calls=int(meta.get("tool_calls", 0)),
             determinism=determinism,
+            cell=cell,
         )
         try:
             run.snap = await session.load_snapshot(payload, print_callback=sink)
@@ -734,7 +940,11 @@ class MontyRuntime(CodeRuntime):
             return None
         run.shown = {c.call_id: c for c in pending}
         run.answers = answers
-        return run.execution()
+        execution = run.execution()
+        if cell is not None:
+            cell.current = run
+            execution.session = cell.handle()
+        return execution
 
 
 #: Exception classes Monty 1.4 raises and catches at run time but its bundled ty does not
@@ -750,12 +960,15 @@ class ModuleNotFoundError(ImportError): ...
 """
 
 
-def _type_check_stubs(signatures: Mapping[str, ToolSignature], inputs: Mapping[str, Any] | None) -> str:
-    """Tool stubs plus declarations of the injected inputs, so ty knows their names."""
+def _type_check_stubs(
+    signatures: Mapping[str, ToolSignature], inputs: Mapping[str, Any] | None, names: Iterable[str] = ()
+) -> str:
+    """Tool stubs plus declarations of the injected inputs (and, in a session, the globals
+    earlier cells may have bound), so ty knows their names."""
     # The prelude first: ty quotes the lines around a tool's stub in its diagnostics.
     text = _TYPE_CHECK_PRELUDE.lstrip() + render_stubs(signatures, with_docstrings=False)
     declared = {s.namespace or s.name for s in signatures.values()}
-    for name in inputs or {}:
-        if name.isidentifier() and name not in declared:
+    for name in dict.fromkeys([*(inputs or {}), *names]):
+        if name.isidentifier() and not keyword.iskeyword(name) and name not in declared:
             text += f"{name}: Any\n"
     return text

@@ -40,6 +40,7 @@ from typing import Any, Literal
 from .base import CodeRuntime
 from .constraints import CodeConstraints
 from .errors import (
+    CapabilityError,
     CodeExecutionError,
     CodeResourceError,
     CodeRuntimeError,
@@ -48,7 +49,8 @@ from .errors import (
     SandboxError,
 )
 from .execution import CodeExecution
-from .sandbox.bootstrap import RUNNER_PATH, build_bootstrap, compiled_runner, runner_limits
+from .session import CodeSession
+from .sandbox.bootstrap import RUNNER_PATH, build_bootstrap, cell_message, compiled_runner, runner_limits
 from .sandbox.bwrap import (
     RUNNER_DIR_IN_SANDBOX,
     SANDBOX_HOME,
@@ -90,8 +92,10 @@ class _PythonRun(RunnerDriver):
         signatures: dict[str, ToolSignature],
         limits: ExecutionLimits,
         options: SandboxOptions | None = None,
+        *,
+        session: bool = False,
     ) -> None:
-        super().__init__(signatures, limits, kill_grace=runtime.kill_grace)
+        super().__init__(signatures, limits, kill_grace=runtime.kill_grace, session=session)
         self.runtime = runtime
         self.options = options or SandboxOptions()
         self.process: SandboxProcess | None = None
@@ -108,19 +112,59 @@ class _PythonRun(RunnerDriver):
         self.process = process = await self._launch(interpreter, channel, determinism.hash_seed)
         channel.attach(process.proc)
         self.tasks.append(asyncio.create_task(self._watch_exit()))
+        limits = runner_limits(self.limits, processes=rt.max_processes, file_bytes=rt.max_file_bytes)
+        if self.session_mode:
+            limits.cpu_seconds = None  # counted per cell (RLIMIT_CPU is cumulative)
         boot = build_bootstrap(
             code,
             self.signatures,
             inputs=inputs,
-            limits=runner_limits(self.limits, processes=rt.max_processes, file_bytes=rt.max_file_bytes),
+            limits=limits,
             transport=channel.params,
             sys_path=list(interpreter.site_packages) if rt.site_packages else [],
             determinism=determinism,
+            session=self.session_mode,
         )
         await process.send_line(boot.line())
         if not channel.uses_stdio:
             process.close_stdin()
         await self.expect_ready(rt.startup_timeout)
+        if self.session_mode:
+            self.clock.pause()  # idle until the first cell
+
+    # -- session mode ---------------------------------------------------------------------
+
+    async def run_cell(self, code: str, functions: FunctionsSpec, inputs: Mapping[str, Any] | None) -> CodeExecution:
+        signatures = normalize_functions(functions)
+        self.begin_cell(signatures, self.limits)
+        assert self.channel is not None
+        try:
+            await self.channel.send_message(cell_message(code, signatures, inputs=inputs, limits=self.limits))
+            await self.expect_ready(self.runtime.startup_timeout, "the session's next cell")
+        except CodeExecutionError:
+            raise  # the cell cannot start (syntax): the session is as it was
+        except BaseException:
+            await self.close()
+            raise
+        return self.cell_execution()
+
+    def reset_output(self) -> None:
+        if self.process is not None:
+            self.process.drain_output()  # anything left over belongs to the cell before
+            self.process.output = OutputSink(self.limits.max_stdout_bytes)
+
+    async def session_variables(self) -> dict[str, str]:
+        return dict(self.variables)
+
+    def session(self) -> CodeSession:
+        return CodeSession(
+            runtime="python",
+            run_cell=self.run_cell,
+            variables=self.session_variables,
+            close=self.close,
+            alive=lambda: not self.closed,
+            busy=lambda: self.cell_open,
+        )
 
     async def _launch(self, interpreter: Interpreter, channel: CallbackChannel, hash_seed: int) -> SandboxProcess:
         """Start the runner: inside bubblewrap (with the seccomp filter on an inherited
@@ -267,6 +311,7 @@ class PythonRuntime(CodeRuntime):
         checkpoint_tier=CheckpointTier.JOURNAL,
         type_checking=False,
         startup_latency_ms=40.0,
+        sessions=True,
     )
 
     def __init__(
@@ -338,6 +383,30 @@ class PythonRuntime(CodeRuntime):
             await run.close()
             raise
         return run.execution()
+
+    async def open_session(
+        self,
+        *,
+        limits: ExecutionLimits | None = None,
+        determinism: Determinism | None = None,
+        options: SandboxOptions | None = None,
+        state: bytes | None = None,
+    ) -> CodeSession | None:
+        """A runner process in session mode. There is no state to restore a process from
+        (``state`` gives None): a lost session is rebuilt by replaying its cells."""
+        options = self.check_options(options)
+        if state is not None:
+            return None
+        if self.transport.name != "stdio":
+            raise CapabilityError(f"sessions need the stdio transport, not {self.transport.name!r}")
+        run = _PythonRun(self, {}, limits or ExecutionLimits(), options, session=True)
+        self._live.add(run)
+        try:
+            await run.start("", None, determinism)
+        except BaseException:
+            await run.close()
+            raise
+        return run.session()
 
     def check_options(self, options: SandboxOptions | None) -> SandboxOptions:
         """What the capabilities refuse (the ratchet, network where the operator gave none),

@@ -199,3 +199,5 @@ class RuntimeCapabilities(BaseModel):
     mounts: bool = False
     network_policies: tuple[NetworkPolicy, ...] = ("none",)
     packages: bool = False
+    #: ``CodeRuntime.open_session``: a namespace kept across executions (cells).
+    sessions: bool = False

@@ -6,18 +6,15 @@ import os
 import uuid
 from typing import Any
 
-from pydantic_core import to_json
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from activities.models import MAX_VALUE_BYTES, human_bytes
 from activities.storage import BlobStore
 from worker.converter import default_store
 from worker.plugin import CodeModePlugin
+from worker.requests import InputTooLarge, check_request_size, search_attributes_registered  # noqa: F401
 from workflows.models import (
     RUNTIME_KEY,
-    SA_RUNTIME,
-    SA_STATUS,
     STATUS_KEY,
     TASK_QUEUE,
     WORKFLOW_TYPE,
@@ -31,10 +28,6 @@ DEFAULT_ADDRESS = "localhost:7233"
 
 def default_address() -> str:
     return os.environ.get("TEMPORAL_ADDRESS") or DEFAULT_ADDRESS
-
-
-class InputTooLarge(ValueError):
-    """A request whose inputs are over the per-value cap: refused before anything starts."""
 
 
 async def connect(
@@ -58,40 +51,6 @@ async def connect(
     return await Client.connect(address or default_address(), namespace=namespace, **kwargs)
 
 
-def check_request_size(request: CodeExecutionRequest) -> None:
-    """Refuse inputs no execution should carry (each over ``MAX_VALUE_BYTES``), with the name."""
-    for name, value in request.inputs.items():
-        size = len(to_json(value, fallback=repr))
-        if size > MAX_VALUE_BYTES:
-            raise InputTooLarge(
-                f"input {name!r} is {human_bytes(size)}, over the {human_bytes(MAX_VALUE_BYTES)} limit for one "
-                "value; pass a reference (a path, a URL, an id) and let a tool fetch it"
-            )
-    size = len(request.code.encode())
-    if size > MAX_VALUE_BYTES:
-        raise InputTooLarge(f"the code is {human_bytes(size)}, over the {human_bytes(MAX_VALUE_BYTES)} limit")
-
-
-_indexed: dict[int, bool] = {}
-
-
-async def search_attributes_registered(client: Client) -> bool:
-    """Whether CodeModeStatus/CodeModeRuntime exist on the client's namespace (cached)."""
-    key = id(client)
-    if key not in _indexed:
-        from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
-
-        try:
-            resp = await client.operator_service.list_search_attributes(
-                ListSearchAttributesRequest(namespace=client.namespace)
-            )
-            names = set(resp.custom_attributes)
-            _indexed[key] = SA_STATUS in names and SA_RUNTIME in names
-        except Exception:
-            _indexed[key] = False
-    return _indexed[key]
-
-
 async def start_execution(
     client: Client,
     request: CodeExecutionRequest,
@@ -101,7 +60,18 @@ async def start_execution(
     **options: Any,
 ) -> WorkflowHandle[Any, ExecutionOutcome]:
     """Start one CodeExecutionWorkflow; its workflow id is the execution id. ``options`` go to
-    ``Client.start_workflow`` (e.g. ``id_reuse_policy``). Raises ``InputTooLarge``."""
+    ``Client.start_workflow`` (e.g. ``id_reuse_policy``). Raises ``InputTooLarge``.
+
+    A request with ``session=NAME`` is sent to that session as its next cell
+    (``worker/sessions.py``); the handle is the cell's execution once its turn came (its id
+    is ``session:NAME:N``; ``execution_id`` and ``options`` do not apply)."""
+    if request.session is not None:
+        from worker.sessions import submit_cell
+
+        if execution_id is not None:
+            raise ValueError("a session's cell has the id session:NAME:N; do not pass execution_id")
+        cell = await submit_cell(client, request.session, request, task_queue=task_queue)
+        return await cell.started()
     check_request_size(request)
     if request.index_search_attributes and not await search_attributes_registered(client):
         request = request.model_copy(update={"index_search_attributes": False})

@@ -3,7 +3,7 @@
 A Temporal plugin (``temporalio.plugin.SimplePlugin``), the way Temporal ships its own AI
 integrations. On a **client** it sets the one data converter (pydantic JSON, large payloads
 claim-checked into the object store, encryption when keys are set) and the tracing
-interceptor. On a **worker** it adds the code-execution and sweep workflows, the sandbox-step
+interceptor. On a **worker** it adds the code-execution, session and sweep workflows, the sandbox-step
 activities, one activity per tool of the registry, the retention sweep activity and our
 workflow runner, tunes the pollers for gathered calls, and runs a second worker on this
 worker's own task queue for the steps of sandboxes it keeps live. ``CodeModeWorker``, the
@@ -52,6 +52,7 @@ from worker import telemetry
 from worker.converter import data_converter, keyring_of, store_of
 from worker.sandbox_runner import CodeModeWorkflowRunner
 from workflows.code_execution import CodeExecutionWorkflow
+from workflows.session import CodeSessionWorkflow
 from workflows.sweep import StorageSweepWorkflow
 
 if TYPE_CHECKING:
@@ -106,6 +107,8 @@ class CodeModePlugin(SimplePlugin):
         ``CODEMODE_TRACING=0``); a tracer object uses that tracer.
     :param keep_alive_seconds: how long a worker keeps a live sandbox of a runtime that cannot
         checkpoint (python) for its run's next step.
+    :param session_keep_alive_seconds: how long a worker keeps a session's live process (python)
+        after its last cell, for the session's next cell (later, the session is rebuilt).
     :param tune_worker: raise the worker's activity pollers, eager activity reservations and
         heartbeat rate where they are at the SDK's defaults (what gathered calls and prompt
         cancellation need); settings you passed yourself are kept.
@@ -125,6 +128,7 @@ class CodeModePlugin(SimplePlugin):
         keep_alive_seconds: float = 60.0,
         tune_worker: bool = True,
         mcp: McpServers | None = None,
+        session_keep_alive_seconds: float = 900.0,
     ) -> None:
         if isinstance(tools, ToolRegistry) or tools is None:
             self.registry = tools if tools is not None else ToolRegistry()
@@ -138,6 +142,7 @@ class CodeModePlugin(SimplePlugin):
         self._settings = store if isinstance(store, StorageSettings) else None
         self.keyring = Keyring.from_env() if encryption_keys == "env" else encryption_keys
         self.keep_alive_seconds = keep_alive_seconds
+        self.session_keep_alive_seconds = session_keep_alive_seconds
         self.tune_worker = tune_worker
         self._parts: list[WorkerParts] = []
         self._session_queues: set[str] = set()
@@ -145,7 +150,7 @@ class CodeModePlugin(SimplePlugin):
             PLUGIN_NAME,
             data_converter=self._data_converter,
             interceptors=self._interceptors(tracing),
-            workflows=[CodeExecutionWorkflow, StorageSweepWorkflow],
+            workflows=[CodeExecutionWorkflow, CodeSessionWorkflow, StorageSweepWorkflow],
             workflow_runner=_workflow_runner,
         )
 
@@ -207,6 +212,7 @@ class CodeModePlugin(SimplePlugin):
             runtimes=self.runtimes,
             session_queue=session_queue,
             keep_alive_seconds=self.keep_alive_seconds,
+            session_keep_alive_seconds=self.session_keep_alive_seconds,
         )
         self._parts.append(WorkerParts(sandbox, session_queue, store, task_queue))
         if self.mcp is not None:  # image, audio and blob results go to the object store, sealed
@@ -261,11 +267,21 @@ class CodeModePlugin(SimplePlugin):
                 await own.shutdown()
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await own_task
+            await _tell_sessions_their_process_is_gone(client, parts.sandbox)
             await parts.sandbox.aclose()
             if self.mcp is not None:
                 await self.mcp.aclose()
             self._parts.remove(parts)
             self._session_queues.discard(parts.session_queue)
+
+
+async def _tell_sessions_their_process_is_gone(client: Client, sandbox: SandboxActivities) -> None:
+    """Sessions whose live process this worker held (python) learn it is gone now, so their
+    next cell rebuilds at once instead of first waiting for this worker's queue. (A worker
+    that is killed cannot say it: its sessions' next cells wait that long once.)"""
+    for owner, key in sandbox.kept_session_owners():
+        with contextlib.suppress(Exception):
+            await client.get_workflow_handle(owner).signal("live_lost", key)
 
 
 #: How often a worker looks for sandboxes crashed workers left behind (and once at start).

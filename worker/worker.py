@@ -51,9 +51,11 @@ class CodeModeWorker:
         max_concurrent_activities: int = MAX_CONCURRENT_ACTIVITIES,
         store: BlobStore | None = None,
         mcp: McpServers | None = None,
+        session_keep_alive_seconds: float = 900.0,
     ) -> None:
         """``mcp``: started MCP servers whose tools the code may call (``CodeModePlugin``'s
-        ``mcp``); the worker closes them when it stops."""
+        ``mcp``); the worker closes them when it stops. ``session_keep_alive_seconds``: how
+        long a session's live process (python) waits here for the session's next cell."""
         store = store or store_of(client.data_converter)
         if store is None:
             raise ValueError(
@@ -65,7 +67,12 @@ class CodeModeWorker:
         self.task_queue = task_queue
         self.mcp = mcp
         self.plugin = CodeModePlugin(
-            registry, runtimes=runtimes, store=store, keep_alive_seconds=keep_alive_seconds, mcp=mcp
+            registry,
+            runtimes=runtimes,
+            store=store,
+            keep_alive_seconds=keep_alive_seconds,
+            mcp=mcp,
+            session_keep_alive_seconds=session_keep_alive_seconds,
         )
         self.worker = Worker(
             client,

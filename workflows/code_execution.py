@@ -24,6 +24,8 @@ with workflow.unsafe.imports_passed_through():
         RECORD_RESULT_BYTES,
         SESSION_GONE,
         CallRequest,
+        CellEnd,
+        CellRef,
         CheckpointRef,
         LoadStateInput,
         NextStep,
@@ -139,6 +141,10 @@ class CodeExecutionWorkflow:
         #: The step whose sandbox holds compute (a cloud session) has been suspended.
         self._suspended = False
         self._holds_compute = False
+        #: A cell of a session (``req.cell``): where its steps save the session, and the
+        #: session after the cell (from the step that ended it).
+        self._cell: CellRef | None = None
+        self._cell_end: CellEnd | None = None
         #: Deferred checkpoints: the live run's key, where the journal entries since the last
         #: saved checkpoint start (``self._journal[self._base_index:]``), the stdout length
         #: then, and the JSON bytes of those entries. Off for the rest of a run once a step
@@ -267,13 +273,17 @@ class CodeExecutionWorkflow:
             limits=req.limits,
             first_run_id=info.first_execution_run_id,
             # One seed and clock for the whole execution (the first run's), so a replay of
-            # the code in a fresh sandbox draws the same numbers and reads the same time.
-            determinism=carry.determinism if carry else Determinism(
+            # the code in a fresh sandbox draws the same numbers and reads the same time; a
+            # cell has its session's.
+            determinism=req.cell.determinism if req.cell else carry.determinism if carry else Determinism(
                 seed=workflow.random().getrandbits(63), epoch=workflow.now().timestamp()
             ),
             defer_bytes=DEFER_BYTES if req.runtime in LOCAL_STEP_RUNTIMES else 0,
             options=req.sandbox_options(),
+            cell=req.cell,
         )
+        if req.cell is not None:
+            self._cell = CellRef(scope=req.cell.scope, state=req.cell.state)
         self._determinism = start.determinism
         try:
             success, output, error = await self._execute(req, start, carry)
@@ -292,6 +302,8 @@ class CodeExecutionWorkflow:
         self._set_state("completed" if success else "timed_out" if error and error.kind == "timeout" else "failed")
         workflow.set_current_details(self._final_details(success, error, started))
         await self._release(start)
+        if self._cell_end is not None and self._cell_end.effect == "kept":
+            await self._store_cell_journal(start)
         return ExecutionOutcome(
             execution_id=info.workflow_id,
             runs=len(self._runs) + 1,
@@ -302,6 +314,37 @@ class CodeExecutionWorkflow:
             tool_calls=await self._all_calls(start),
             duration_ms=(workflow.now() - started).total_seconds() * 1000,
             runtime=req.runtime,
+            cell=self._cell_end,
+        )
+
+    async def _store_cell_journal(self, start: StartInput) -> None:
+        """A cell whose effects stay in its session: store its tool results under the
+        session, for a rebuild of the session by replay (``CellRecipe``)."""
+        assert start.cell is not None and self._cell_end is not None
+        journal = list(self._journal)
+        if self._segments:
+            earlier = await workflow.execute_local_activity(
+                "sandbox_load_state",
+                LoadStateInput(execution_id=start.execution_id, first_run_id=start.first_run_id, segments=self._segments),
+                result_type=StateSegment,
+                start_to_close_timeout=timedelta(seconds=120),
+                retry_policy=STATE_RETRY,
+                summary="read back the journal of the earlier runs",
+            )
+            journal = [*earlier.journal, *journal]
+        if not journal:
+            return
+        self._cell_end.journal = await workflow.execute_local_activity(
+            "sandbox_save_state",
+            SaveStateInput(
+                execution_id=start.cell.scope.session_id,
+                first_run_id=start.cell.scope.first_run_id,
+                segment=StateSegment(journal=journal),
+            ),
+            result_type=SegmentRef,
+            start_to_close_timeout=timedelta(seconds=120),
+            retry_policy=STATE_RETRY,
+            summary="store the cell's tool results for the session",
         )
 
     async def _execute(
@@ -319,7 +362,7 @@ class CodeExecutionWorkflow:
                 self._code_approval = await self._await_approval(review, req.approval_timeout)
                 if self._code_approval.decision != "approved":
                     return False, None, _permission_error("the code", self._code_approval)
-            step = await self._step("sandbox_start", start, local=local, timeout=timeout)
+            step = await self._start(start, local=local, timeout=timeout)
             cursor = self._take(step, superseded=None)
         #: The step in hand came from a tool's activity (so no rollover check preceded it).
         fused_before = False
@@ -349,6 +392,7 @@ class CodeExecutionWorkflow:
                     live=step.live,
                     tail_entries=tail,
                     defer_bytes=DEFER_BYTES - self._tail_bytes if self._defer_ok and tail < DEFER_ENTRIES else 0,
+                    cell=self._cell,
                 )
                 workflow.set_current_details(f"Running `{self._summary(call)}`")
                 answer, fused = await self._run_call(call, req.approval_timeout, then=then)
@@ -383,6 +427,7 @@ class CodeExecutionWorkflow:
                 tools=req.tools,
                 stdout_offset=self._stdout_len,
                 live=step.live,
+                cell=self._cell,
             )
             if step.live and step.checkpoint is not None:  # the live run, or the checkpoint and entries since
                 tail_list = self._journal[self._base_index : len(self._journal) - len(cursor.answers)]
@@ -410,6 +455,8 @@ class CodeExecutionWorkflow:
     def _take(self, step: StepResult, superseded: CheckpointRef | None) -> Cursor:
         """Record a step's outcome; the cursor that works through its calls."""
         self._absorb(step)
+        if step.cell is not None:
+            self._cell_end = step.cell
         if step.deferred:  # the code ran on live; the checkpoint is still the one before
             step.checkpoint = superseded
             self._tail_bytes += step.deferred
@@ -483,6 +530,28 @@ class CodeExecutionWorkflow:
         workflow.continue_as_new(args=[req, carry])
 
     # -- steps ------------------------------------------------------------------------------
+
+    async def _start(self, start: StartInput, *, local: bool, timeout: timedelta) -> StepResult:
+        """The first step. A cell whose session a worker keeps live goes to that worker's
+        queue first; if it is gone, any worker rebuilds the session (its state, or a replay)."""
+        cell = start.cell
+        if cell is not None and cell.live and cell.live_queue:
+            try:
+                return await workflow.execute_activity(
+                    "sandbox_start",
+                    start,
+                    result_type=StepResult,
+                    task_queue=cell.live_queue,
+                    schedule_to_start_timeout=STICKY_SCHEDULE_TO_START,
+                    start_to_close_timeout=timeout,
+                    heartbeat_timeout=STEP_HEARTBEAT,
+                    retry_policy=RetryPolicy(maximum_attempts=1),
+                    summary=_STEP_SUMMARIES["sandbox_start"],
+                )
+            except ActivityError as err:
+                workflow.logger.info("the session's live sandbox is unavailable (%s); rebuilding it", _why_not_live(err))
+                start = start.model_copy(update={"cell": cell.model_copy(update={"live": None, "live_queue": None})})
+        return await self._step("sandbox_start", start, local=local, timeout=timeout)
 
     async def _step(self, name: str, arg: object, *, local: bool, timeout: timedelta) -> StepResult:
         try:
@@ -604,6 +673,7 @@ class CodeExecutionWorkflow:
             superseded=superseded,
             session_id=session[0] if session else None,
             live=live,
+            cell=start.cell is not None,
         )
         try:
             if session is not None and session[1]:

@@ -6,13 +6,15 @@ Everything here crosses a process boundary through the temporalio pydantic data 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Collection
 from datetime import timedelta
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 from temporalio.common import SearchAttributeKey
 
+from activities.models import CellEnd, CellStart
 from activities.records import (  # noqa: F401 (shared with the activities; re-exported for clients)
     EXECUTION_WORKFLOW_TYPE,
     ApprovalRecord,
@@ -36,6 +38,24 @@ CODE_APPROVAL_ID = "code"
 ExecutionState = Literal["running", "awaiting_approval", "completed", "failed", "cancelled", "timed_out"]
 
 
+#: What a session may be called: it becomes part of workflow ids (``session:NAME``,
+#: ``session:NAME:3``) and object-store keys.
+SESSION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+class InvalidSessionName(ValueError):
+    """A session name that cannot be an id."""
+
+
+def check_session_name(name: str) -> str:
+    if not isinstance(name, str) or not SESSION_NAME.fullmatch(name):
+        raise InvalidSessionName(
+            f"invalid session name {name!r}: use 1 to 64 letters, digits, '.', '_' or '-', starting with a "
+            "letter or digit"
+        )
+    return name
+
+
 class CodeExecutionRequest(BaseModel):
     code: str
     runtime: str = "monty"
@@ -55,6 +75,18 @@ class CodeExecutionRequest(BaseModel):
     network: NetworkPolicy = "none"
     #: Packages the code needs beyond what the sandbox has (runtimes that install them).
     packages: list[str] = Field(default_factory=list)
+    #: Run the code as the next cell of this session (``worker/sessions.py``): it sees the
+    #: globals the session's earlier cells left. Created by its first cell.
+    session: str | None = None
+    #: Clear the session's namespace before this cell (a fresh interpreter).
+    restart: bool = False
+    #: Set by the session workflow for the cell's execution (never by a caller).
+    cell: CellStart | None = None
+
+    @field_validator("session")
+    @classmethod
+    def _valid_session_name(cls, name: str | None) -> str | None:
+        return None if name is None else check_session_name(name)
 
     @model_validator(mode="after")
     def _valid_sandbox_options(self) -> CodeExecutionRequest:
@@ -78,6 +110,8 @@ class ExecutionOutcome(BaseModel):
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     duration_ms: float = 0.0
     runtime: str = "monty"
+    #: A cell of a session: the session after it (its state, its globals).
+    cell: CellEnd | None = None
 
 
 class PendingApproval(BaseModel):

@@ -97,6 +97,8 @@ class Bootstrap(BaseModel):
     #: Mark the output stream before each message (``output-mark`` in the runner) for hosts
     #: that receive the output and the protocol on two streams with no order between them.
     output_marks: bool = False
+    #: Session mode: no code now; the runner serves ``cell`` messages in one namespace.
+    session: bool = False
 
     def line(self) -> bytes:
         return self.model_dump_json().encode() + b"\n"
@@ -139,6 +141,7 @@ def build_bootstrap(
     sys_path: list[str],
     determinism: Determinism | None = None,
     output_marks: bool = False,
+    session: bool = False,
 ) -> Bootstrap:
     return Bootstrap(
         code=code,
@@ -149,4 +152,22 @@ def build_bootstrap(
         sys_path=sys_path,
         determinism=determinism,
         output_marks=output_marks,
+        session=session,
     )
+
+
+def cell_message(
+    code: str,
+    signatures: Mapping[str, ToolSignature],
+    *,
+    inputs: Mapping[str, Any] | None,
+    limits: ExecutionLimits,
+) -> dict[str, Any]:
+    """A session's next cell, as the runner in session mode reads it."""
+    return {
+        "type": "cell",
+        "code": code,
+        "functions": [tool_source(s).model_dump() for s in signatures.values()],
+        "inputs": jsonable(dict(inputs or {})),
+        "limits": {"timeout_seconds": limits.timeout_seconds, "cpu_seconds": math.ceil(limits.timeout_seconds) + 1},
+    }

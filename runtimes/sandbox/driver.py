@@ -91,7 +91,16 @@ class RunnerDriver(ABC):
 
     runtime_name = "runner"
 
-    def __init__(self, signatures: dict[str, ToolSignature], limits: ExecutionLimits, *, kill_grace: float) -> None:
+    def __init__(
+        self, signatures: dict[str, ToolSignature], limits: ExecutionLimits, *, kill_grace: float, session: bool = False
+    ) -> None:
+        #: Session mode (``runtimes/session.py``): the runner serves one cell after another in
+        #: one namespace; a cell's end (``done`` or ``error``) leaves the process running.
+        self.session_mode = session
+        #: A cell is running (session mode): between ``begin_cell`` and its end.
+        self.cell_open = False
+        #: The globals after the last cell (session mode): name -> type name.
+        self.variables: dict[str, str] = {}
         self.signatures = signatures
         self.limits = limits
         self.kill_grace = kill_grace
@@ -108,6 +117,7 @@ class RunnerDriver(ABC):
         self.failed: BaseException | None = None
         self.closed = False
         self.tasks: list[asyncio.Task[Any]] = []
+        self._watching = False
 
     # -- hooks --------------------------------------------------------------------------
 
@@ -119,6 +129,10 @@ class RunnerDriver(ABC):
     def drain_output(self) -> None:
         """Take the output written before the message just received (when the channel does
         not already order it)."""
+        return None
+
+    def reset_output(self) -> None:
+        """A new cell begins (session mode): its output starts empty, with its own cap."""
         return None
 
     @abstractmethod
@@ -152,22 +166,27 @@ class RunnerDriver(ABC):
             self.start_watchdog()
             return
         if isinstance(msg, ErrorMessage):
+            if self.session_mode:  # a cell that cannot start: the session is as it was
+                self.cell_open = False
+                self.variables = msg.variables if msg.variables is not None else self.variables
             raise code_error(msg)
         if msg is None:
             raise await self.death_error()
         raise SandboxError(f"the sandbox sent {msg.type!r} before 'ready'")
 
     def start_watchdog(self) -> None:
-        self.tasks.append(asyncio.create_task(self._watchdog()))
+        if not self._watching:  # one for the process (a session's cells share it)
+            self._watching = True
+            self.tasks.append(asyncio.create_task(self._watchdog()))
 
     async def _watchdog(self) -> None:
         """Backstop for code that ignores the runner's own timeout: kill the sandbox
         ``kill_grace`` seconds after the compute-time limit."""
-        deadline = self.limits.timeout_seconds + self.kill_grace
         while True:
             if not self.clock.running:
                 await self.clock.resumed.wait()
                 continue
+            deadline = self.limits.timeout_seconds + self.kill_grace  # a session's cell may set another
             left = deadline - self.clock.elapsed()
             if left <= 0:
                 self.timed_out = True
@@ -219,6 +238,12 @@ class RunnerDriver(ABC):
             elif isinstance(msg, DoneMessage):
                 return await self._on_done(msg)
             elif isinstance(msg, ErrorMessage):
+                if self.session_mode:  # the cell ended; the namespace (and what it did) stays
+                    self.clock.pause()
+                    self.cell_open = False
+                    self.variables = msg.variables or {}
+                    self.failed = code_error(msg)
+                    raise self.failed
                 self.done = True
                 raise await self.fail(code_error(msg))
             elif msg is None:
@@ -248,6 +273,17 @@ class RunnerDriver(ABC):
 
     async def _on_done(self, msg: DoneMessage) -> ExecutionResult:
         self.clock.pause()
+        if self.session_mode:  # the cell ended; the runner waits for the next one
+            self.cell_open = False
+            self.variables = msg.variables or {}
+            output = self.output
+            return ExecutionResult(
+                output=msg.output,
+                stdout=output.text(),
+                stdout_truncated=output.truncated,
+                duration_ms=self.clock.used * 1000,
+                tool_calls=self.tool_calls,
+            )
         self.done = True
         await self.wait_output(2.0)  # everything printed before the runner exited
         output = self.output
@@ -269,6 +305,37 @@ class RunnerDriver(ABC):
         self.blocked_on = ()
         self.clock.resume()
         await self.channel.send_answer(call_id, outcome)
+
+    # -- session mode -------------------------------------------------------------------
+
+    def begin_cell(self, signatures: dict[str, ToolSignature], limits: ExecutionLimits) -> None:
+        """Reset what belongs to one cell (calls, clock, limits, output) before sending it."""
+        self.signatures = signatures
+        self.limits = limits
+        self.clock.limit, self.clock.used = limits.timeout_seconds, 0.0
+        self.clock.pause()
+        self.outstanding, self.seen, self.tool_calls, self.blocked_on = {}, set(), 0, ()
+        self.failed, self.timed_out, self.ready = None, False, False
+        self.cell_open = True
+        self.reset_output()
+
+    async def close_cell(self) -> None:
+        """A cell's handle is closed: nothing to do after its end; a cell abandoned before its
+        end leaves a namespace mid-statement, so the session goes with it."""
+        if self.cell_open:
+            await self.close()
+
+    def cell_execution(self, *, dump: Any = None, pending: list[FunctionCall] | None = None) -> CodeExecution:
+        """The handle of the cell just begun (session mode)."""
+        return CodeExecution(
+            advance=self.advance,
+            answer=self.answer,
+            dump=dump,
+            close=self.close_cell,
+            pending=pending or (),
+            runtime=self.runtime_name,
+            read_stdout=self.read_stdout,
+        )
 
     # -- teardown -----------------------------------------------------------------------
 

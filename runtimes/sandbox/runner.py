@@ -234,6 +234,28 @@ class _Channel:
         self.lock = _thread.allocate_lock()
         self.next_id = 0
         self.waiting = {}  # call_id -> _Future, answers not yet received
+        #: Session mode: cells begun, and the slot the next ``cell`` message goes to.
+        self.cells = 0
+        self.cell_slot = None
+
+    def expect_cell(self) -> _Future:
+        """The slot for the next cell (made before telling the host we are ready for it)."""
+        with self.lock:
+            self.cell_slot = _Future()
+            return self.cell_slot
+
+    def begin_cell(self) -> None:
+        """Each cell numbers its calls from 1, like a standalone execution."""
+        with self.lock:
+            self.cells += 1
+            self.next_id = 0
+            self.waiting.clear()
+
+    def deliver_cell(self, msg) -> None:
+        with self.lock:
+            slot, self.cell_slot = self.cell_slot, None
+        if slot is not None:
+            slot.set(msg)
 
     def new_call_id(self) -> str:
         with self.lock:
@@ -267,8 +289,8 @@ class StdioChannel(_Channel):
     everything printed before a call is in the output when the call arrives.
 
     A ``sync`` request (``{"type": "sync", "nonce"}``) is answered from the reader thread
-    with where the runner is: ``{"type": "synced", "nonce", "calls", "waiting"}`` (calls
-    made so far, calls still waiting for an answer). A host re-attaching to a runner it
+    with where the runner is: ``{"type": "synced", "nonce", "calls", "waiting", "cells"}``
+    (calls made so far, calls still waiting for an answer, cells begun in session mode). A host re-attaching to a runner it
     did not watch (nothing emitted meanwhile reached it) checks that it is where the
     checkpoint says before trusting it.
     """
@@ -318,10 +340,12 @@ class StdioChannel(_Channel):
             kind = msg.get("type")
             if kind == "answer":
                 self.deliver(msg)
+            elif kind == "cell":
+                self.deliver_cell(msg)
             elif kind == "sync":
                 with self.lock:
-                    calls, waiting = self.next_id, sorted(self.waiting, key=int)
-                self.send({"type": "synced", "nonce": msg.get("nonce"), "calls": calls, "waiting": waiting})
+                    calls, waiting, cells = self.next_id, sorted(self.waiting, key=int), self.cells
+                self.send({"type": "synced", "nonce": msg.get("nonce"), "calls": calls, "waiting": waiting, "cells": cells})
         os._exit(70)  # the host went away: nothing left to do
 
     def call_sync(self, msg):
@@ -499,6 +523,7 @@ class Runner:
             except (AttributeError, TypeError):
                 pass
         tool.__wrapped__ = checker  # inspect.signature(tool) shows the real signature
+        tool.__codemode_tool__ = True
         return tool
 
     # the event loop: report "blocked" when it is about to sleep with calls outstanding
@@ -957,6 +982,7 @@ def _compile(code: str):
 
 _SOURCE: list = []  # the user's code, for tracebacks (linecache is loaded lazily)
 _RESERVE: list = []  # memory released on MemoryError to report it
+_LOOP: list = []  # the event loop of async code
 
 
 def main(argv) -> None:
@@ -979,6 +1005,8 @@ def main(argv) -> None:
     clock = _Clock(float(limits.get("timeout_seconds", 30.0)))
     signal.signal(signal.SIGXCPU, clock._expired)
     runner = Runner(channel, clock)
+    if boot.get("session"):
+        _serve_session(channel, runner, boot)  # never returns
     exit_code = 0
     try:
         code = boot["code"]
@@ -1015,15 +1043,108 @@ def main(argv) -> None:
     os._exit(exit_code)
 
 
+# -- session mode -------------------------------------------------------------------------
+
+
+def _serve_session(channel, runner: Runner, boot) -> None:
+    """Session mode (bootstrap ``session``): one namespace, many cells. Each ``cell``
+    message (``code``, ``functions``, ``inputs``, ``limits``) runs in the namespace the
+    earlier cells left; its calls are numbered from 1; the reply is the usual ``done`` or
+    ``error`` plus ``variables`` (name -> type name), and the runner waits for the next cell.
+    What a cell did before an error stays. Stdio channels only (the reader thread receives
+    the cells); the host closing the channel ends the process."""
+    namespace = {"__name__": "__main__", "__builtins__": builtins}
+    namespace.update(boot.get("inputs") or {})
+    runner.install_event_loop_policy()  # any later cell may use asyncio
+    if boot.get("determinism"):
+        _install_determinism(boot["determinism"])  # one seed and clock for the whole session
+    _RESERVE.append(bytearray(4 << 20))
+    slot = channel.expect_cell()
+    channel.send({"type": "ready"})
+    while True:
+        cell = slot.wait()
+        slot = channel.expect_cell()
+        channel.begin_cell()
+        try:
+            reply = _run_cell(channel, runner, cell, namespace)
+        except BaseException as exc:  # the runner itself failed: report it, stay usable
+            reply = _error_message("runtime", exc)
+        namespace.pop(OUTPUT_NAME, None)
+        reply["variables"] = _variables(namespace)
+        _flush_output()
+        try:
+            channel.send(reply)
+        except (TypeError, ValueError):  # an output JSON cannot hold
+            reply["output"] = repr(reply.get("output"))
+            channel.send(reply)
+
+
+def _run_cell(channel, runner: Runner, cell, namespace):
+    code = cell.get("code") or ""
+    limits = cell.get("limits") or {}
+    clock = _Clock(float(limits.get("timeout_seconds", 30.0)))
+    runner.clock = clock
+    runner.reported = None  # call ids start again at 1: a "blocked" on "1" is news again
+    signal.signal(signal.SIGXCPU, clock._expired)
+    _cpu_budget(limits.get("cpu_seconds"))
+    _SOURCE[:] = [code]
+    _install_tools(namespace, runner, cell.get("functions", []))
+    namespace.update(cell.get("inputs") or {})
+    try:
+        code_obj = _compile(code)
+    except SyntaxError as exc:
+        return _syntax_error(exc)
+    except ValueError as exc:
+        return {"type": "error", "kind": "syntax", "error_type": "SyntaxError", "message": str(exc)}
+    channel.send({"type": "ready"})
+    is_coroutine = bool(code_obj.co_flags & 0x80)
+    return _run(code_obj, namespace, clock, is_coroutine)
+
+
+def _cpu_budget(seconds) -> None:
+    """``RLIMIT_CPU`` counts the whole process: give this cell ``seconds`` beyond what the
+    earlier cells used (the soft limit; SIGXCPU is the cell's timeout)."""
+    if seconds is None:
+        return
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    want = int(usage.ru_utime + usage.ru_stime) + int(seconds)
+    if hard != resource.RLIM_INFINITY:
+        want = min(want, hard)
+    try:
+        resource.setrlimit(resource.RLIMIT_CPU, (want, hard))
+    except (ValueError, OSError):
+        pass
+
+
+#: Variables a cell's reply lists at most.
+_MAX_VARIABLES = 500
+
+
+def _variables(namespace):
+    """Name -> type name of what the cells left in the namespace (not our tool stubs)."""
+    found = {}
+    for name, value in list(namespace.items()):
+        if name.startswith("__") or getattr(value, "__codemode_tool__", False) or isinstance(value, ToolNamespace):
+            continue
+        found[name] = type(value).__name__
+        if len(found) >= _MAX_VARIABLES:
+            break
+    return found
+
+
 def _run_coroutine(coro) -> None:
     """Run the code's top-level coroutine (code with top-level ``await``) to its end on a
-    fresh event loop. The pyodide runtime's guest replaces this: there the event loop is
+    event loop (the same for every cell of a session). The pyodide runtime's guest replaces this: there the event loop is
     the JavaScript one, already running, and ``pyodide.ffi.run_sync`` waits for it."""
     import asyncio
 
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    loop.run_until_complete(coro)
+    if not _LOOP:  # one loop for every cell of a session (a task may outlive its cell)
+        _LOOP.append(asyncio.new_event_loop())
+        asyncio.set_event_loop(_LOOP[0])
+    _LOOP[0].run_until_complete(coro)
 
 
 def _run(code_obj, namespace, clock: _Clock, is_coroutine: bool):

@@ -56,6 +56,13 @@ class CallbackChannel(ABC):
         """The process is gone: wake a pending ``receive()`` once queued messages are read."""
         return None
 
+    async def send_message(self, payload: dict[str, Any]) -> None:
+        """Send the runner a message of the host's own (a session's next ``cell``). Only
+        channels whose runner reads messages at any time (stdio, the command channel)."""
+        from ..errors import CapabilityError
+
+        raise CapabilityError(f"the {type(self).__name__} cannot carry a session's cells; use the stdio transport")
+
     async def aclose(self) -> None:
         return None
 

@@ -200,6 +200,9 @@ class CommandChannel(CallbackChannel):
     async def send_answer(self, call_id: str, outcome: CallOutcome) -> None:
         await self.send(answer_payload(call_id, outcome))
 
+    async def send_message(self, payload: dict[str, Any]) -> None:
+        await self.send(payload)
+
 
 class CommandTransport(CallbackTransport):
     """The provider's command API as the callback channel (E2B's ``commands``)."""

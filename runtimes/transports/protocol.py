@@ -48,6 +48,8 @@ class BlockedMessage(_Message):
 class DoneMessage(_Message):
     type: Literal["done"]
     output: Any = None
+    #: Session mode: the globals after the cell, name -> type name.
+    variables: dict[str, str] | None = None
 
 
 class ErrorMessage(_Message):
@@ -57,6 +59,7 @@ class ErrorMessage(_Message):
     message: str
     line: int | None = None
     traceback: str | None = None
+    variables: dict[str, str] | None = None
 
 
 class SyncedMessage(_Message):
@@ -67,6 +70,8 @@ class SyncedMessage(_Message):
     nonce: str | None = None
     calls: int
     waiting: list[str]
+    #: Cells begun (session mode).
+    cells: int = 0
 
 
 SandboxMessage = Annotated[

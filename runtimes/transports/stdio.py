@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 from ..execution import CallOutcome
 from .base import CallbackChannel, CallbackTransport
@@ -54,8 +55,11 @@ class StdioChannel(CallbackChannel):
             raise MessageTooLarge("a message from the sandbox exceeded the size limit") from None
 
     async def send_answer(self, call_id: str, outcome: CallOutcome) -> None:
+        await self.send_message(answer_payload(call_id, outcome))
+
+    async def send_message(self, payload: dict[str, Any]) -> None:
         assert self._writer is not None, "attach() the process first"
-        data = json.dumps(answer_payload(call_id, outcome), separators=(",", ":")).encode() + b"\n"
+        data = json.dumps(payload, separators=(",", ":")).encode() + b"\n"
         try:
             self._writer.write(data)
             await self._writer.drain()

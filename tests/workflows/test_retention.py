@@ -238,3 +238,25 @@ async def test_what_a_long_execution_stores_grows_linearly_with_its_calls(rollov
     per_call_small, per_call_large = small / 200, large / 400
     # Quadratic growth would double the bytes per call from 200 to 400 calls.
     assert per_call_large <= 1.3 * per_call_small, (small, large, small_runs, large_runs)
+
+
+async def test_sweep_deletes_what_a_closed_session_left(client, worker, store) -> None:
+    """A session deletes its state when it closes; the sweep takes the rest once it is past
+    keep: the claim-checked payloads of its history (here a cell's 300 KB input, which the SDK
+    stores under no workflow type, as it does whatever a client sends a running workflow) and
+    anything a close that failed half-way left under its scope."""
+    from worker.sessions import close_session, run_cell
+    from workflows.session_models import session_workflow_id
+
+    name = f"ret-{uuid.uuid4().hex[:8]}"
+    outcome = await run_cell(client, name, "len(text)", inputs={"text": "x" * 300_000}, task_queue=worker.task_queue)
+    assert outcome.output == 300_000, outcome.error
+    await close_session(client, name)
+    session_id = session_workflow_id(name)
+    stray = f"codemode/ns/default/wi/{session_id.replace(':', '%3A')}/ri/some-run/cp/{'0' * 64}"
+    await store.put_object(bucket=store.bucket, key=stray, data=b"left by a close that failed")
+    left = await objects_of(store, session_id)
+    assert stray in left and [k for k in left if "/wt/null/" in k], left  # the cell's Update
+    report = await sweep(client, store, SweepInput(keep=timedelta(0)))
+    assert session_id in report.deleted
+    assert await objects_of(store, session_id) == []

@@ -7,6 +7,7 @@ One module per command group, so a command is found by its file name:
 - ``inspect.py``: ``status``, ``history``, ``list``
 - ``serve.py``: ``worker``, ``server``, ``dev``
 - ``tools.py``: ``tools``
+- ``session.py``: ``session list|show|close|export`` (``run --session NAME`` sends a cell)
 - ``codec.py``: ``keygen``, ``codec-server`` (encryption keys, and decrypting for the web UI and CLI)
 - ``common.py``: options, ``Fail``, exit codes and helpers they share
 
@@ -30,7 +31,7 @@ from importlib.metadata import EntryPoint, entry_points
 
 import click
 
-from worker.cli import codec, decide, inspect, run, serve, storage, tools
+from worker.cli import codec, decide, inspect, run, serve, session, storage, tools
 from worker.cli.common import note
 
 
@@ -78,6 +79,7 @@ for _command in (
     tools.tools,
     codec.keygen,
     codec.codec_server,
+    session.session,
 ):
     cli.add_command(_command)
 

@@ -98,6 +98,10 @@ def status(execution_id: str, as_json: bool, address: str) -> int:
 
 async def _status(execution_id: str, as_json: bool, address: str) -> int:
     client = await open_client(address)
+    waiting = await _queued_cell(client, execution_id)
+    if waiting is not None:  # a session's cell that has not started: its session says why
+        emit(waiting, [f"{execution_id}: {waiting.state} (waits for {waiting.waiting_for or 'its turn'})"], as_json=as_json)
+        return EXIT_OK
     handle, desc = await existing_handle(client, execution_id)
     current = await query_status(handle) if await has_workers(client, desc.task_queue) else None
     if current is None:
@@ -107,6 +111,28 @@ async def _status(execution_id: str, as_json: bool, address: str) -> int:
     current = settle(current, desc.status)
     emit(current, display.status_lines(execution_id, current), as_json=as_json)
     return EXIT_OK
+
+
+async def _queued_cell(client: Client, execution_id: str) -> BaseModel | None:
+    """The session's record of a cell (``session:NAME:N``) that is still waiting its turn."""
+    from workflows.session_models import parse_cell_execution_id
+
+    parsed = parse_cell_execution_id(execution_id)
+    if parsed is None:
+        return None
+    try:
+        await client.get_workflow_handle(execution_id).describe()
+        return None  # it runs (or ran): its own status says more
+    except RPCError as err:
+        if err.status != RPCStatusCode.NOT_FOUND:
+            raise
+    from worker.sessions import SessionError, describe_session
+
+    try:
+        status = await describe_session(client, parsed[0])
+    except SessionError:
+        return None
+    return next((r for r in [*status.queued, *status.recent] if r.index == parsed[1]), None)
 
 
 @click.command()

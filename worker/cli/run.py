@@ -58,8 +58,10 @@ from workflows.models import (
     CodeExecutionRequest,
     DenySignal,
     ExecutionOutcome,
+    InvalidSessionName,
     PendingApproval,
     ToolCallRecord,
+    check_session_name,
 )
 
 if TYPE_CHECKING:
@@ -336,6 +338,21 @@ async def follow(
     is_flag=True,
     help=f"Park before the code runs, until the code itself is approved (call id {CODE_APPROVAL_ID!r}).",
 )
+@click.option(
+    "--session",
+    "session_name",
+    metavar="NAME",
+    help="Run the file as the next cell of this session: it sees the variables, functions and imports "
+    "the session's earlier cells left (the first cell creates it). See `codemode session --help`.",
+)
+@click.option("--restart", is_flag=True, help="With --session: clear the session's namespace before this cell.")
+@click.option(
+    "--idle-timeout",
+    type=Duration(),
+    default=None,
+    help="With --session, when this cell creates it: close the session after this long without a cell "
+    "(e.g. 30m, 24h, 7d) [default: 24h].",
+)
 @address_option
 @task_queue_option
 @click.pass_context
@@ -360,6 +377,9 @@ def run(
     network: str,
     packages: tuple[str, ...],
     require_code_approval: bool,
+    session_name: str | None,
+    restart: bool,
+    idle_timeout: timedelta | None,
     address: str,
     task_queue: str,
 ) -> int:
@@ -373,6 +393,15 @@ def run(
         "max_stdout_bytes": max_stdout,
     }
     given = {"approval_timeout": approval_timeout, "tools": list(allowed_tools) or None}
+    if session_name is None and (restart or idle_timeout is not None):
+        raise Fail("--restart and --idle-timeout go with --session NAME")
+    if session_name is not None:
+        if execution_id is not None:
+            raise Fail("--id and --session do not go together: a cell's id is session:NAME:N")
+        try:
+            check_session_name(session_name)
+        except InvalidSessionName as err:
+            raise Fail(str(err)) from None
     if image:  # the docker runtime of a worker started by this command reads it
         os.environ["CODEMODE_DOCKER_IMAGE"] = image
     try:
@@ -406,6 +435,9 @@ def run(
         task_queue=task_queue,
         interactive=file != "-" and not as_json and interactive_terminal(),
         address_flag=printed_address_flag(ctx),
+        session=session_name,
+        restart=restart,
+        idle_timeout=idle_timeout,
     )
     return asyncio.run(_run(opts))
 
@@ -432,6 +464,38 @@ class RunOptions:
     #: The checked ``--mcp-config`` (servers start only if this process runs the worker).
     mcp_config: McpConfig | None = None
     mcp_config_file: str | None = None
+    session: str | None = None
+    restart: bool = False
+    idle_timeout: timedelta | None = None
+
+
+
+async def _start_cell(client: Client, opts: RunOptions) -> WorkflowHandle[Any, ExecutionOutcome]:
+    """Send the code to its session; the cell's execution once its turn came."""
+    from worker.sessions import DEFAULT_IDLE_TIMEOUT, SessionError, submit_cell
+
+    assert opts.session is not None
+    try:
+        cell = await submit_cell(
+            client,
+            opts.session,
+            opts.request,
+            restart=opts.restart,
+            idle_timeout=opts.idle_timeout or DEFAULT_IDLE_TIMEOUT,
+            task_queue=opts.task_queue,
+        )
+    except SessionError as err:
+        raise Fail(str(err)) from None
+    if not opts.as_json:
+        note(f"Cell {cell.index} of session {cell.session} ({cell.execution_id}).")
+        if cell.ticket.ahead:
+            note(f"It waits for {cell.ticket.ahead} cell(s) before it (`codemode session show {cell.session}`).")
+    if opts.no_wait:
+        return client.get_workflow_handle(cell.execution_id, result_type=ExecutionOutcome)
+    try:
+        return await cell.started()
+    except SessionError as err:
+        raise Fail(str(err)) from None
 
 
 async def _run(opts: RunOptions) -> int:
@@ -441,6 +505,18 @@ async def _run(opts: RunOptions) -> int:
         raise Fail(str(err)) from None
     async with contextlib.AsyncExitStack() as stack:
         client, own_worker, parked_extra = await _client_and_worker_for_run(opts, stack)
+        if opts.session is not None:
+            handle = await _start_cell(client, opts)
+            if opts.no_wait:
+                click.echo(handle.id)
+                return EXIT_OK
+            return await follow(
+                handle,
+                as_json=opts.as_json,
+                interactive=opts.interactive,
+                address_flag=opts.address_flag,
+                parked_extra=parked_extra,
+            )
         try:
             handle = await start_execution(
                 client,

@@ -1,0 +1,152 @@
+"""What crosses the boundary of a session's workflow: its start, the cells sent to it, its
+status, and what one run hands the next when it continues as new."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+from activities.models import CellEffect, CellRecipe, CheckpointRef, SegmentRef
+from activities.records import SESSION_WORKFLOW_TYPE, ErrorInfo
+from runtimes.types import Determinism
+from workflows.models import CodeExecutionRequest, check_session_name
+
+__all__ = ["SESSION_WORKFLOW_TYPE"]  # (defined beside the execution's, for the retention sweep)
+#: A session with no cell for this long closes, and its state is deleted.
+DEFAULT_IDLE_TIMEOUT = timedelta(hours=24)
+#: Cells a session holds waiting at most (a client sending more is refused).
+MAX_QUEUED = 100
+#: Finished cells the status lists (the rest: ``codemode session show`` reads each cell's
+#: execution, which keeps its whole audit).
+RECENT_CELLS = 20
+
+SESSION_PREFIX = "session:"
+
+
+def session_workflow_id(name: str) -> str:
+    """The workflow id of session ``name`` (``session:NAME``)."""
+    return SESSION_PREFIX + check_session_name(name)
+
+
+def cell_execution_id(name: str, index: int) -> str:
+    """The execution id of a session's cell ``index`` (``session:NAME:3``)."""
+    return f"{session_workflow_id(name)}:{index}"
+
+
+def parse_cell_execution_id(execution_id: str) -> tuple[str, int] | None:
+    """``(session name, cell index)`` of a cell's execution id, else None."""
+    if not execution_id.startswith(SESSION_PREFIX):
+        return None
+    name, sep, index = execution_id[len(SESSION_PREFIX) :].rpartition(":")
+    if not sep or not index.isdigit():
+        return None
+    return name, int(index)
+
+
+class SessionStart(BaseModel):
+    """How a session is created (by its first cell)."""
+
+    name: str
+    runtime: str = "monty"
+    idle_timeout: timedelta = DEFAULT_IDLE_TIMEOUT
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, name: str) -> str:
+        return check_session_name(name)
+
+
+class CellSubmission(BaseModel):
+    """A cell sent to a session (the Update ``submit``)."""
+
+    request: CodeExecutionRequest
+
+
+class CellTicket(BaseModel):
+    """A cell accepted by its session."""
+
+    session: str
+    index: int
+    execution_id: str
+    #: Cells before it that have not finished yet (0: it runs now; else it waits its turn, and
+    #: the session's status says behind what).
+    ahead: int = 0
+
+
+#: queued (waits its turn), starting (its execution is being started), running, then how it ended.
+CellState = Literal["queued", "starting", "running", "completed", "failed", "cancelled", "dropped"]
+
+
+class CellRecord(BaseModel):
+    index: int
+    execution_id: str
+    state: CellState = "queued"
+    #: The first line of its code.
+    summary: str = ""
+    restart: bool = False
+    effect: CellEffect | None = None
+    error: ErrorInfo | None = None
+    #: Queued: what it waits for.
+    waiting_for: str | None = None
+
+
+class QueuedCell(BaseModel):
+    record: CellRecord
+    request: CodeExecutionRequest
+    started: bool = False
+
+
+SessionState = Literal["open", "closing", "closed"]
+
+
+class SessionStatus(BaseModel):
+    """The ``describe`` query."""
+
+    name: str
+    runtime: str
+    state: SessionState
+    #: Cells submitted so far (numbered 1..cells).
+    cells: int = 0
+    running: CellRecord | None = None
+    queued: list[CellRecord] = Field(default_factory=list)
+    recent: list[CellRecord] = Field(default_factory=list)
+    #: The globals after the last cell: name -> type name.
+    variables: dict[str, str] = Field(default_factory=dict)
+    #: Where the session is kept between cells: "state" (a dump in the object store), "live"
+    #: (a worker's process), or "replay" (rebuilt from its cells when next needed), "empty".
+    kept_as: str = "empty"
+    state_bytes: int = 0
+    restarts: int = 0
+    idle_timeout: timedelta = DEFAULT_IDLE_TIMEOUT
+    last_active: datetime | None = None
+    closes_at: datetime | None = None
+    closed_reason: str | None = None
+    runs: int = 1
+
+
+class SessionCarry(BaseModel):
+    """What one run of a session hands the next when it continues as new."""
+
+    count: int
+    runs: list[str] = Field(default_factory=list)
+    determinism: Determinism
+    restarts: int = 0
+    state: CheckpointRef | None = None
+    live: str | None = None
+    live_queue: str | None = None
+    recipe_segments: list[SegmentRef] = Field(default_factory=list)
+    recipe: list[CellRecipe] = Field(default_factory=list)
+    variables: dict[str, str] = Field(default_factory=dict)
+    queue: list[QueuedCell] = Field(default_factory=list)
+    recent: list[CellRecord] = Field(default_factory=list)
+    last_active: datetime
+
+
+class SessionSummary(BaseModel):
+    """A closed session's result."""
+
+    name: str
+    cells: int
+    closed_reason: str
