@@ -212,9 +212,16 @@ async def submit_cell(
         static_summary=f"session {session} ({request.runtime})",
     )
     try:
-        ticket = await client.execute_update_with_start_workflow(
-            "submit", CellSubmission(request=request), start_workflow_operation=start, result_type=CellTicket
-        )
+        try:
+            ticket = await client.execute_update_with_start_workflow(
+                "submit", CellSubmission(request=request), start_workflow_operation=start, result_type=CellTicket
+            )
+        finally:
+            # The SDK also fails the start operation's own future; read it so asyncio does not
+            # log "Future exception was never retrieved" for an error handled below.
+            future = start._workflow_handle
+            if future.done() and not future.cancelled():
+                future.exception()
     except WorkflowUpdateFailedError as err:
         raise _refusal(err) from None
     except WorkflowAlreadyStartedError:
