@@ -66,6 +66,7 @@ async def test_inspector_lists_the_tools_over_stdio(inspector: Path, mcp_env: di
     tools = {t["name"]: t for t in listed["tools"]}
     assert set(tools) == {"execute", "search", "get_schema", "result"}
     assert tools["execute"]["outputSchema"]["properties"]["status"]["enum"] == [
+        "queued",
         "running",
         "completed",
         "failed",
