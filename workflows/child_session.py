@@ -90,7 +90,10 @@ async def run_session_cell(
         session = await sessions.open(name, request.runtime, idle_timeout, task_queue)
         replaced = replaced or session.replaced
         cell = WorkflowCell(
-            request=request.model_copy(update={"session": session.name, "cell": None}),
+            # (as data: a caller outside the workflow sandbox may hold the model's other copy)
+            request=CodeExecutionRequest.model_validate(
+                request.model_dump() | {"session": session.name, "cell": None}
+            ),
             request_id=request_id,
             reply_to=workflow.info().workflow_id,
         )

@@ -47,6 +47,7 @@ from temporalio import workflow
 
 from runtimes import ExecutionLimits, code_mode_prompt
 from workflows.child import execute_code
+from workflows.child_session import run_session_cell
 from workflows.models import TASK_QUEUE, ApprovalRecord, CodeExecutionRequest, ExecutionOutcome, ExecutionStatus
 from workflows.session_models import CellTicket, replacement_name
 
@@ -217,8 +218,6 @@ class DurableCodeMode(AbstractCapability[Any]):
         return run_code_return(outcome)
 
     async def _run_cell_in_workflow(self, ctx: RunContext[Any], code: str, restart: bool) -> RunCodeReturn:
-        from workflows.child_session import run_session_cell
-
         # The request id: the same on a replay, distinct for each call and retry of the run.
         request_id = f"{ctx.run_id}/{ctx.tool_call_id or 'call'}/{ctx.retry}"
         cell = await run_session_cell(
