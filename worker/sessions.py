@@ -26,6 +26,7 @@ from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
     WorkflowExecutionStatus,
+    WorkflowFailureError,
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
@@ -348,7 +349,7 @@ async def _closed_message(client: Client, session: str) -> str:
     why = ""
     try:
         why = f" ({(await asyncio.wait_for(handle.result(), 5)).closed_reason})"
-    except Exception:  # (it did not end as a session ends: terminated, or from another version)
+    except (WorkflowFailureError, RPCError, TimeoutError):  # (it did not end as a session ends: terminated)
         pass
     return f"session {session!r} is closed{why}; start a new session under another name"
 

@@ -91,20 +91,18 @@ async def run_session_cell(
         replaced = replaced or session.replaced
         cell = WorkflowCell(
             # (as data: a caller outside the workflow sandbox may hold the model's other copy)
-            request=CodeExecutionRequest.model_validate(
-                request.model_dump() | {"session": session.name, "cell": None}
-            ),
+            request=CodeExecutionRequest.model_validate(request.model_dump() | {"session": session.name, "cell": None}),
             request_id=request_id,
             reply_to=workflow.info().workflow_id,
         )
         try:
-            await workflow.get_external_workflow_handle(session_workflow_id(session.name)).signal(
-                ENQUEUE_SIGNAL, cell
-            )
+            await workflow.get_external_workflow_handle(session_workflow_id(session.name)).signal(ENQUEUE_SIGNAL, cell)
         except FailureError as err:  # it has just closed
             session.closed = session.closed or f"closed ({err})"
             continue
-        await workflow.wait_condition(lambda: request_id in sessions.replies or session.closed is not None)
+        await workflow.wait_condition(
+            lambda session=session: request_id in sessions.replies or session.closed is not None
+        )
         reply = sessions.replies.pop(request_id, None)
         if reply is None:
             raise ApplicationError(
@@ -151,6 +149,8 @@ class _Sessions:
         self.replies: dict[str, CellReply] = {}
         self.current: dict[str, _Session] = {}
         self._opening = asyncio.Lock()
+        #: Tasks that note when a session closes.
+        self._watchers: list[asyncio.Task[None]] = []
 
     def receive(self, reply: CellReply) -> None:
         self.replies[reply.request_id] = reply
@@ -182,10 +182,12 @@ class _Sessions:
                     name=session_name, generation=generation, replaced=current.closed if current else None
                 )
                 self.current[name] = session
-                asyncio.create_task(_watch(session, handle))  # noqa: RUF006 (it lives as long as the session)
+                self._watchers.append(asyncio.create_task(_watch(session, handle)))
                 return session
             raise ApplicationError(
-                f"no free session name after {name!r} ({MAX_GENERATIONS} tried)", type="SessionClosed", non_retryable=True
+                f"no free session name after {name!r} ({MAX_GENERATIONS} tried)",
+                type="SessionClosed",
+                non_retryable=True,
             )
 
 

@@ -327,6 +327,18 @@ class DurableCodeMode(AbstractCapability[Any]):
             self.client = await connect()
         return self.client
 
+    async def close_session(self, conversation_id: str) -> None:
+        """Close the session of a conversation that is over (outside a workflow): its state
+        is deleted now instead of after ``session_idle_timeout``. A later call of that
+        conversation would start a new session (and the model would be told)."""
+        from worker.sessions import SessionNotFound, close_session
+
+        base = conversation_session_name(self.name, conversation_id)
+        try:
+            await close_session(await self.get_client(), replacement_name(base, self._generations.get(base, 1)))
+        except SessionNotFound:  # it never ran code
+            pass
+
     async def decide(
         self, execution_id: str, call_id: str, *, approve: bool, by: str, comment: str | None = None
     ) -> ApprovalRecord | None:

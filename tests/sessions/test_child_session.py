@@ -37,7 +37,9 @@ async def _aiter(items):
 
 @pytest.fixture
 async def parent_worker(client: Client, task_queue: str) -> AsyncIterator[Worker]:
-    worker = Worker(client, task_queue=task_queue, workflows=[SessionParentWorkflow], plugins=[CodeModePlugin(TOOLS_MODULE)])
+    worker = Worker(
+        client, task_queue=task_queue, workflows=[SessionParentWorkflow], plugins=[CodeModePlugin(TOOLS_MODULE)]
+    )
     async with worker:
         yield worker
 
@@ -72,7 +74,9 @@ async def _run_scenario(client: Client, task_queue: str, name: str) -> tuple[str
     return parent_id, await handle.result()
 
 
-async def test_a_workflow_runs_cells_in_a_session_of_its_own(client, task_queue, parent_worker, events_file, store) -> None:
+async def test_a_workflow_runs_cells_in_a_session_of_its_own(
+    client, task_queue, parent_worker, events_file, store
+) -> None:
     name = f"w-{uuid.uuid4().hex[:8]}"
     parent_id, results = await _run_scenario(client, task_queue, name)
     assert [(r.index, r.success, r.output) for r in results] == [
