@@ -66,8 +66,8 @@ class SessionCell:
     index: int
     execution_id: str
     outcome: ExecutionOutcome
-    #: Set when this cell had to start a new session because the one before had closed: why
-    #: it closed (the cell ran in a fresh namespace).
+    #: Set on the first cell of a session that replaced one that had closed: why it closed
+    #: (the cell ran in a fresh namespace).
     replaced: str | None = None
 
 
@@ -116,7 +116,7 @@ async def run_session_cell(
                 index=reply.index,
                 execution_id=reply.execution_id,
                 outcome=reply.outcome,
-                replaced=replaced,
+                replaced=replaced if reply.index == 1 else None,
             )
         error = reply.error
         if error is not None and error.type == "SessionClosed":  # closed before the cell ran

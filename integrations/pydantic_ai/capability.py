@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from temporalio.client import Client
 
     from activities.tools import ToolRegistry
+    from worker.sessions import CellHandle
 
 #: The tool's own description; the functions and the rules are in the instructions.
 TOOL_DESCRIPTION = (
@@ -255,7 +256,7 @@ class DurableCodeMode(AbstractCapability[Any]):
             )
         return run_code_return(got, session=cell.session, cell=cell.index, notice=notice)
 
-    async def _submit_cell(self, base: str, request: CodeExecutionRequest) -> tuple[Any, str | None]:
+    async def _submit_cell(self, base: str, request: CodeExecutionRequest) -> tuple[CellHandle, str | None]:
         """Send the cell to the conversation's session, or to its successor when it closed.
         Returns the cell's handle and, when a closed session left this cell a fresh
         namespace, what to tell the model."""
@@ -272,7 +273,7 @@ class DurableCodeMode(AbstractCapability[Any]):
             if not turn.users:
                 del self._turns[key]
 
-    async def _submit_in_turn(self, base: str, request: CodeExecutionRequest) -> tuple[Any, str | None]:
+    async def _submit_in_turn(self, base: str, request: CodeExecutionRequest) -> tuple[CellHandle, str | None]:
         from worker.sessions import SessionClosed, submit_cell
 
         client = await self.get_client()

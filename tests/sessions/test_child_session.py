@@ -122,12 +122,17 @@ async def test_a_session_that_closed_under_the_workflow_is_replaced(client, task
     job = ParentInput(
         session=name,
         idle_seconds=1,
-        steps=[Step(code="x = 1\nx", request_id="a"), Step(code="y = 2\ny", request_id="b", pause_seconds=3)],
+        steps=[
+            Step(code="x = 1\nx", request_id="a"),
+            Step(code="y = 2\ny", request_id="b", pause_seconds=3),
+            Step(code="y + 1", request_id="c"),
+        ],
     )
     results = await client.execute_workflow(
         SessionParentWorkflow.run, job, id=f"parent-{uuid.uuid4().hex[:8]}", task_queue=task_queue
     )
     assert [(r.session, r.index, r.output, r.replaced) for r in results] == [
         (name, 1, 1, None),
-        (f"{name}.2", 1, 2, "idle for 1s"),
+        (f"{name}.2", 1, 2, "idle for 1s"),  # a fresh namespace, and why
+        (f"{name}.2", 2, 3, None),
     ]
