@@ -25,14 +25,18 @@ from worker.client import start_execution
 from worker.executions import POLL_SECONDS, query_status
 from worker.history import fetch_audit
 from worker.server import server_answers
+from worker.sessions import SessionError, describe_session, submit_cell
 from workflows.models import (
     WORKFLOW_TYPE,
     CodeExecutionRequest,
     ExecutionOutcome,
     ExecutionStatus,
+    InvalidSessionName,
     PendingApproval,
     ToolCallRecord,
+    check_session_name,
 )
+from workflows.session_models import parse_cell_execution_id
 
 from . import approvals, reports
 from .backend import Backend, BackendSlot, BackendUnavailable
@@ -122,9 +126,11 @@ class Executions:
 
     # -- execute ---------------------------------------------------------------------------
 
-    def request_for(self, code: str, runtime: str | None) -> CodeExecutionRequest:
-        """The request for one ``execute`` call. Sessions (shared state between executions)
-        add their session here when they land: ``execute(..., session=...)``."""
+    def request_for(
+        self, code: str, runtime: str | None, session: str | None = None, restart: bool = False
+    ) -> CodeExecutionRequest:
+        """The request for one ``execute`` call: a cell of ``session`` when one is named
+        (``worker/sessions.py``: the code sees what earlier cells left; ``restart`` clears it)."""
         if len(code) > MAX_CODE_CHARS:
             raise BadInput(
                 f"the code is {len(code):,} characters, over the {MAX_CODE_CHARS:,} limit; nothing was started"
@@ -132,17 +138,32 @@ class Executions:
         runtime = runtime or self.runtime
         if runtime not in RUNTIMES:
             raise BadInput(f"unknown runtime {runtime!r}; known: {', '.join(sorted(RUNTIMES))}")
-        return CodeExecutionRequest(code=code, runtime=runtime)
+        if session is None:
+            if restart:
+                raise BadInput("restart applies to a session: name one with session=...")
+            return CodeExecutionRequest(code=code, runtime=runtime)
+        try:
+            check_session_name(session)
+        except InvalidSessionName as err:
+            raise BadInput(str(err)) from None
+        return CodeExecutionRequest(code=code, runtime=runtime, session=session, restart=restart)
 
     async def execute(
-        self, ctx: Context[Any, Any], code: str, runtime: str | None
+        self,
+        ctx: Context[Any, Any],
+        code: str,
+        runtime: str | None,
+        session: str | None = None,
+        restart: bool = False,
     ) -> ExecutionReport | InputRequiredResult:
         retry = approvals.retry_of(ctx)
         if retry is not None:  # the same call again, with the person's answers (2026-07-28)
             await self._connected()
             return await self._answered(ctx, retry, self.max_wait)
-        request = self.request_for(code, runtime)  # bad input starts nothing
+        request = self.request_for(code, runtime, session, restart)  # bad input starts nothing
         await self._connected()
+        if request.session is not None:
+            return await self._execute_cell(ctx, request)
         try:
             handle = await start_execution(
                 self.backend.client,
@@ -155,6 +176,40 @@ class Executions:
                 raise TemporalUnavailable(self.backend.address, None) from None
             raise
         return await self.follow(ctx, handle, wait_seconds=self.max_wait, ask=True)
+
+    async def _execute_cell(
+        self, ctx: Context[Any, Any], request: CodeExecutionRequest
+    ) -> ExecutionReport | InputRequiredResult:
+        """Send the code to its session and follow the cell once its turn comes; a cell still
+        waiting behind another one when the wait is over answers ``queued``."""
+        assert request.session is not None
+        deadline = time.monotonic() + self.max_wait
+        try:
+            cell = await submit_cell(self.backend.client, request.session, request, task_queue=self.backend.task_queue)
+        except SessionError as err:
+            raise BadInput(str(err)) from None
+        except RPCError as err:
+            if err.status == RPCStatusCode.UNAVAILABLE or not await self._server_answers():
+                raise TemporalUnavailable(self.backend.address, None) from None
+            raise
+        try:
+            handle = await asyncio.wait_for(cell.started(), timeout=max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            return await self._queued(cell.session, cell.index, cell.execution_id)
+        except SessionError as err:  # the session closed before the cell's turn
+            raise BadInput(str(err)) from None
+        return await self.follow(ctx, handle, wait_seconds=max(0.0, deadline - time.monotonic()), ask=True)
+
+    async def _queued(self, session: str, index: int, execution_id: str) -> ExecutionReport:
+        """A cell waiting for its turn: what it waits for, and how to get its outcome later."""
+        status = await describe_session(self.backend.client, session)
+        record = next((c for c in status.queued if c.index == index), None)
+        why = record.waiting_for if record is not None and record.waiting_for else "the cells before it"
+        return ExecutionReport(
+            status="queued",
+            execution_id=execution_id,
+            stdout=f"cell {index} of session {session} waits for its turn ({why}); call result({execution_id!r}) later",
+        )
 
     # -- result ----------------------------------------------------------------------------
 
@@ -171,6 +226,9 @@ class Executions:
             desc = await handle.describe()
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
+                queued = await self._queued_cell(execution_id)
+                if queued is not None:
+                    return queued
                 raise BadInput(f"no execution {execution_id!r}") from None
             if not await self._server_answers():
                 raise TemporalUnavailable(self.backend.address, execution_id) from None
@@ -180,6 +238,20 @@ class Executions:
         if desc.status != WorkflowExecutionStatus.RUNNING:
             return await self._final(handle)
         return await self.follow(ctx, handle, wait_seconds=wait, ask=wait > 0)
+
+    async def _queued_cell(self, execution_id: str) -> ExecutionReport | None:
+        """A session's cell that has no execution yet because it waits for its turn."""
+        parsed = parse_cell_execution_id(execution_id)
+        if parsed is None:
+            return None
+        session, index = parsed
+        try:
+            status = await describe_session(self.backend.client, session)
+        except SessionError:
+            return None
+        if any(c.index == index for c in status.queued):
+            return await self._queued(session, index, execution_id)
+        return None
 
     # -- following a run -------------------------------------------------------------------
 

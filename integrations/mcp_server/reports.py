@@ -12,8 +12,9 @@ from pydantic import BaseModel, Field
 from worker import display
 from workflows.models import ApprovalRecord, CallStatus, ErrorInfo, ExecutionOutcome, PendingApproval, ToolCallRecord
 
-#: The CLI's state words (``running`` only when a run outlives the wait it was given).
-Status = Literal["running", "completed", "failed", "awaiting_approval", "cancelled", "timed_out"]
+#: The CLI's state words (``running`` only when a run outlives the wait it was given;
+#: ``queued`` for a session's cell still waiting for the cells before it).
+Status = Literal["queued", "running", "completed", "failed", "awaiting_approval", "cancelled", "timed_out"]
 #: Readable text keeps the output to this many characters (``structuredContent`` has all of it).
 TEXT_OUTPUT_MAX = 20_000
 
@@ -131,6 +132,10 @@ def text(report: ExecutionReport, *, ui_url: str | None = None) -> str:
         where = f" (or in the Temporal web UI at {ui_url}: Send a Signal `approve` or `deny`)" if ui_url else ""
         lines.append(f"A person decides with the commands above{where}; the run waits, holding nothing.")
         lines.append(f"Then call result(execution_id='{rid}') for the outcome.")
+    elif report.status == "queued":
+        lines.append(
+            f"… {rid} waits for its turn in its session; call result(execution_id='{rid}', wait_seconds=60) later."
+        )
     elif report.status == "running":
         lines.append(f"… {rid} is still running; call result(execution_id='{rid}', wait_seconds=60) for the outcome.")
     else:

@@ -80,9 +80,19 @@ def build_server(
             str | None,
             Field(description=f"The sandbox ({runtimes}); default {executions.runtime}."),
         ] = None,
+        session: Annotated[
+            str | None,
+            Field(
+                description=(
+                    "Run the code as the next cell of this session (letters, digits, '.', '_', '-'): it sees "
+                    "the variables, functions and imports earlier cells left. Cells run one at a time, in order."
+                )
+            ),
+        ] = None,
+        restart: Annotated[bool, Field(description="With session: clear its namespace before this cell.")] = False,
     ) -> Annotated[CallToolResult, ExecutionReport] | InputRequiredResult:
         try:
-            got = await executions.execute(ctx, code, runtime)
+            got = await executions.execute(ctx, code, runtime, session, restart)
         except (BadInput, TemporalUnavailable) as err:
             raise ToolError(str(err)) from None
         return _answer(got, executions.ui_url)

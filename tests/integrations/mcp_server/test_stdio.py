@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -54,7 +55,7 @@ async def test_lists_four_tools_and_no_way_to_approve(modern: Any) -> None:
     # 303 tools: the description points at search/get_schema instead of listing stubs.
     assert "303 host tools" in execute.description and "get_schema" in execute.description
     assert "def get_invoice" not in execute.description and len(execute.description.encode()) <= 2048
-    assert set(execute.input_schema["properties"]) == {"code", "runtime"}
+    assert set(execute.input_schema["properties"]) == {"code", "runtime", "session", "restart"}
     assert set(execute.output_schema["properties"]) == {
         "status",
         "execution_id",
@@ -228,3 +229,25 @@ async def test_a_run_longer_than_the_wait_is_running_then_result_has_it(legacy: 
 async def test_result_of_an_unknown_execution(modern: Any) -> None:
     res = await modern.call_tool("result", {"execution_id": "exec-nope"})
     assert res.is_error and "no execution 'exec-nope'" in res.content[0].text
+
+
+async def test_cells_of_a_session_share_their_namespace(modern: Any) -> None:
+    name = f"mcp-{uuid.uuid4().hex[:8]}"
+    first = await modern.call_tool(
+        "execute",
+        {"code": "w = get_weather('Paris')\ndef warm(x):\n    return x['temp_c'] > 15\nw['city']", "session": name},
+    )
+    assert first.structured_content["status"] == "completed", first
+    assert first.structured_content["execution_id"] == f"session:{name}:1"
+    second = await modern.call_tool("execute", {"code": "[w['city'], warm(w)]", "session": name})
+    assert second.structured_content["output"] == ["Paris", True], second
+    cleared = await modern.call_tool("execute", {"code": "w", "session": name, "restart": True})
+    report = cleared.structured_content
+    # w is gone: the type checker (which knows the session's names) refuses it before it runs
+    assert report["status"] == "failed" and "`w`" in report["error"]["message"], cleared
+    bad = await modern.call_tool("execute", {"code": "1", "session": "not a name!"})
+    assert bad.is_error and "session" in bad.content[0].text
+    other = await modern.call_tool("execute", {"code": "1", "session": name, "runtime": "python"})
+    assert other.is_error and "monty" in other.content[0].text  # a cell on another runtime is refused
+    loose = await modern.call_tool("execute", {"code": "1", "restart": True})
+    assert loose.is_error and "restart applies to a session" in loose.content[0].text
