@@ -11,8 +11,9 @@ The model is scripted (pydantic-ai's ``FunctionModel``), so it runs offline and 
 way every time. Name a real one to use it instead: ``CODEMODE_AGENT_MODEL=openai:gpt-5-mini``
 (with that provider's key in the environment).
 
-The email needs a person's approval: the agent run ends with a deferred call and holds nothing
-while it waits. In a terminal the example asks you; elsewhere it saves the conversation and
+Both questions are one conversation, so both calls of ``run_code`` are cells of one durable
+session: the email's code uses the variables the trip's code left. The email needs a person's
+approval: the agent run ends with a deferred call and holds nothing while it waits. In a terminal the example asks you; elsewhere it saves the conversation and
 tells you how to approve and resume, from any process, whenever.
 """
 
@@ -64,8 +65,10 @@ for city, days in zip(cities, forecasts):
 rate = flaky_exchange_rate("EUR", "USD")
 {"warmest": best, "temp_c": best_temp, "usd": round(1000 * rate)}"""
 
+# The second call uses what the first left in the conversation's session (best, rate).
 EMAIL_CODE = """\
-receipt = send_email(to="ana@example.com", subject="Trip", body="Tokyo is warmest; 1000 EUR is 1080 USD.")
+body = best + " is warmest; 1000 EUR is " + str(round(1000 * rate)) + " USD."
+receipt = send_email(to="ana@example.com", subject="Trip", body=body)
 receipt["sent"]"""
 
 
@@ -107,6 +110,7 @@ async def ask(agent: Agent[None, str | DeferredToolRequests], code_mode: Durable
     print(f"> {EMAIL}")
     if not isinstance(email.output, DeferredToolRequests):
         print(email.output)
+        await code_mode.close_session(email.conversation_id)
         return 0
     for call_id, meta in email.output.metadata.items():
         for pending in meta["pending_approvals"]:
@@ -137,6 +141,7 @@ async def resume(agent: Agent[None, str | DeferredToolRequests], code_mode: Dura
     results = await code_mode.deferred_results(REQUESTS.validate_python(state["requests"]))
     final = await agent.run(message_history=messages, deferred_tool_results=results)
     print(final.output)
+    await code_mode.close_session(final.conversation_id)  # done: its state goes now, not in a day
     return 0
 
 

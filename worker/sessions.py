@@ -26,6 +26,7 @@ from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
     WorkflowExecutionStatus,
+    WorkflowFailureError,
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
@@ -33,6 +34,7 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from worker.executions import query_status
 from worker.requests import check_request_size, search_attributes_registered
 from workflows.models import (
     TASK_QUEUE,
@@ -119,6 +121,8 @@ class CellHandle:
 
     client: Client
     ticket: CellTicket
+    #: Set by ``started_unless_held``: the execution the cell waits behind (parked on an approval).
+    held_by: str | None = None
 
     @property
     def session(self) -> str:
@@ -135,20 +139,35 @@ class CellHandle:
     async def started(self) -> WorkflowHandle[Any, ExecutionOutcome]:
         """The cell's execution, once its turn came (its status, approvals and audit are
         an execution's like any other). Raises ``SessionClosed`` if it never will run."""
+        handle = await self._started(unless_held=False)
+        assert handle is not None
+        return handle
+
+    async def started_unless_held(self) -> WorkflowHandle[Any, ExecutionOutcome] | None:
+        """Like ``started``, but while the cell waits behind a cell that waits for a person's
+        decision, returns None at once (``held_by`` names that cell's execution) instead of
+        waiting for the person."""
+        return await self._started(unless_held=True)
+
+    async def _started(self, *, unless_held: bool) -> WorkflowHandle[Any, ExecutionOutcome] | None:
         handle = self.client.get_workflow_handle(self.execution_id, result_type=ExecutionOutcome)
         if self.ticket.ahead == 0 and await _appears(handle):
             return handle
         delay = POLL_START
         while True:
             try:
-                record = await _cell_record(self.client, self.session, self.index)
+                status = await describe_session(self.client, self.session)
             except NoWorkerAnswered:  # (its worker may be restarting): ask again
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
                 continue
+            record = _find_cell(status, self.index)
             if record is not None and record.state == "dropped":
                 raise SessionClosed(f"session {self.session!r} closed before cell {self.index} ran")
             if record is not None and record.state in ("queued", "starting"):
+                if unless_held and status.running is not None and await _parked(self.client, status.running):
+                    self.held_by = status.running.execution_id
+                    return None
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
                 continue
@@ -225,10 +244,10 @@ async def submit_cell(
     except WorkflowUpdateFailedError as err:
         raise _refusal(err) from None
     except WorkflowAlreadyStartedError:
-        raise SessionClosed(f"session {session!r} is closed; start a new session under another name") from None
+        raise SessionClosed(await _closed_message(client, session)) from None
     except RPCError as err:
         if err.status == RPCStatusCode.ALREADY_EXISTS:
-            raise SessionClosed(f"session {session!r} is closed; start a new session under another name") from None
+            raise SessionClosed(await _closed_message(client, session)) from None
         raise
     return CellHandle(client, ticket)
 
@@ -313,11 +332,33 @@ async def _appears(handle: WorkflowHandle[Any, Any], within: float = 2.0) -> boo
 
 
 async def _cell_record(client: Client, session: str, index: int) -> CellRecord | None:
-    status = await describe_session(client, session)
+    return _find_cell(await describe_session(client, session), index)
+
+
+def _find_cell(status: SessionStatus, index: int) -> CellRecord | None:
     for record in [*([status.running] if status.running else []), *status.queued, *status.recent]:
         if record.index == index:
             return record
     return None
+
+
+async def _parked(client: Client, record: CellRecord) -> bool:
+    """Whether the running cell waits for a person's decision."""
+    if record.state != "running":
+        return False
+    status = await query_status(client.get_workflow_handle(record.execution_id))
+    return status is not None and status.state == "awaiting_approval"
+
+
+async def _closed_message(client: Client, session: str) -> str:
+    """Why a session that ended is closed, as its summary says (``idle for 24h``)."""
+    handle = client.get_workflow_handle(session_workflow_id(session), result_type=SessionSummary)
+    why = ""
+    try:
+        why = f" ({(await asyncio.wait_for(handle.result(), 5)).closed_reason})"
+    except (WorkflowFailureError, RPCError, TimeoutError):  # (it did not end as a session ends: terminated)
+        pass
+    return f"session {session!r} is closed{why}; start a new session under another name"
 
 
 def _refusal(err: WorkflowUpdateFailedError) -> Exception:

@@ -18,12 +18,20 @@ clock). The cell's execution returns where the session is after it (``CellEnd``)
 
 Lifetime: with no cell for ``idle_timeout`` the session closes and deletes what it stored
 (the retention sweep removes anything left later). ``close`` closes it at once (the
-running cell is cancelled, queued ones dropped). A long session continues as new between
-cells, carrying references and a bounded status (``SessionCarry``).
+running cell is cancelled, queued ones dropped), and so does cancelling its workflow: a
+session that a workflow started as its child (``workflows/child_session.py``) ends with
+that workflow. A long session continues as new between cells, carrying references and a
+bounded status (``SessionCarry``).
+
+Workflows cannot send Updates: a workflow sends a cell by the signal ``enqueue`` with a
+request id of its own and its workflow id, and the session answers it by the signal
+``codemode_cell_reply`` (a ``CellReply``: the outcome, or why there is none) when the cell
+ends, or at once when it refuses the cell. A request id seen before is not queued again.
 """
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timedelta
 
 from temporalio import workflow
@@ -33,6 +41,7 @@ from temporalio.exceptions import (
     ApplicationError,
     CancelledError,
     ChildWorkflowError,
+    FailureError,
     WorkflowAlreadyStartedError,
 )
 
@@ -53,10 +62,14 @@ with workflow.unsafe.imports_passed_through():
     from workflows.code_execution import CodeExecutionWorkflow
     from workflows.models import RUNTIME_KEY, STATUS_KEY, ExecutionOutcome
     from workflows.session_models import (
+        CELL_REPLY_SIGNAL,
+        ENQUEUE_SIGNAL,
         MAX_QUEUED,
         RECENT_CELLS,
+        REMEMBERED_REQUESTS,
         SESSION_WORKFLOW_TYPE,
         CellRecord,
+        CellReply,
         CellSubmission,
         CellTicket,
         QueuedCell,
@@ -65,6 +78,7 @@ with workflow.unsafe.imports_passed_through():
         SessionState,
         SessionStatus,
         SessionSummary,
+        WorkflowCell,
         cell_execution_id,
     )
     from workflows.summary import execution_details, plain, summary_text
@@ -78,6 +92,8 @@ MAX_RUN_BYTES = 10 * 1024 * 1024
 #: How long a release waits for the worker that holds a live session.
 LIVE_RELEASE_SCHEDULE_TO_START = timedelta(seconds=10)
 RELEASE_RETRY = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=1))
+#: Answers to workflows a session keeps in memory, for a cell sent again after it ended.
+KEPT_REPLIES = 8
 
 
 @workflow.defn(name=SESSION_WORKFLOW_TYPE)
@@ -110,6 +126,10 @@ class CodeSessionWorkflow:
         self._last_active: datetime | None = None
         #: Live processes whose worker said it let them go.
         self._lost: list[str] = []
+        #: Cells sent by workflows: request id -> cell number (the latest ones), and the
+        #: latest answers sent (for a request sent again after its cell ended).
+        self._requests: dict[str, int] = {}
+        self._replies: list[CellReply] = []
         if carry is not None:
             self._restore(carry)
         else:
@@ -122,20 +142,22 @@ class CodeSessionWorkflow:
         description="Queue a cell; returns its number and execution id (it runs after the cells before it)."
     )
     def submit(self, cell: CellSubmission) -> CellTicket:
+        # Answered at once: with nothing before it, the same workflow task that accepts the
+        # cell starts its execution (the caller finds it a moment later, by its id).
+        return self._accept(QueuedCell(record=CellRecord(index=0, execution_id=""), request=cell.request))
+
+    def _accept(self, queued: QueuedCell) -> CellTicket:
         self._count += 1
         index = self._count
         execution_id = cell_execution_id(self._name, index)
         ahead = len(self._queue) + (1 if self._running is not None else 0)
-        record = CellRecord(
+        queued.record = CellRecord(
             index=index,
             execution_id=execution_id,
-            summary=_first_line(cell.request.code),
-            restart=cell.request.restart,
+            summary=_first_line(queued.request.code),
+            restart=queued.request.restart,
         )
-        queued = QueuedCell(record=record, request=cell.request)
         self._queue.append(queued)
-        # Answered at once: with nothing before it, the same workflow task that accepts the
-        # cell starts its execution (the caller finds it a moment later, by its id).
         return CellTicket(session=self._name, index=index, execution_id=execution_id, ahead=ahead)
 
     @submit.validator
@@ -162,6 +184,61 @@ class CodeSessionWorkflow:
                 f"session {self._name!r} already has {len(self._queue)} cells waiting; send more once they ran",
                 type="SessionBusy",
             )
+
+    @workflow.signal(
+        name=ENQUEUE_SIGNAL,
+        description="Queue a cell sent by a workflow (workflows cannot send Updates); the session answers "
+        "the sender with the signal codemode_cell_reply when the cell ends, or at once if it refuses it.",
+    )
+    async def enqueue(self, cell: WorkflowCell) -> None:
+        index = self._requests.get(cell.request_id)
+        if index is not None:  # sent again: it runs once, and its answer stands
+            kept = next((r for r in self._replies if r.request_id == cell.request_id), None)
+            if kept is not None:
+                await self._send_reply(cell.reply_to, kept)
+            elif not any(q.record.index == index for q in self._queue) and (
+                self._running is None or self._running.index != index
+            ):
+                await self._send_reply(
+                    cell.reply_to,
+                    CellReply(
+                        request_id=cell.request_id,
+                        session=self._name,
+                        index=index,
+                        execution_id=cell_execution_id(self._name, index),
+                        state="refused",
+                        error=ErrorInfo(
+                            type="DuplicateCell",
+                            message=f"request {cell.request_id} already ran as cell {index}: its outcome is "
+                            f"the result of execution {cell_execution_id(self._name, index)}",
+                            kind="sandbox",
+                        ),
+                    ),
+                )
+            return  # (queued or running: the answer comes when it ends)
+        try:
+            self._validate_submit(CellSubmission(request=cell.request))
+        except ApplicationError as err:
+            await self._send_reply(
+                cell.reply_to,
+                CellReply(
+                    request_id=cell.request_id,
+                    session=self._name,
+                    state="refused",
+                    error=ErrorInfo(type=err.type or "SessionError", message=err.message, kind="sandbox"),
+                ),
+            )
+            return
+        queued = QueuedCell(
+            record=CellRecord(index=0, execution_id=""),
+            request=cell.request,
+            reply_to=cell.reply_to,
+            request_id=cell.request_id,
+        )
+        self._accept(queued)
+        self._requests[cell.request_id] = queued.record.index
+        while len(self._requests) > REMEMBERED_REQUESTS:
+            del self._requests[next(iter(self._requests))]
 
     @workflow.update(
         description="Close the session now: cancel the running cell, drop the queued ones, delete its state."
@@ -220,29 +297,44 @@ class CodeSessionWorkflow:
     @workflow.run
     async def run(self, start: SessionStart, carry: SessionCarry | None = None) -> SessionSummary:
         start = self._start
-        while True:
-            if not self._queue and self._state == "open":
-                assert self._last_active is not None
-                left = self._last_active + self._idle - workflow.now()
-                try:
-                    await workflow.wait_condition(
-                        lambda: bool(self._queue) or self._state != "open",
-                        timeout=max(left, timedelta(seconds=1)),
-                        timeout_summary="the session closes when idle",
-                    )
-                except TimeoutError:
-                    self._begin_close(f"idle for {_human(self._idle)}")
-            if self._state != "open":
-                break
-            queued = self._queue.pop(0)
-            await self._run_cell(queued)
-            self._last_active = workflow.now()
-            # Between cells. (A submit waiting for its cell to start is answered first.)
-            if self._should_roll_over() and workflow.all_handlers_finished():
-                await self._roll_over(start)
+        cell: asyncio.Task[None] | None = None
+        try:
+            while True:
+                if not self._queue and self._state == "open":
+                    assert self._last_active is not None
+                    left = self._last_active + self._idle - workflow.now()
+                    try:
+                        await workflow.wait_condition(
+                            lambda: bool(self._queue) or self._state != "open",
+                            timeout=max(left, timedelta(seconds=1)),
+                            timeout_summary="the session closes when idle",
+                        )
+                    except TimeoutError:
+                        self._begin_close(f"idle for {_human(self._idle)}")
+                if self._state != "open":
+                    break
+                # The cell runs in a task of its own: a cancellation of this workflow reaches
+                # this loop (which closes the session) instead of being spent on the cell's
+                # child, which the session cancels itself.
+                cell = asyncio.create_task(self._run_and_answer(self._queue.pop(0)))
+                await workflow.wait([cell])
+                cell = None
+                self._last_active = workflow.now()
+                # Between cells. (A submit waiting for its cell to start is answered first.)
+                if self._should_roll_over() and workflow.all_handlers_finished():
+                    await self._roll_over(start)
+        except asyncio.CancelledError:
+            # Cancelled: the workflow that started this session closed (a session started as
+            # a child ends with its parent), or someone cancelled it. It closes like any other.
+            if self._state == "open":
+                parent = workflow.info().parent
+                self._begin_close(f"its workflow {parent.workflow_id} ended" if parent else "cancelled")
+            if cell is not None:
+                await workflow.wait([cell])
         for queued in self._queue:  # closed with cells still waiting: they never run
             queued.record.state = "dropped"
             self._remember(queued.record)
+            await self._answer(queued, None)
         self._queue.clear()
         await workflow.wait_condition(workflow.all_handlers_finished)
         await self._release(everything=True)
@@ -255,7 +347,11 @@ class CodeSessionWorkflow:
         if self._child is not None:
             self._child.cancel()
 
-    async def _run_cell(self, queued: QueuedCell) -> None:
+    async def _run_and_answer(self, queued: QueuedCell) -> None:
+        outcome = await self._run_cell(queued)
+        await self._answer(queued, outcome)
+
+    async def _run_cell(self, queued: QueuedCell) -> ExecutionOutcome | None:
         req, record = queued.request, queued.record
         record.state = "starting"
         self._running = record
@@ -298,9 +394,11 @@ class CodeSessionWorkflow:
             record.state, record.effect = "failed", "none"
             record.error = ErrorInfo(type=type(err).__name__, message=str(err), kind="sandbox")
             self._finish(record)
-            return
+            return None
         queued.started = True
         record.state = "running"
+        if self._state != "open":  # it closed while the cell was starting
+            self._child.cancel()
         try:
             outcome: ExecutionOutcome = await self._child
         except ChildWorkflowError as err:
@@ -311,7 +409,7 @@ class CodeSessionWorkflow:
             )
             self._live = None  # whatever the cell held live is gone with it; the state stays
             self._finish(record)
-            return
+            return None
         finally:
             self._child = None
         record.state = "completed" if outcome.success else "failed"
@@ -343,6 +441,39 @@ class CodeSessionWorkflow:
         else:
             record.effect = "none"
         self._finish(record)
+        return outcome
+
+    # -- answers to workflows that sent cells -------------------------------------------------
+
+    async def _answer(self, queued: QueuedCell, outcome: ExecutionOutcome | None) -> None:
+        """Tell the workflow that sent this cell how it ended (cells sent by Update: nothing)."""
+        if queued.reply_to is None or queued.request_id is None:
+            return
+        record = queued.record
+        error = record.error if outcome is None else None
+        if outcome is None and record.state == "dropped":
+            error = ErrorInfo(
+                type="SessionClosed",
+                message=f"session {self._name!r} closed before cell {record.index} ran ({self._closed_reason})",
+                kind="sandbox",
+            )
+        reply = CellReply(
+            request_id=queued.request_id,
+            session=self._name,
+            index=record.index,
+            execution_id=record.execution_id,
+            state=record.state,
+            outcome=outcome,
+            error=error,
+        )
+        self._replies = [*self._replies, reply][-KEPT_REPLIES:]
+        await self._send_reply(queued.reply_to, reply)
+
+    async def _send_reply(self, to: str, reply: CellReply) -> None:
+        try:
+            await workflow.get_external_workflow_handle(to).signal(CELL_REPLY_SIGNAL, reply)
+        except FailureError as err:  # the sender is gone (it closed): nobody to tell
+            workflow.logger.info("could not answer %s about cell %s: %s", to, reply.index, err)
 
     async def _store_recipe(self) -> None:
         """Move the recipe of the latest cells to the store (every cell's start carries the
@@ -382,6 +513,7 @@ class CodeSessionWorkflow:
         self._queue = list(carry.queue)
         self._recent = list(carry.recent)
         self._last_active = carry.last_active
+        self._requests = dict(carry.requests)
 
     # -- continue-as-new ----------------------------------------------------------------------
 
@@ -414,6 +546,7 @@ class CodeSessionWorkflow:
             queue=self._queue,
             recent=self._recent,
             last_active=self._last_active,
+            requests=self._requests,
         )
         workflow.continue_as_new(args=[start, carry])
 

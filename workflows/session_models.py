@@ -3,6 +3,8 @@ status, and what one run hands the next when it continues as new."""
 
 from __future__ import annotations
 
+import hashlib
+import re
 from datetime import datetime, timedelta
 from typing import Literal
 
@@ -11,7 +13,7 @@ from pydantic import BaseModel, Field, field_validator
 from activities.models import CellEffect, CellRecipe, CheckpointRef, SegmentRef
 from activities.records import SESSION_WORKFLOW_TYPE, ErrorInfo
 from runtimes.types import Determinism
-from workflows.models import CodeExecutionRequest, check_session_name
+from workflows.models import SESSION_NAME, CodeExecutionRequest, ExecutionOutcome, check_session_name
 
 __all__ = ["SESSION_WORKFLOW_TYPE"]  # (defined beside the execution's, for the retention sweep)
 #: A session with no cell for this long closes, and its state is deleted.
@@ -23,11 +25,40 @@ MAX_QUEUED = 100
 RECENT_CELLS = 20
 
 SESSION_PREFIX = "session:"
+#: The signal by which a workflow sends a cell (workflows cannot send Updates).
+ENQUEUE_SIGNAL = "enqueue"
+#: The signal by which a session answers a workflow that sent a cell (``CellReply``).
+CELL_REPLY_SIGNAL = "codemode_cell_reply"
+#: Request ids a session remembers, so a cell sent twice runs once.
+REMEMBERED_REQUESTS = 256
 
 
 def session_workflow_id(name: str) -> str:
     """The workflow id of session ``name`` (``session:NAME``)."""
     return SESSION_PREFIX + check_session_name(name)
+
+
+#: The longest name ``session_name_for`` makes (a replacement's ``.N`` suffix must still fit).
+DERIVED_NAME_CHARS = 56
+_NOT_IN_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def session_name_for(*parts: str) -> str:
+    """A valid session name for what ``parts`` identify (a conversation, an agent's workflow):
+    the parts joined by ``-`` when that is a valid name of at most 56 characters, else its
+    valid characters cut short and a digest of the parts (distinct parts, distinct names)."""
+    joined = "-".join(parts)
+    if len(joined) <= DERIVED_NAME_CHARS and SESSION_NAME.fullmatch(joined):
+        return joined
+    digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+    readable = _NOT_IN_NAME.sub("_", joined).strip("_.-")[: DERIVED_NAME_CHARS - len(digest) - 1].rstrip("_.-")
+    return f"{readable}-{digest}" if readable else digest
+
+
+def replacement_name(name: str, generation: int) -> str:
+    """The name of the ``generation``-th session standing for ``name`` (``name``, ``name.2``,
+    ...): a closed session's name is never reused, so its successor takes the next one."""
+    return name if generation <= 1 else f"{name}.{generation}"
 
 
 def cell_execution_id(name: str, index: int) -> str:
@@ -96,6 +127,38 @@ class QueuedCell(BaseModel):
     record: CellRecord
     request: CodeExecutionRequest
     started: bool = False
+    #: Sent by a workflow (``WorkflowCell``): whom to answer when it ends, and under which id.
+    reply_to: str | None = None
+    request_id: str | None = None
+
+
+class WorkflowCell(BaseModel):
+    """A cell sent by a workflow (the signal ``enqueue``): the session answers ``reply_to``
+    with the signal ``codemode_cell_reply`` (a ``CellReply``) when the cell ends, or at once
+    when it refuses it. ``request_id`` is the sender's deterministic id for this cell: sent
+    twice, it still runs once."""
+
+    request: CodeExecutionRequest
+    request_id: str
+    reply_to: str
+
+
+class CellReply(BaseModel):
+    """A session's answer to a workflow that sent a cell."""
+
+    request_id: str
+    session: str
+    #: The cell's number and execution id (none when refused).
+    index: int | None = None
+    execution_id: str | None = None
+    #: How it ended (``refused``: never queued, see ``error``).
+    state: CellState | Literal["refused"]
+    #: The cell's outcome when its execution ended (code errors in-band, like any execution).
+    outcome: ExecutionOutcome | None = None
+    #: Why it was refused, or why it has no outcome (its execution failed or was cancelled,
+    #: or the session closed before it ran). ``type`` is ``SessionClosed`` when the sender
+    #: should start a new session.
+    error: ErrorInfo | None = None
 
 
 SessionState = Literal["open", "closing", "closed"]
@@ -142,6 +205,8 @@ class SessionCarry(BaseModel):
     queue: list[QueuedCell] = Field(default_factory=list)
     recent: list[CellRecord] = Field(default_factory=list)
     last_active: datetime
+    #: Request ids of cells sent by workflows -> the cell's number (the latest ones).
+    requests: dict[str, int] = Field(default_factory=dict)
 
 
 class SessionSummary(BaseModel):

@@ -45,6 +45,12 @@ class RunCodeReturn(TypedDict, total=False):
     tool_calls: list[CallReturn]
     more_tool_calls: int
     duration_ms: float
+    #: With a session: its name and this call's cell number in it.
+    session: str
+    cell: int
+    #: Something the model must know beyond the outcome (its session had closed, so this
+    #: call started from a fresh namespace).
+    notice: str
 
 
 #: The checker's diagnostic (the code excerpt, expected and found types) is kept up to this size.
@@ -62,12 +68,24 @@ def retry_message(error: ErrorInfo) -> str:
     return text + "\nFix the code and call the tool again."
 
 
-def run_code_return(outcome: ExecutionOutcome, *, retry: bool = True) -> RunCodeReturn:
+def run_code_return(
+    outcome: ExecutionOutcome,
+    *,
+    retry: bool = True,
+    session: str | None = None,
+    cell: int | None = None,
+    notice: str | None = None,
+) -> RunCodeReturn:
     """The tool's return for ``outcome``; raises ``ModelRetry`` for code that did not run when
-    ``retry`` (a result handed back later, with ``deferred_results``, never retries)."""
+    ``retry`` (a result handed back later, with ``deferred_results``, never retries). A cell
+    of a session says which (``session``, ``cell``); a cell that did not run changed nothing
+    in its session."""
     error = outcome.error
     if retry and error is not None and not outcome.success and error.kind in RETRY_KINDS:
-        raise ModelRetry(retry_message(error))
+        message = retry_message(error)
+        if notice:
+            message = f"{notice}\n{message}"
+        raise ModelRetry(message)
     calls = outcome.tool_calls
     shown: RunCodeReturn = {
         "success": outcome.success,
@@ -80,4 +98,10 @@ def run_code_return(outcome: ExecutionOutcome, *, retry: bool = True) -> RunCode
     }
     if len(calls) > CALLS_SHOWN:
         shown["more_tool_calls"] = len(calls) - CALLS_SHOWN
+    if session is not None:
+        shown["session"] = session
+    if cell is not None:
+        shown["cell"] = cell
+    if notice:
+        shown["notice"] = notice
     return shown

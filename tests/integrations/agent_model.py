@@ -46,3 +46,29 @@ def scripted(*codes: str, tool: str = "run_code") -> FunctionModel:
         return ModelResponse(parts=[TextPart("ANSWER: " + json.dumps(last.content if last else None, default=str))])
 
     return FunctionModel(fn)
+
+
+def all_tool_returns(messages: list[ModelMessage]) -> list[ToolReturnPart]:
+    return [p for m in messages for p in getattr(m, "parts", []) if isinstance(p, ToolReturnPart)]
+
+
+def stepwise(*calls: str | dict[str, Any], tool: str = "run_code") -> FunctionModel:
+    """A model that makes ``calls`` one per turn, each after the previous call's return
+    (a code, or the tool's arguments), then answers ``ANSWER: <every return, as JSON>``."""
+
+    def fn(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        sent = sum(1 for m in messages for p in getattr(m, "parts", []) if isinstance(p, ToolCallPart))
+        returns = all_tool_returns(messages)
+        SEEN.append(
+            {
+                "instructions": info.instructions or "",
+                "tools": {t.name: t.description for t in info.function_tools},
+                "schemas": {t.name: t.parameters_json_schema for t in info.function_tools},
+            }
+        )
+        if sent < len(calls):
+            args = calls[sent] if isinstance(calls[sent], dict) else {"code": calls[sent]}
+            return ModelResponse(parts=[ToolCallPart(tool, args, tool_call_id=f"call-{sent + 1}")])
+        return ModelResponse(parts=[TextPart("ANSWER: " + json.dumps([r.content for r in returns], default=str))])
+
+    return FunctionModel(fn)

@@ -1,7 +1,8 @@
 """An agent in a process of its own, as an application runs one, for the deferred-approval
 test: ``start`` runs it until its code waits for a person (then saves the conversation and the
 deferred calls and exits), ``resume`` is a fresh process that picks the conversation up days
-later with ``deferred_results``.
+later with ``deferred_results``; its model then runs a second piece of code that uses what the
+first left in the conversation's session.
 
     python tests/integrations/agent_proc.py start TASK_QUEUE STATE_FILE
     python tests/integrations/agent_proc.py resume TASK_QUEUE STATE_FILE
@@ -23,15 +24,17 @@ from pydantic_ai import Agent, DeferredToolRequests  # noqa: E402
 from pydantic_ai.messages import ModelMessagesTypeAdapter  # noqa: E402
 
 from integrations.pydantic_ai import DurableCodeMode  # noqa: E402
-from tests.integrations.agent_model import scripted  # noqa: E402
+from tests.integrations.agent_model import stepwise  # noqa: E402
 
 CODE = "w = lookup('Paris')\nreceipt = transfer('ana', 12.5)\n{'city': w['city'], 'ref': receipt['ref']}"
+#: After the resume: ``w`` is still there (the first cell set it before the approval).
+AGAIN = "w['city'] + ' again'"
 REQUESTS = TypeAdapter(DeferredToolRequests)
 
 
 def make_agent(task_queue: str) -> tuple[Agent, DurableCodeMode]:
     capability = DurableCodeMode("tests.workflows.tools_under_test", task_queue=task_queue)
-    agent = Agent(scripted(CODE), capabilities=[capability], output_type=[str, DeferredToolRequests])
+    agent = Agent(stepwise(CODE, AGAIN), capabilities=[capability], output_type=[str, DeferredToolRequests])
     return agent, capability
 
 

@@ -1,4 +1,4 @@
-"""The application's own worker, in a process a test can SIGKILL: its agent workflow plus code
+"""The application's own worker, in a process a test can SIGKILL: its agent workflows plus code
 mode through the plugins alone (no codemode CLI).
 
     python tests/integrations/durable_worker_proc.py ADDRESS TASK_QUEUE"""
@@ -15,14 +15,14 @@ from pydantic_ai.durable_exec.temporal import PydanticAIPlugin  # noqa: E402
 from temporalio.client import Client  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 
-from tests.integrations.durable_agent import CoderAgentWorkflow  # noqa: E402
+from tests.integrations.durable_agent import CoderAgentWorkflow, SessionCoderAgentWorkflow  # noqa: E402
 from worker.plugin import CodeModePlugin  # noqa: E402
 
 
 async def main(address: str, task_queue: str) -> None:
     plugins = [PydanticAIPlugin(), CodeModePlugin(tools="tests.workflows.tools_under_test")]
     client = await Client.connect(address, plugins=plugins)
-    worker = Worker(client, task_queue=task_queue, workflows=[CoderAgentWorkflow])
+    worker = Worker(client, task_queue=task_queue, workflows=[CoderAgentWorkflow, SessionCoderAgentWorkflow])
     print("ready", flush=True)
     await worker.run()
 

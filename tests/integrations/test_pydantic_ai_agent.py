@@ -27,7 +27,8 @@ async def test_the_model_sees_the_stubs_and_the_result_of_its_code(client, task_
     assert answer["output"] == {"a": 5, "rows": 3}
     assert answer["stdout"] == "a is 5\n"
     assert [c["tool"] for c in answer["tool_calls"]] == ["add", "fetch_rows"]
-    assert answer["execution_id"].startswith("exec-")
+    # (a cell of the conversation's session: test_pydantic_ai_session.py)
+    assert answer["execution_id"] == f"session:run_code-{result.conversation_id}:1" and answer["cell"] == 1
 
 
 async def test_a_syntax_error_is_a_retry_prompt_naming_the_line(client, task_queue, worker) -> None:
@@ -67,27 +68,3 @@ async def test_a_runtime_error_is_the_tools_return(client, task_queue, worker) -
     assert answer["success"] is False
     assert answer["error"] == {"type": "ValueError", "message": "bad value 2", "line": 2}
     assert [c["status"] for c in answer["tool_calls"]] == ["ok"]
-
-
-async def test_two_calls_at_once_are_two_executions(client, task_queue, worker) -> None:
-    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
-    from pydantic_ai.models.function import FunctionModel
-
-    def fn(messages, info):
-        returns = [p for m in messages for p in getattr(m, "parts", []) if isinstance(p, ToolReturnPart)]
-        if not returns:
-            return ModelResponse(
-                parts=[
-                    ToolCallPart("run_code", {"code": "add(1, 2)"}, tool_call_id="a"),
-                    ToolCallPart("run_code", {"code": "add(3, 4)"}, tool_call_id="b"),
-                ]
-            )
-        return ModelResponse(
-            parts=[TextPart(json.dumps(sorted((r.content["execution_id"], r.content["output"]) for r in returns)))]
-        )
-
-    agent = Agent(FunctionModel(fn), capabilities=[DurableCodeMode(TOOLS_MODULE, client=client, task_queue=task_queue)])
-    result = await agent.run("two at once")
-    pairs = json.loads(result.output)
-    assert sorted(p[1] for p in pairs) == [3, 7]
-    assert len({p[0] for p in pairs}) == 2

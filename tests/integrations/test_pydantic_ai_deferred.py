@@ -1,7 +1,8 @@
 """An approval inside the agent's code ends the agent run with ``DeferredToolRequests``; the
 agent's process exits; a person approves (or denies) with ``codemode approve``; a fresh
 process resumes the conversation with ``deferred_results`` and the model sees the outcome.
-The tool behind the approval runs exactly once."""
+The tool behind the approval runs exactly once. The code runs as a cell of the conversation's
+session, which the resumed run keeps: its next call uses what the first one left."""
 
 from __future__ import annotations
 
@@ -57,9 +58,13 @@ async def test_deferred_approval_across_processes(
     decided = await codemode(*verb, env=env)
     assert decided.rc == 0, decided
 
+    assert (execution_id, meta["cell"]) == (f"session:{meta['session']}:1", 1)  # a cell of the conversation's session
+
     answer = await agent_proc("resume", task_queue, state, env)
-    returned = json.loads(answer.removeprefix("ANSWER: "))
+    returned, again = json.loads(answer.removeprefix("ANSWER: "))
     assert returned["execution_id"] == execution_id
+    # The resumed run (the same conversation, another process) kept the session.
+    assert (again["output"], again["session"], again["cell"]) == ("Paris again", meta["session"], 2)
     transfers = [e for e in read_events(events_file) if e["tool"] == "transfer" and e["event"] == "start"]
     if decision == "approve":
         assert returned["success"] is True

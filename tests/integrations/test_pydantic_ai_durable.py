@@ -85,3 +85,63 @@ async def test_durable_agent_survives_a_sigkill_while_its_code_waits_for_approva
     outcome = await client.get_workflow_handle(child_id, result_type=ExecutionOutcome).result()
     assert [(c.tool, c.attempts) for c in outcome.tool_calls] == [("lookup", 1), ("transfer", 1)]
     assert outcome.tool_calls[1].approval is not None and outcome.tool_calls[1].approval.by == "ana"
+
+
+async def test_durable_agent_keeps_a_session_through_a_sigkill_while_its_second_cell_waits(
+    temporal_address, store: BlobStore, events_file: Path
+) -> None:
+    """Inside a workflow, the calls of one agent are cells of a session that is the agent
+    workflow's child: the second uses what the first defined, parks on an approval, survives
+    the worker's SIGKILL, and the session ends with the agent."""
+    from integrations.pydantic_ai.session import workflow_session_name
+    from tests.integrations.durable_agent import SessionCoderAgentWorkflow
+
+    client = await Client.connect(temporal_address, plugins=[PydanticAIPlugin(), CodeModePlugin(store=store)])
+    task_queue = f"agents-{uuid.uuid4().hex[:6]}"
+    first = spawn_worker(temporal_address, task_queue, events_file)
+    second = None
+    try:
+        agent_id = f"sessioncoder-{uuid.uuid4().hex[:8]}"
+        handle = await client.start_workflow(
+            SessionCoderAgentWorkflow.run, "pay ana", id=agent_id, task_queue=task_queue
+        )
+        session = workflow_session_name(agent_id, "sessioncoder", "run_code")
+        assert session == f"{agent_id}-sessioncoder-run_code"
+        cell_id = f"session:{session}:2"
+        cell = client.get_workflow_handle(cell_id)
+        for _ in range(300):
+            status = await query_status(cell)
+            if status is not None and status.state == "awaiting_approval":
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("the second cell never parked on its approval")
+        assert [p.tool for p in status.pending_approvals] == ["transfer"]
+        # Linked in the UI: the agent -> its session -> the cell.
+        assert (await client.get_workflow_handle(f"session:{session}").describe()).parent_id == agent_id
+        assert (await cell.describe()).parent_id == f"session:{session}"
+
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        env = {**os.environ, "TEMPORAL_ADDRESS": temporal_address}
+        decided = await codemode("approve", cell_id, "--all", "--by", "ana", env=env)
+        assert decided.rc == 0, decided
+
+        second = spawn_worker(temporal_address, task_queue, events_file)
+        answer = await asyncio.wait_for(handle.result(), 120)
+        # The session ended with its agent: closed, its state let go.
+        summary = await asyncio.wait_for(client.get_workflow_handle(f"session:{session}").result(), 60)
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+    defined, paid = json.loads(answer.removeprefix("ANSWER: "))
+    assert (defined["output"], defined["session"], defined["cell"]) == ("Paris", session, 1)
+    assert paid["success"] is True and (paid["session"], paid["cell"]) == (session, 2)
+    assert paid["output"] == {"city": "Paris", "ref": f"{cell_id}/1"}  # `city` came from the first call
+    transfers = [e for e in read_events(events_file) if e["tool"] == "transfer" and e["event"] == "start"]
+    assert len(transfers) == 1
+    outcome = await client.get_workflow_handle(cell_id, result_type=ExecutionOutcome).result()
+    assert [(c.tool, c.attempts) for c in outcome.tool_calls] == [("transfer", 1)]
+    assert summary["closed_reason"] == f"its workflow {agent_id} ended" and summary["cells"] == 2

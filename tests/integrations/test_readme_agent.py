@@ -12,6 +12,8 @@ from activities import ToolRegistry
 from tests.cli.runner import REPO, codemode
 from worker.worker import CodeModeWorker
 
+#: A cell of the conversation's session, as the example prints it.
+CELL_ID = r"session:run_code-[\w-]+:\d+"
 SECTION = (REPO / "README.md").read_text().split("### pydantic-ai: `DurableCodeMode`", 1)[1].split("\n### ", 1)[0]
 
 
@@ -32,7 +34,7 @@ async def python_m(args: list[str], env: dict[str, str], cwd: os.PathLike[str]) 
 async def test_the_agent_section_runs_as_written(client, temporal_address, task_queue, tmp_path) -> None:
     run, approve, resume = section_commands()
     assert run == "python -m examples.agent_pydantic_ai"
-    assert re.fullmatch(r"codemode approve exec-\w+ --all --by ana", approve)
+    assert re.fullmatch(rf"codemode approve {CELL_ID} --all --by ana", approve)
     assert resume == "python -m examples.agent_pydantic_ai --resume agent-conversation.json"
     env = {
         **os.environ,
@@ -44,13 +46,14 @@ async def test_the_agent_section_runs_as_written(client, temporal_address, task_
     async with CodeModeWorker(client, ToolRegistry.from_module("examples.tools"), task_queue=task_queue).running():
         first = await python_m(run.split()[1:], env, tmp_path)
         assert "Tokyo is warmest at 25C; 1000 EUR is 1080 USD." in first
-        execution_id = re.search(r"⏸ (exec-\w+) waits for a person: send_email\(", first).group(1)  # type: ignore[union-attr]
+        execution_id = re.search(rf"⏸ ({CELL_ID}) waits for a person: send_email\(", first).group(1)  # type: ignore[union-attr]
+        assert execution_id.endswith(":2")  # the conversation's second call: the same session as the first
         assert f"approve: codemode approve {execution_id} --all --by NAME" in first
         # The README's sample output is what the example prints (ids aside).
         sample = SECTION.split("```\n> Which", 1)[1].split("```", 1)[0]
-        assert re.sub(r"exec-\w+", "ID", "> Which" + sample).strip() == re.sub(r"exec-\w+", "ID", first).strip()
+        assert re.sub(CELL_ID, "ID", "> Which" + sample).strip() == re.sub(CELL_ID, "ID", first).strip()
 
-        decided = await codemode(*approve.replace("exec-87852dee92f7", execution_id).split()[1:], env=env)
+        decided = await codemode(*re.sub(CELL_ID, execution_id, approve).split()[1:], env=env)
         assert decided.rc == 0, decided
         final = await python_m(resume.split()[1:], env, tmp_path)
     assert final.strip() == "Sent."

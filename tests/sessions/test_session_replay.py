@@ -23,9 +23,11 @@ from workflows.models import ApproveSignal, ExecutionStatus
 from workflows.session import CodeSessionWorkflow
 
 from ..workflows.conftest import TOOLS_MODULE
+from .session_parent import SessionParentWorkflow
 
 HISTORIES = Path(__file__).parent / "histories"
-WORKFLOWS = [CodeSessionWorkflow, CodeExecutionWorkflow]
+#: (with the workflow of test_child_session.py, whose session is its child: child-*.json)
+WORKFLOWS = [CodeSessionWorkflow, CodeExecutionWorkflow, SessionParentWorkflow]
 
 
 async def _aiter(items):
@@ -99,7 +101,7 @@ async def test_recorded_session_histories_replay(client, task_queue, worker, eve
     if os.environ.get("CODEMODE_RECORD_HISTORIES") == "1":
         histories.update(await _rolled_over(f"rolled-{uuid.uuid4().hex[:6]}"))
         HISTORIES.mkdir(exist_ok=True)
-        for old in HISTORIES.glob("*.json"):
+        for old in HISTORIES.glob("session-*.json"):
             old.unlink()
         for key, history in histories.items():
             (HISTORIES / f"{key.replace(name, 'demo')}.json").write_text(history.to_json())
@@ -111,6 +113,7 @@ async def test_recorded_session_histories_replay(client, task_queue, worker, eve
 async def test_committed_session_histories_replay(converter) -> None:
     files = sorted(HISTORIES.glob("*.json"))
     assert any("rolled" in f.name for f in files) and any("cell" in f.name for f in files)
+    assert any(f.name.startswith("child-") for f in files)
     histories = [WorkflowHistory.from_json(f.stem, f.read_text()) for f in files]
     replayer = Replayer(workflows=WORKFLOWS, data_converter=converter)
     results = await replayer.replay_workflows(_aiter(histories), raise_on_replay_failure=False)
