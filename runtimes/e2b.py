@@ -61,10 +61,10 @@ from .checkpoint import decode_checkpoint, encode_checkpoint
 from .constraints import CodeConstraints
 from .errors import CodeExecutionError, CodeResourceError, CodeRuntimeError, CodeTimeoutError, SandboxError
 from .execution import CallOutcome, CodeExecution, Step
-from .session import CodeSession
 from .sandbox.bootstrap import RUNNER_PATH, build_bootstrap, cell_message, runner_limits
 from .sandbox.driver import RunnerDriver
 from .sandbox.process import OutputSink
+from .session import CodeSession
 from .signatures import FunctionsSpec, ToolSignature, normalize_functions
 from .transports.command import CommandChannel
 from .transports.protocol import SyncedMessage

@@ -49,7 +49,6 @@ from .errors import (
     SandboxError,
 )
 from .execution import CodeExecution
-from .session import CodeSession
 from .sandbox.bootstrap import RUNNER_PATH, build_bootstrap, cell_message, compiled_runner, runner_limits
 from .sandbox.bwrap import (
     RUNNER_DIR_IN_SANDBOX,
@@ -65,6 +64,7 @@ from .sandbox.driver import RunnerDriver
 from .sandbox.mounts import check_mounts
 from .sandbox.process import OutputSink, SandboxProcess, exit_signal
 from .sandbox.seccomp import filter_program
+from .session import CodeSession
 from .signatures import FunctionsSpec, ToolSignature, normalize_functions
 from .transports import CallbackChannel, CallbackTransport, get_transport
 from .types import CheckpointTier, Determinism, ExecutionLimits, RuntimeCapabilities, SandboxOptions

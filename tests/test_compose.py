@@ -5,9 +5,9 @@ nothing is started here. tests/deploy/ runs its scripts and its worker command f
 from __future__ import annotations
 
 import re
-from urllib.parse import urlsplit
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 

@@ -12,8 +12,8 @@ import pytest
 from pydantic import ValidationError
 
 from activities.checkpoints import CheckpointScope
-from worker.history import fetch_audit
 from tests.cli.runner import base_env, codemode
+from worker.history import fetch_audit
 from worker.sessions import (
     InvalidSessionName,
     RuntimeMismatch,

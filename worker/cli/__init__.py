@@ -34,7 +34,6 @@ import click
 from worker.cli import codec, decide, inspect, run, serve, session, storage, tools
 from worker.cli.common import note
 
-
 #: Entry-point group under which the layers above worker/ register commands.
 COMMANDS_GROUP = "codemode.commands"
 
