@@ -37,7 +37,7 @@ os.environ.setdefault("CODEMODE_DATA_DIR", tempfile.mkdtemp(prefix="codemode-ben
 from activities import ToolRegistry
 from worker.client import connect, run_execution
 from worker.server import start_local_environment
-from worker.sessions import close_session, run_cell
+from worker.sessions import close_session, describe_session, run_cell
 from worker.worker import CodeModeWorker
 from workflows.models import CodeExecutionRequest
 
@@ -83,6 +83,11 @@ async def cold_rebuild(client, registry, task_queue: str, runtime: str, cells: i
             for i in range(cells):
                 await run_cell(client, name, f"acc.append(await noop({i}))", runtime=runtime, task_queue=task_queue)
             warm_ms.append(await timed(run_cell(client, name, "len(acc)", runtime=runtime, task_queue=task_queue)))
+            # Stop the worker once the session has taken in the cell's end (a query is answered
+            # after the workflow task that does): a worker stopped within milliseconds of a
+            # child's completion can take that task with a poll already under way and never
+            # complete it, and the next cell then waits out the 10 s workflow task timeout.
+            await describe_session(client, name)
         async with CodeModeWorker(client, registry, task_queue=task_queue).running():
             cold_ms.append(await timed(run_cell(client, name, "len(acc)", runtime=runtime, task_queue=task_queue)))
             await close_session(client, name)
