@@ -43,6 +43,7 @@ def test_parse_first_key_encrypts_all_decrypt() -> None:
         (f"bad id:{new_key()}", "must be 1 to 64 letters"),
         (" , ", "holds no key"),
     ],
+    ids=["no-colon", "short", "not-base64", "twice", "bad-id", "empty"],  # (stable: one has a random key)
 )
 def test_malformed_keys_say_what_is_wrong(text: str, says: str) -> None:
     with pytest.raises(EncryptionKeyError, match=says):
