@@ -23,6 +23,17 @@ from worker.server import start_local_environment
 os.environ.setdefault("CODEMODE_PYODIDE_DIR", str(cache_dir("pyodide")))
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The suite runs on two pytest-xdist workers (``-n 2 --dist loadgroup`` in pyproject.toml),
+    each with its own dev server, store and data dir. A file's tests stay on one worker (its
+    module fixtures start once), and every test that uses the container engine runs on the same
+    worker: the engine is shared, and the tests check that no codemode container is left."""
+    for item in items:
+        group = "container-engine" if "docker" in item.nodeid.lower() else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(scope="session")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The session's codemode data dir, also for the worker processes tests spawn (they
