@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.client import Client
@@ -23,15 +24,19 @@ from worker.server import start_local_environment
 os.environ.setdefault("CODEMODE_PYODIDE_DIR", str(cache_dir("pyodide")))
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The suite runs on two pytest-xdist workers (``-n 2 --dist loadgroup`` in pyproject.toml),
-    each with its own dev server, store and data dir. A file's tests stay on one worker (its
-    module fixtures start once), and every test that uses the container engine runs on the same
-    worker: the engine is shared, and the tests check that no codemode container is left."""
-    for item in items:
-        group = "container-engine" if "docker" in item.nodeid.lower() else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """The suite runs on two pytest-xdist workers (``-n 2`` in pyproject.toml), each with its own
+    dev server, store and data dir. A file's tests stay on one worker (its module fixtures start
+    once), and every test that uses the container engine runs on the same worker: the engine is
+    shared, and the tests check that no codemode container is left."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileOrEngine(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "container-engine" if "docker" in nodeid.lower() else nodeid.split("::")[0]
+
+    return FileOrEngine(config, log)
 
 
 @pytest.fixture(scope="session")
