@@ -87,7 +87,7 @@ async def run_session_cell(
     sessions = _sessions()
     replaced: str | None = None
     for _ in range(2):  # a session that closed under us is replaced, once
-        session = await sessions.open(name, request.runtime, idle_timeout, task_queue)
+        session = await sessions.start_or_reuse(name, request.runtime, idle_timeout, task_queue)
         replaced = replaced or session.replaced
         cell = WorkflowCell(
             # (as data: a caller outside the workflow sandbox may hold the model's other copy)
@@ -155,7 +155,9 @@ class _Sessions:
     def receive(self, reply: CellReply) -> None:
         self.replies[reply.request_id] = reply
 
-    async def open(self, name: str, runtime: str, idle_timeout: timedelta, task_queue: str | None) -> _Session:
+    async def start_or_reuse(
+        self, name: str, runtime: str, idle_timeout: timedelta, task_queue: str | None
+    ) -> _Session:
         async with self._opening:  # two cells sent at once start one session
             current = self.current.get(name)
             if current is not None and current.closed is None:
