@@ -21,7 +21,7 @@ COPY examples ./examples
 # python runtime mounts /usr (where this interpreter lives), /lib* and /etc/ld.so.cache
 # read-only into each sandbox, all present in this base image.
 RUN pip install . \
-    && python -c "import subprocess; from runtimes.sandbox import find_bwrap; subprocess.run([find_bwrap(), '--version'], check=True)"
+    && python -c "import subprocess; from codemode.runtimes.jail import find_bwrap; subprocess.run([find_bwrap(), '--version'], check=True)"
 
 # An unprivileged worker: bubblewrap then jails the code in a user namespace (as uid 65534)
 # instead of needing root and CAP_SYS_ADMIN. The compose file relaxes Docker's seccomp,

@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from runtimes.replay import JournalEntry
-from runtimes.types import CompactModel, Determinism, ExecutionLimits, ExecutionResult, SandboxOptions
+from codemode.runtimes.journal_replay import JournalEntry
+from codemode.runtimes.types import CompactModel, Determinism, ExecutionLimits, ExecutionResult, SandboxOptions
 
 from .records import ErrorInfo, ToolCallRecord
 
@@ -86,7 +86,7 @@ class LoadStateInput(CompactModel):
     segments: list[SegmentRef] = Field(default_factory=list)
 
 
-# -- sessions (cells that share a namespace; workflows/session.py) ------------------------------
+# -- sessions (cells that share a namespace; workflows/session_workflow.py) ------------------------------
 
 
 class SessionScope(CompactModel):
@@ -221,7 +221,7 @@ class StartInput(CompactModel):
     #: the execution id never touches them.
     first_run_id: str = ""
     #: The seed and clock the code sees, fixed by the workflow, so a journal replay makes
-    #: the same calls (``runtimes.types.Determinism``).
+    #: the same calls (``codemode.runtimes.types.Determinism``).
     determinism: Determinism | None = None
     #: JSON bytes the first step may leave unsaved (see ``NextStep.defer_bytes``; 0: save).
     defer_bytes: int = 0

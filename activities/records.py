@@ -2,7 +2,7 @@
 approval decisions, and one record per logical tool call.
 
 They live below the workflow layer because activities build them (a step's error, a call's
-audit record) and the workflow, clients and CLI read them; ``workflows.models`` re-exports
+audit record) and the workflow, clients and CLI read them; ``codemode.workflows.models`` re-exports
 them. They cross process boundaries through the pydantic data converter.
 """
 
@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 #: The workflow type of a code execution: its executions own what the activities store
 #: (payloads, checkpoints), which the retention sweep finds by it.
 EXECUTION_WORKFLOW_TYPE = "CodeExecutionWorkflow"
-#: The workflow type of a session (``workflows/session.py``): it owns the session's state.
+#: The workflow type of a session (``workflows/session_workflow.py``): it owns the session's state.
 SESSION_WORKFLOW_TYPE = "CodeSessionWorkflow"
 
 CallStatus = Literal["pending", "awaiting_approval", "running", "ok", "error", "denied", "timed_out", "cancelled"]

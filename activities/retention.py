@@ -26,6 +26,7 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
+from . import names
 from .records import EXECUTION_WORKFLOW_TYPE, SESSION_WORKFLOW_TYPE
 
 #: The workflow types whose executions store objects: code executions (a session's cells are
@@ -113,7 +114,7 @@ class RetentionActivities:
     def __init__(self, store: BlobStore) -> None:
         self.store = store
 
-    @activity.defn(name="storage_sweep")
+    @activity.defn(name=names.STORAGE_SWEEP)
     async def sweep(self, inp: SweepInput) -> SweepReport:
         report = await sweep(activity.client(), self.store, inp)
         log.info("storage sweep: %d executions deleted, %d kept", len(report.deleted), len(report.kept))

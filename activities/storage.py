@@ -39,7 +39,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, field_validator
 from temporalio.contrib.aws.s3driver import S3StorageDriverClient
 
-from runtimes.paths import data_dir
+from codemode.runtimes.paths import data_dir
 
 if TYPE_CHECKING:  # aioboto3/botocore are imported only when an S3 store is opened
     import aioboto3
@@ -324,7 +324,13 @@ class S3BlobStore(BlobStore):
         ``session`` defaults to ``aioboto3.Session()``: credentials from the AWS SDK's
         chain. ``region`` defaults to the session's (``AWS_DEFAULT_REGION`` or the profile),
         then ``us-east-1``. Addressing is path-style for any endpoint that is not AWS."""
-        import aioboto3
+        try:
+            import aioboto3
+        except ImportError as exc:
+            raise BlobStoreError(
+                "an S3 object store needs the S3 client: pip install 'durable-codemode[s3]' "
+                "(or pip install 'temporalio[aioboto3]')"
+            ) from exc
 
         session = session or aioboto3.Session()
         region = region or session.region_name or DEFAULT_REGION

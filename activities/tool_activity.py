@@ -22,13 +22,13 @@ from pydantic_core import to_json, to_jsonable_python
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from runtimes.replay import JournalEntry
+from codemode.runtimes.journal_replay import JournalEntry
 
 from .models import MAX_VALUE_BYTES, ToolInput, ToolOutput, clip, human_bytes
 from .tools import CallContext, ToolFailure, ToolRegistry, ToolSpec, _current
 
 if TYPE_CHECKING:
-    from .sandbox import SandboxActivities
+    from .sandbox_steps import SandboxActivities
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,9 @@ from typing import Any, TypeVar
 
 from pydantic import ConfigDict, ValidationError, create_model
 
-from runtimes.signatures import ToolSignature, signature_from_callable
+from codemode.runtimes.signatures import ToolSignature, signature_from_callable
+
+from . import names
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -28,11 +30,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 #: unless a tool says otherwise with ``non_retryable=``.
 DEFAULT_NON_RETRYABLE = ("TypeError", "ValueError", "KeyError", "PermissionError", "NotImplementedError")
 
-#: Activity names of the sandbox steps and the storage upkeep; a tool may not take them.
-STEP_NAMES = frozenset(
-    {"sandbox_start", "sandbox_resume", "sandbox_release", "sandbox_save_state", "sandbox_load_state"}
-)
-RESERVED_NAMES = STEP_NAMES | {"storage_sweep"}
+#: Activity names of the sandbox and session steps and the storage upkeep: a tool may not take them.
+RESERVED_NAMES = names.RESERVED
 
 
 @dataclass(frozen=True)
@@ -106,7 +105,7 @@ def current_call() -> CallContext:
 class ToolFailure(Exception):
     """Raised by a tool that decides itself how its failure is seen: the exception type the
     code gets (``type_name``, a builtin's name for the code to catch) and whether the call
-    is retried. An MCP tool raises it (``activities/mcp_servers``): it knows whether the
+    is retried. An MCP tool raises it (``activities/mcp_tools``): it knows whether the
     request reached the server, which no exception type says."""
 
     def __init__(self, type_name: str, message: str, *, retryable: bool) -> None:
@@ -274,7 +273,7 @@ class ToolRegistry:
     @classmethod
     def from_module(cls, module: str | types.ModuleType, *, mcp: Any = None) -> ToolRegistry:
         """Every public function defined in the module (not imported into it); with ``mcp``
-        (started ``activities.mcp_servers.McpServers``), their tools too."""
+        (started ``codemode.activities.mcp_tools.McpServers``), their tools too."""
         mod = importlib.import_module(module) if isinstance(module, str) else module
         registry = cls()
         for attr, obj in vars(mod).items():

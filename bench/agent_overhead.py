@@ -36,16 +36,16 @@ from pydantic_ai.models.function import FunctionModel  # noqa: E402
 from temporalio.client import Client  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 
-from activities import ToolRegistry  # noqa: E402
 from bench import agent_workflows  # noqa: E402
 from bench.floor_workflow import BareWorkflow, noop  # noqa: E402
-from integrations.pydantic_ai import DurableCodeMode  # noqa: E402
-from worker.client import start_execution  # noqa: E402
-from worker.converter import store_of  # noqa: E402
-from worker.plugin import CodeModePlugin  # noqa: E402
-from worker.server import start_local_environment  # noqa: E402
-from worker.worker import CodeModeWorker  # noqa: E402
-from workflows.models import CodeExecutionRequest  # noqa: E402
+from codemode.activities import ToolRegistry  # noqa: E402
+from codemode.integrations.pydantic_ai import DurableCodeMode  # noqa: E402
+from codemode.worker.client.executions import start_execution  # noqa: E402
+from codemode.worker.converter import store_of  # noqa: E402
+from codemode.worker.dev_server import start_local_environment  # noqa: E402
+from codemode.worker.plugin import CodeModePlugin  # noqa: E402
+from codemode.worker.worker import CodeModeWorker  # noqa: E402
+from codemode.workflows.models import CodeExecutionRequest  # noqa: E402
 
 
 def code_of(n: int, tag: int) -> str:

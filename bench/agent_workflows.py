@@ -13,7 +13,7 @@ with workflow.unsafe.imports_passed_through():
     from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
     from pydantic_ai.models.function import FunctionModel
 
-    from integrations.pydantic_ai import DurableCodeMode
+    from codemode.integrations.pydantic_ai import DurableCodeMode
 
 #: The code both agents' model writes: N sequential tool calls.
 CALLS = 50

@@ -29,9 +29,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from runtimes import CodeExecution, ExecutionResult, FunctionCall  # noqa: E402
-from runtimes.docker import DockerRuntime  # noqa: E402
-from runtimes.python import PythonRuntime  # noqa: E402
+from codemode.runtimes import CodeExecution, ExecutionResult, FunctionCall  # noqa: E402
+from codemode.runtimes.docker import DockerRuntime  # noqa: E402
+from codemode.runtimes.python import PythonRuntime  # noqa: E402
 
 
 def noop(i: int) -> int:

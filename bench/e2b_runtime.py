@@ -31,9 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from e2b_code_interpreter import E2B  # noqa: E402
 
-from runtimes import CodeRuntime, ExecutionResult, FunctionCall  # noqa: E402
-from runtimes.e2b import E2BRuntime  # noqa: E402
-from runtimes.python import PythonRuntime  # noqa: E402
+from codemode.runtimes import CodeRuntime, ExecutionResult, FunctionCall  # noqa: E402
+from codemode.runtimes.e2b import E2BRuntime  # noqa: E402
+from codemode.runtimes.python import PythonRuntime  # noqa: E402
 from tests.e2b_local import LocalE2BServer  # noqa: E402
 
 

@@ -45,19 +45,19 @@ from temporalio.api.enums.v1 import EventType  # noqa: E402
 from temporalio.client import Client  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 
-from activities import ToolRegistry  # noqa: E402
-from activities.models import StepResult, ToolOutput  # noqa: E402
-from activities.retention import execution_prefixes  # noqa: E402
-from activities.storage import FileBlobStore  # noqa: E402
-from activities.tools import RESERVED_NAMES  # noqa: E402
 from bench.floor_workflow import BareWorkflow, noop  # noqa: E402
-from runtimes import ExecutionLimits  # noqa: E402
-from worker.client import start_execution  # noqa: E402
-from worker.converter import data_converter  # noqa: E402
-from worker.history import fetch_audit  # noqa: E402
-from worker.server import DATA_DIR_ENV, start_local_environment  # noqa: E402
-from worker.worker import CodeModeWorker  # noqa: E402
-from workflows.models import CodeExecutionRequest, ExecutionStatus  # noqa: E402
+from codemode.activities import ToolRegistry  # noqa: E402
+from codemode.activities.models import StepResult, ToolOutput  # noqa: E402
+from codemode.activities.retention import execution_prefixes  # noqa: E402
+from codemode.activities.storage import FileBlobStore  # noqa: E402
+from codemode.activities.tools import RESERVED_NAMES  # noqa: E402
+from codemode.runtimes import ExecutionLimits  # noqa: E402
+from codemode.worker.audit import fetch_audit  # noqa: E402
+from codemode.worker.client.executions import start_execution  # noqa: E402
+from codemode.worker.converter import data_converter  # noqa: E402
+from codemode.worker.dev_server import DATA_DIR_ENV, start_local_environment  # noqa: E402
+from codemode.worker.worker import CodeModeWorker  # noqa: E402
+from codemode.workflows.models import CodeExecutionRequest, ExecutionStatus  # noqa: E402
 
 #: Strings kept alive by the code: 6,500 make about 1 MB, 100,000 about 20 MB (the heap of
 #: tests/workflows/test_large_state.py: str(i) * 40, 200 characters each past i = 10,000).

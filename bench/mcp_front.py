@@ -34,17 +34,17 @@ sys.path.insert(0, str(ROOT))
 from mcp import Client, StdioServerParameters  # noqa: E402
 from mcp_types import ListToolsResult  # noqa: E402
 
-from activities import ToolRegistry  # noqa: E402
-from integrations.mcp_server.backend import BackendSlot  # noqa: E402
-from integrations.mcp_server.catalog import STUBS_IN_DESCRIPTION_MAX, ToolCatalog  # noqa: E402
-from integrations.mcp_server.executions import Executions  # noqa: E402
-from integrations.mcp_server.server import build_server  # noqa: E402
+from codemode.activities import ToolRegistry  # noqa: E402
+from codemode.integrations.mcp_server.backend import BackendSlot  # noqa: E402
+from codemode.integrations.mcp_server.catalog import STUBS_IN_DESCRIPTION_MAX, ToolCatalog  # noqa: E402
+from codemode.integrations.mcp_server.execute import Executions  # noqa: E402
+from codemode.integrations.mcp_server.server import build_server  # noqa: E402
+from codemode.worker.cli.run import Follower  # noqa: E402
+from codemode.worker.client.executions import start_execution  # noqa: E402
+from codemode.worker.dev_server import start_local_environment  # noqa: E402
+from codemode.worker.worker import CodeModeWorker  # noqa: E402
+from codemode.workflows.models import CodeExecutionRequest, ExecutionOutcome  # noqa: E402
 from tests.integrations.mcp_server.catalogs import generated_signatures  # noqa: E402
-from worker.cli.run import Follower  # noqa: E402
-from worker.client import start_execution  # noqa: E402
-from worker.server import start_local_environment  # noqa: E402
-from worker.worker import CodeModeWorker  # noqa: E402
-from workflows.models import CodeExecutionRequest, ExecutionOutcome  # noqa: E402
 
 
 def calls_code(n: int) -> str:
@@ -97,7 +97,7 @@ async def main() -> None:
     }
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "worker.cli", "mcp", "--tools", "bench.bench_tools"],
+        args=["-m", "codemode", "mcp", "--tools", "bench.bench_tools"],
         env=server_env,
         cwd=str(ROOT),
     )
@@ -145,7 +145,7 @@ async def main() -> None:
                 proc = await asyncio.create_subprocess_exec(
                     sys.executable,
                     "-m",
-                    "worker.cli",
+                    "codemode",
                     "run",
                     f.name,
                     "--json",

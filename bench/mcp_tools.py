@@ -33,14 +33,14 @@ from mcp import Client, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 
-from activities import ToolRegistry  # noqa: E402
-from activities.mcp_servers import McpServers  # noqa: E402
 from bench.floor_workflow import BareWorkflow, noop  # noqa: E402
+from codemode.activities import ToolRegistry  # noqa: E402
+from codemode.activities.mcp_tools import McpServers  # noqa: E402
+from codemode.worker.client.executions import start_execution  # noqa: E402
+from codemode.worker.dev_server import start_local_environment  # noqa: E402
+from codemode.worker.worker import CodeModeWorker  # noqa: E402
+from codemode.workflows.models import CodeExecutionRequest  # noqa: E402
 from tests.mcp.servers import npm_bin  # noqa: E402
-from worker.client import start_execution  # noqa: E402
-from worker.server import start_local_environment  # noqa: E402
-from worker.worker import CodeModeWorker  # noqa: E402
-from workflows.models import CodeExecutionRequest  # noqa: E402
 
 
 def mcp_code(n: int) -> str:

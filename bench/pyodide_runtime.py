@@ -26,10 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from runtimes import CodeRuntime, ExecutionLimits, ExecutionResult  # noqa: E402
-from runtimes.pyodide import PyodideRuntime  # noqa: E402
-from runtimes.python import PythonRuntime  # noqa: E402
-from runtimes.wasm.deno import deno_env  # noqa: E402
+from codemode.runtimes import CodeRuntime, ExecutionLimits, ExecutionResult  # noqa: E402
+from codemode.runtimes.pyodide import PyodideRuntime  # noqa: E402
+from codemode.runtimes.python import PythonRuntime  # noqa: E402
+from codemode.runtimes.wasm.deno import deno_env  # noqa: E402
 
 
 async def timed(fn: Callable[[], Awaitable[object]]) -> float:

@@ -29,10 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from aiohttp import web  # noqa: E402
 
-from runtimes import ExecutionResult  # noqa: E402
-from runtimes.python import PythonRuntime  # noqa: E402
-from runtimes.sandbox.bootstrap import RUNNER_PATH  # noqa: E402
-from runtimes.sandbox.bwrap import bwrap_argv, find_bwrap, probe_interpreter  # noqa: E402
+from codemode.runtimes import ExecutionResult  # noqa: E402
+from codemode.runtimes.jail.bwrap import bwrap_argv, find_bwrap, probe_interpreter  # noqa: E402
+from codemode.runtimes.python import PythonRuntime  # noqa: E402
+from codemode.runtimes.runner.bootstrap import RUNNER_PATH  # noqa: E402
 
 STDIO_FLOOR_CHILD = """
 import json, sys

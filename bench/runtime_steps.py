@@ -26,8 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from runtimes import CodeExecution, ExecutionResult, FunctionCall  # noqa: E402
-from runtimes.monty import MONTY_VERSION, MontyRuntime  # noqa: E402
+from codemode.runtimes import CodeExecution, ExecutionResult, FunctionCall  # noqa: E402
+from codemode.runtimes.monty import MONTY_VERSION, MontyRuntime  # noqa: E402
 
 
 def script(calls: int, heap_items: int = 0) -> str:

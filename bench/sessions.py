@@ -34,12 +34,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 os.environ.setdefault("CODEMODE_DATA_DIR", tempfile.mkdtemp(prefix="codemode-bench-sessions-"))
 
-from activities import ToolRegistry
-from worker.client import connect, run_execution
-from worker.server import start_local_environment
-from worker.sessions import close_session, describe_session, run_cell
-from worker.worker import CodeModeWorker
-from workflows.models import CodeExecutionRequest
+from codemode.activities import ToolRegistry
+from codemode.worker.client.connection import connect
+from codemode.worker.client.executions import run_execution
+from codemode.worker.client.sessions import close_session, describe_session, run_cell
+from codemode.worker.dev_server import start_local_environment
+from codemode.worker.worker import CodeModeWorker
+from codemode.workflows.models import CodeExecutionRequest
 
 #: The cell both sides run: some work, no tool, nothing from the namespace.
 CODE = "total = 0\nfor i in range(200):\n    total += i * i\ntotal"

@@ -47,7 +47,7 @@ from pydantic_ai.messages import (  # noqa: E402
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
 
-from integrations.pydantic_ai import DurableCodeMode  # noqa: E402
+from codemode.pydantic_ai import DurableCodeMode  # noqa: E402
 
 TRIP = "Which of Paris, London and Tokyo is warmest tomorrow, and what is 1000 EUR in USD?"
 EMAIL = "Email that to ana@example.com."

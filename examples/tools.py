@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-from activities import current_call, tool
+from codemode import current_call, tool
 
 _WEATHER = {
     "paris": {"city": "Paris", "temp_c": 18, "sky": "cloudy"},

@@ -2,9 +2,9 @@
 
 Runtimes live in their own modules and import their vendor lazily::
 
-    from runtimes.monty import MontyRuntime     # needs pydantic-monty
-    from runtimes.python import PythonRuntime   # real CPython in a subprocess
-    from runtimes.pyodide import PyodideRuntime  # CPython in WebAssembly, run by Deno
+    from codemode.runtimes.monty import MontyRuntime     # needs pydantic-monty
+    from codemode.runtimes.python import PythonRuntime   # real CPython in a subprocess
+    from codemode.runtimes.pyodide import PyodideRuntime  # CPython in WebAssembly, run by Deno
 
 ``get_runtime(name)`` builds one by name.
 """
@@ -28,7 +28,7 @@ from .errors import (
     SandboxError,
 )
 from .execution import CallOutcome, CodeExecution
-from .replay import JournalEntry, replay
+from .journal_replay import JournalEntry, replay
 from .signatures import (
     FunctionsSpec,
     ToolParameter,
@@ -51,11 +51,11 @@ from .types import (
 
 #: name -> "module:Class", imported on first use so optional vendors stay optional.
 RUNTIMES: dict[str, str] = {
-    "monty": "runtimes.monty:MontyRuntime",
-    "python": "runtimes.python:PythonRuntime",
-    "e2b": "runtimes.e2b:E2BRuntime",
-    "docker": "runtimes.docker:DockerRuntime",
-    "pyodide": "runtimes.pyodide:PyodideRuntime",
+    "monty": "codemode.runtimes.monty:MontyRuntime",
+    "python": "codemode.runtimes.python:PythonRuntime",
+    "e2b": "codemode.runtimes.e2b:E2BRuntime",
+    "docker": "codemode.runtimes.docker:DockerRuntime",
+    "pyodide": "codemode.runtimes.pyodide:PyodideRuntime",
 }
 
 

@@ -2,7 +2,7 @@
 
 Any engine that serves the Docker API works (Docker, or podman's ``podman system
 service``), named by ``DOCKER_HOST`` or ``base_url``; any image whose ``python3`` (on its
-PATH, 3.9 or newer) runs our standard-library runner (``runtimes/sandbox/runner.py``, the
+PATH, 3.9 or newer) runs our standard-library runner (``runtimes/runner/in_sandbox.py``, the
 python and e2b runtimes' runner). Nothing is baked into the image: the container's command
 is a few lines of loader (``LOADER``) that make a FIFO in the container's private ``/tmp``,
 read the runner's source from it, and run it; the runner then reads its bootstrap (the code,
@@ -33,7 +33,7 @@ of step makes ``restore`` return None (after removing what is left): the caller 
 the journal in a fresh container. ``suspend`` pauses the container (cgroup freezer: no CPU
 while a run waits for a person); ``discard`` removes it.
 
-Options (``runtimes.types.SandboxOptions``): ``mounts`` are bind-mounted read-only;
+Options (``codemode.runtimes.types.SandboxOptions``): ``mounts`` are bind-mounted read-only;
 ``network`` is ``"none"`` (default), ``"full"`` (the engine's default network, or
 ``network_name``) or ``"ratchet"``: full until the first result of a tool that handles
 private data, then disconnected for good before the code sees it
@@ -63,17 +63,19 @@ try:
     import docker
     from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
-    raise ImportError("DockerRuntime needs the Docker SDK: pip install 'docker>=7'") from exc
+    raise ImportError(
+        "the docker runtime needs the Docker SDK: pip install 'durable-codemode[docker]' (or pip install 'docker>=7')"
+    ) from exc
 
 from .base import CodeRuntime
 from .checkpoint import decode_checkpoint, encode_checkpoint
 from .constraints import CodeConstraints
 from .errors import CodeExecutionError, CodeResourceError, CodeRuntimeError, CodeTimeoutError, SandboxError
 from .execution import CallOutcome, CodeExecution, Step
-from .sandbox.bootstrap import RUNNER_PATH, build_bootstrap, runner_limits
-from .sandbox.driver import RunnerDriver
-from .sandbox.mounts import check_mounts
-from .sandbox.process import OutputSink
+from .runner.bootstrap import RUNNER_PATH, build_bootstrap, runner_limits
+from .runner.driver import RunnerDriver
+from .runner.mounts import check_mounts
+from .runner.process import OutputSink
 from .signatures import FunctionsSpec, ToolSignature, normalize_functions
 from .transports.command import CommandChannel
 from .transports.protocol import SyncedMessage

@@ -1,12 +1,12 @@
 """``E2BRuntime``: the code runs in an E2B cloud sandbox, and the sandbox is the checkpoint.
 
-The code runs in our standard-library runner (``runtimes/sandbox/runner.py``, the one the
+The code runs in our standard-library runner (``runtimes/runner/in_sandbox.py``, the one the
 python runtime uses), uploaded into a fresh sandbox and started with
 ``commands.run(..., background=True, stdin=True, timeout=0)``. Tool calls travel over that
 process's stdout and stdin through E2B's own API (``runtimes/transports/command.py``):
 nothing listens in the sandbox and no credential or host address enters it; the bootstrap
 carries the code, its inputs and the tool stubs. Protocol, limits, output capture, error
-mapping and concurrency are the python runtime's (``runtimes/sandbox/driver.py``).
+mapping and concurrency are the python runtime's (``runtimes/runner/driver.py``).
 
 Checkpoints are tier 2. ``dump()`` is a small versioned blob naming the sandbox, the
 runner's pid and where the runner is (the calls it made, the ones it waits for).
@@ -15,7 +15,7 @@ sandbox), re-attaches to the runner (``commands.connect(pid)``) and asks it wher
 (the runner protocol's ``sync``): output emitted while nobody was attached is lost, so a
 runner that moved on is not trusted. When the sandbox or the process is gone or out of
 step, ``restore`` kills what is left and returns None; the caller rebuilds the run by
-journal replay (``runtimes/replay.py``) in a fresh sandbox.
+journal replay (``runtimes/journal_replay.py``) in a fresh sandbox.
 
 * ``suspend(blob)``: detach this worker's handles, then pause the sandbox (memory and
   processes kept, no compute billed). ``discard(blob)``: kill it (idempotent).
@@ -53,7 +53,8 @@ try:
     from e2b import CommandExitException, NotFoundException, SandboxException, SandboxNotFoundException
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise ImportError(
-        "E2BRuntime needs the E2B SDK: pip install 'e2b-code-interpreter>=2,<3' (and set E2B_API_KEY)"
+        "the e2b runtime needs the E2B SDK: pip install 'durable-codemode[e2b]' "
+        "(or pip install 'e2b-code-interpreter>=2,<3'), and E2B_API_KEY set"
     ) from exc
 
 from .base import CodeRuntime
@@ -61,9 +62,9 @@ from .checkpoint import decode_checkpoint, encode_checkpoint
 from .constraints import CodeConstraints
 from .errors import CodeExecutionError, CodeResourceError, CodeRuntimeError, CodeTimeoutError, SandboxError
 from .execution import CallOutcome, CodeExecution, Step
-from .sandbox.bootstrap import RUNNER_PATH, build_bootstrap, cell_message, runner_limits
-from .sandbox.driver import RunnerDriver
-from .sandbox.process import OutputSink
+from .runner.bootstrap import RUNNER_PATH, build_bootstrap, cell_message, runner_limits
+from .runner.driver import RunnerDriver
+from .runner.process import OutputSink
 from .session import CodeSession
 from .signatures import FunctionsSpec, ToolSignature, normalize_functions
 from .transports.command import CommandChannel

@@ -125,7 +125,7 @@ class CodeExecution:
         self.runtime = runtime
         #: The session this execution runs in, when it is a cell (``runtimes/session.py``):
         #: it outlives the execution, and ``close()`` after the end leaves it usable.
-        self.session: Any = None  # runtimes.session.CodeSession (which imports this module)
+        self.session: Any = None  # codemode.runtimes.session.CodeSession (which imports this module)
 
     # -- state ------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ filesystem (the mounts are copied into it, read-only), and the packages the requ
 (``runtimes/wasm/packages.py``).
 
 The host side is the CPython runtime's: the same bootstrap, the same JSON-line protocol
-and ``RunnerDriver`` (``runtimes/sandbox/driver.py``), and inside Pyodide the same runner
+and ``RunnerDriver`` (``runtimes/runner/driver.py``), and inside Pyodide the same runner
 logic (``runtimes/wasm/guest.py``); tool calls look synchronous to the code (JSPI) and
 ``async def`` tools gather. Three things differ:
 
@@ -29,7 +29,7 @@ logic (``runtimes/wasm/guest.py``); tool calls look synchronous to the code (JSP
 
 Checkpoints are tier 3 (``dump()`` is None): a parked or orphaned run is rebuilt by
 journal replay in a fresh process, with the same seeded ``random`` and virtual clock as
-the CPython runtime (``runtimes.types.Determinism``; the string hash seed is fixed for
+the CPython runtime (``codemode.runtimes.types.Determinism``; the string hash seed is fixed for
 every process, so the order of a set of strings is the same on every replay).
 """
 
@@ -53,10 +53,10 @@ from .errors import (
     SandboxError,
 )
 from .execution import CodeExecution
-from .sandbox.bootstrap import build_bootstrap, runner_limits
-from .sandbox.driver import RunnerDriver
-from .sandbox.mounts import check_mounts
-from .sandbox.process import OutputSink, exit_signal
+from .runner.bootstrap import build_bootstrap, runner_limits
+from .runner.driver import RunnerDriver
+from .runner.mounts import check_mounts
+from .runner.process import OutputSink, exit_signal
 from .signatures import FunctionsSpec, ToolSignature, normalize_functions
 from .transports.stdio import StdioChannel
 from .types import CheckpointTier, Determinism, ExecutionLimits, RuntimeCapabilities, SandboxOptions

@@ -1,12 +1,12 @@
 """``PythonRuntime``: the code runs in a fresh CPython process, jailed by bubblewrap.
 
 Real CPython cannot be paused from outside, so it pauses itself (seed 000, step 3): the
-runner (``runtimes/sandbox/runner.py``) gives the code one stub per tool with the tool's
+runner (``runtimes/runner/in_sandbox.py``) gives the code one stub per tool with the tool's
 real signature, and each stub blocks on the callback channel (``runtimes/transports``)
 until the host answers. The host side is the same ``CodeExecution`` as every runtime.
 
 Checkpoints are tier 3 (``dump()`` is None): a parked or orphaned run is rebuilt by
-``runtimes.replay.replay`` on a fresh process from the journal of recorded results.
+``codemode.runtimes.journal_replay.replay`` on a fresh process from the journal of recorded results.
 
 Limits (``ExecutionLimits``):
 
@@ -21,7 +21,7 @@ Limits (``ExecutionLimits``):
 
 Processes (``max_processes``, ``RLIMIT_NPROC``) and file sizes (``RLIMIT_FSIZE``) are
 runtime options; ``/tmp`` and ``/sandbox`` are size-capped tmpfs. Isolation: see
-``runtimes/sandbox/bwrap.py``.
+``runtimes/jail/bwrap.py``.
 """
 
 from __future__ import annotations
@@ -49,8 +49,7 @@ from .errors import (
     SandboxError,
 )
 from .execution import CodeExecution
-from .sandbox.bootstrap import RUNNER_PATH, build_bootstrap, cell_message, compiled_runner, runner_limits
-from .sandbox.bwrap import (
+from .jail.bwrap import (
     RUNNER_DIR_IN_SANDBOX,
     SANDBOX_HOME,
     SANDBOX_UID,
@@ -61,11 +60,12 @@ from .sandbox.bwrap import (
     probe_interpreter,
     sandbox_env,
 )
-from .sandbox.driver import RunnerDriver
-from .sandbox.mounts import check_mounts
-from .sandbox.process import OutputSink, SandboxProcess, exit_signal
-from .sandbox.seccomp import filter_program
-from .sandbox.uids import UidLease, lease_uid
+from .jail.seccomp import filter_program
+from .jail.uids import UidLease, lease_uid
+from .runner.bootstrap import RUNNER_PATH, build_bootstrap, cell_message, compiled_runner, runner_limits
+from .runner.driver import RunnerDriver
+from .runner.mounts import check_mounts
+from .runner.process import OutputSink, SandboxProcess, exit_signal
 from .session import CodeSession
 from .signatures import FunctionsSpec, ToolSignature, normalize_functions
 from .transports import CallbackChannel, CallbackTransport, get_transport

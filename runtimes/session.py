@@ -9,7 +9,7 @@ uncaught error stays, as in a notebook.
 cells (Monty: the VM's session state; E2B: the paused sandbox it names). A runtime that
 cannot dump (local CPython) keeps the process itself; when it is gone, the session is
 rebuilt by ``replay_cells``: the earlier cells run again in a fresh session, each answered
-from its recorded tool results (``runtimes/replay.py``), under the session's seed and clock.
+from its recorded tool results (``runtimes/journal_replay.py``), under the session's seed and clock.
 
 The same handle class for every runtime, behaviour injected as callables, like
 ``CodeExecution``.
@@ -24,7 +24,7 @@ from typing import Any
 
 from .errors import CodeExecutionError, ExecutionProtocolError, NonDeterminismError
 from .execution import CodeExecution
-from .replay import JournalEntry, replay
+from .journal_replay import JournalEntry, replay
 from .signatures import FunctionsSpec
 from .types import ExecutionResult
 

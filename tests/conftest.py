@@ -13,11 +13,11 @@ from temporalio.client import Client
 from temporalio.converter import DataConverter
 from temporalio.testing import WorkflowEnvironment
 
-from activities.storage import BlobStore, FileBlobStore
-from runtimes.paths import cache_dir
+from codemode.activities.storage import BlobStore, FileBlobStore
+from codemode.runtimes.paths import cache_dir
+from codemode.worker.converter import data_converter
+from codemode.worker.dev_server import start_local_environment
 from tests.s3_local import S3Endpoint, SeaweedS3
-from worker.converter import data_converter
-from worker.server import start_local_environment
 
 # The pyodide runtime's cache (Pyodide, its memory snapshot, wheels: what `.ci/run` fetches)
 # stays where it is when a test moves the data dir, and worker processes inherit it.

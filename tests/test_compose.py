@@ -110,7 +110,7 @@ def test_the_server_reads_our_dynamic_config(services: dict[str, Any]) -> None:
     path = Path(env["DYNAMIC_CONFIG_FILE_PATH"])
     assert path.parent == Path(mount["target"])
     config = (REPO / "deploy" / "dynamicconfig" / path.name).read_text()
-    # What worker/server.py gives the embedded dev server, the production server gets too.
+    # What worker/dev_server.py gives the embedded dev server, the production server gets too.
     assert re.search(r"^system\.enableActivityEagerExecution:\n\s+- value: true$", config, re.M), config
     assert env["DB"] == "postgres12" and env["POSTGRES_SEEDS"] == "postgresql"
     assert env["PROMETHEUS_ENDPOINT"].endswith(":8000") and "8000" in temporal["expose"]

@@ -16,6 +16,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 #: Lowest first: a layer may import the layers before it, never those after it.
 LAYERS = ["runtimes", "activities", "workflows", "worker", "integrations"]
+#: The one import package the layers install under (runtimes/ is codemode.runtimes).
+PACKAGE = "codemode"
 
 
 def _module(path: Path) -> str:
@@ -39,10 +41,12 @@ def _graph() -> dict[str, set[str]]:
 def _graph_here() -> dict[str, set[str]]:
     files = {_module(p): p for layer in LAYERS if (ROOT / layer).is_dir() for p in (ROOT / layer).rglob("*.py")}
     graph: dict[str, set[str]] = {}
+    bare: list[str] = []
     for name, path in files.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         found: set[str] = set()
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            absolute = isinstance(node, ast.Import) or (isinstance(node, ast.ImportFrom) and not node.level)
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -50,15 +54,24 @@ def _graph_here() -> dict[str, set[str]]:
                 if node.level:
                     up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
                     base = ".".join([p for p in up if p] + ([base] if base else []))
-                targets = [f"{base}.{a.name}" for a in node.names] + [base]
+                targets = [f"{base}.{a.name}" for a in node.names]
+                if not all(t in files or t.removeprefix(PACKAGE + ".") in files for t in targets):
+                    targets.append(base)  # names from the module itself, not submodules of a package
             else:
                 continue
             for target in targets:
+                if absolute and target.split(".")[0] in LAYERS:
+                    # In the wheel there is no top-level `runtimes`: ours are `codemode.runtimes...`.
+                    bare.append(f"{name} imports {target} (not codemode.{target})")
+                if target.startswith(PACKAGE + "."):
+                    target = target[len(PACKAGE) + 1 :]
                 while target and target not in files:
                     target = target.rpartition(".")[0]
                 if target and target != name:
                     found.add(target)
         graph[name] = found
+    if bare:
+        graph["<bare imports>"] = set(bare)
     return graph
 
 
@@ -66,15 +79,33 @@ def _layer(module: str) -> int:
     return LAYERS.index(module.split(".")[0])
 
 
+def _modules() -> dict[str, set[str]]:
+    return {name: dsts for name, dsts in _graph().items() if not name.startswith("<")}
+
+
+def test_our_modules_are_imported_through_the_package() -> None:
+    """Every import of our own code names ``codemode.<layer>`` (or is relative): a bare
+    ``import runtimes`` works in a checkout but not from the wheel, and loads a second copy."""
+    assert sorted(_graph().get("<bare imports>", ())) == []
+
+
+def test_the_package_face_imports_no_layer() -> None:
+    """``import codemode`` runs before any of our modules (it is their parent package), so it
+    must stay lazy: a layer it imported would drag the worker into workflow code."""
+    probe = "import sys, codemode; print(sorted(m for m in sys.modules if m.startswith('codemode')))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
+    assert json.loads(out.stdout.replace("'", '"')) == ["codemode", "codemode._version"]
+
+
 def test_imports_run_down_the_layers() -> None:
     upward = [
-        f"{src} -> {dst}" for src, dsts in sorted(_graph().items()) for dst in sorted(dsts) if _layer(dst) > _layer(src)
+        f"{src} -> {dst}" for src, dsts in sorted(_modules().items()) for dst in sorted(dsts) if _layer(dst) > _layer(src)
     ]
     assert upward == [], "imports against the layer order:\n" + "\n".join(upward)
 
 
 def test_no_import_circles() -> None:
-    graph = _graph()
+    graph = _modules()
     circles: list[list[str]] = []
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -111,7 +142,7 @@ def test_no_import_circles() -> None:
 @pytest.mark.parametrize("layer", LAYERS[:-1])
 def test_each_lower_layer_has_modules(layer: str) -> None:
     """The walk sees the real tree (a renamed folder would make the checks above vacuous)."""
-    assert any(name.split(".")[0] == layer for name in _graph())
+    assert any(name.split(".")[0] == layer for name in _modules())
 
 
 if __name__ == "__main__":

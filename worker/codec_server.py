@@ -22,6 +22,7 @@ from __future__ import annotations
 import hmac
 import logging
 from collections.abc import Awaitable, Callable, Collection, Sequence
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 from google.protobuf import json_format
@@ -29,6 +30,9 @@ from google.protobuf.message import DecodeError
 from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.api.sdk.v1 import ExternalStorageReference
 from temporalio.converter import DataConverter
+
+if TYPE_CHECKING:
+    from codemode.activities.storage import BlobStore
 
 log = logging.getLogger(__name__)
 
@@ -229,3 +233,33 @@ class CodecServer:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+
+async def serve_codec(
+    store: BlobStore,
+    port: int,
+    ui_origins: Sequence[str],
+    *,
+    host: str = "127.0.0.1",
+    token: str | None = None,
+    namespaces: Sequence[str] = (),
+    fallback: bool = True,
+    notify: Callable[[str], None] | None = None,
+) -> CodecServer:
+    """A running codec server over the data converter of ``store`` (and this process's keys).
+    ``fallback``: when ``port`` is taken, take a free one instead of raising ``OSError``."""
+    from codemode.worker.converter import data_converter
+
+    converter = data_converter(store)
+    try:
+        return await CodecServer(
+            converter, host=host, port=port, ui_origins=ui_origins, token=token, namespaces=namespaces
+        ).start()
+    except OSError:
+        if not fallback:
+            raise
+    if notify is not None:
+        notify(f"Port {port} is taken; the codec server takes a free port instead.")
+    return await CodecServer(
+        converter, host=host, port=0, ui_origins=ui_origins, token=token, namespaces=namespaces
+    ).start()

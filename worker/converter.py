@@ -33,12 +33,12 @@ from temporalio.converter import (
     PayloadConverter,
 )
 
-from activities.encryption import DecryptionFailed, EncryptionCodec, Keyring, UnknownEncryptionKey
-from activities.storage import BlobStore, StorageSettings, open_blob_store
+from codemode.activities.encryption import DecryptionFailed, EncryptionCodec, Keyring, UnknownEncryptionKey
+from codemode.activities.storage import BlobStore, StorageSettings, open_blob_store
 
 #: Payloads this large or larger are stored outside the history (the SDK's default).
 PAYLOAD_THRESHOLD = int(os.environ.get("CODEMODE_PAYLOAD_THRESHOLD") or 256 * 1024)
-#: The driver's own ceiling. Our values are capped far lower (activities.models
+#: The driver's own ceiling. Our values are capped far lower (codemode.activities.models
 #: MAX_VALUE_BYTES); this only has to let state made of many of them through.
 MAX_STORED_PAYLOAD = 4 * 1024 * 1024 * 1024
 

@@ -10,8 +10,8 @@ import json
 from datetime import datetime
 from typing import Any
 
-from worker.history import CallAudit, ExecutionAudit
-from workflows.models import ExecutionOutcome, ExecutionStatus, PendingApproval, ToolCallRecord
+from codemode.worker.audit import CallAudit, ExecutionAudit
+from codemode.workflows.models import ExecutionOutcome, ExecutionStatus, PendingApproval, ToolCallRecord
 
 FINAL_CALL_STATES = frozenset({"ok", "error", "denied", "timed_out"})
 

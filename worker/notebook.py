@@ -1,7 +1,7 @@
 """A session as a Jupyter notebook: one code cell per cell of the session, written with
 ``nbformat`` (Jupyter's own library) and validated against the notebook schema.
 
-Each cell's execution keeps its own audit in its Temporal history (``worker/history.py``),
+Each cell's execution keeps its own audit in its Temporal history (``worker/audit.py``),
 so the notebook is built from those: the code, what it printed (a ``stream`` output), its
 value (``execute_result``) or its error (``error``, with the traceback), and under the
 cell's ``metadata.codemode`` the execution id, state, what the cell did to the session,
@@ -14,13 +14,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-import nbformat
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+try:
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
+    raise ImportError(
+        "codemode session export --ipynb needs nbformat: pip install 'durable-codemode[notebook]'"
+    ) from exc
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from worker.history import ExecutionAudit, fetch_audit
-from workflows.session_models import SessionStatus, cell_execution_id
+from codemode.worker.audit import ExecutionAudit, fetch_audit
+from codemode.workflows.session_models import SessionStatus, cell_execution_id
 
 
 async def session_audits(client: Client, status: SessionStatus) -> list[tuple[int, ExecutionAudit | None]]:

@@ -40,23 +40,23 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from activities.checkpoints import CheckpointStore
-from activities.encryption import Keyring
-from activities.retention import RetentionActivities
-from activities.sandbox import SandboxActivities
-from activities.storage import BlobStore, StorageSettings, blob_store_for
-from activities.tool_activity import tool_activities
-from activities.tools import ToolRegistry
-from runtimes import CodeRuntime
-from worker import telemetry
-from worker.converter import data_converter, keyring_of, store_of
-from worker.sandbox_runner import CodeModeWorkflowRunner
-from workflows.code_execution import CodeExecutionWorkflow
-from workflows.session import CodeSessionWorkflow
-from workflows.sweep import StorageSweepWorkflow
+from codemode.activities.checkpoints import CheckpointStore
+from codemode.activities.encryption import Keyring
+from codemode.activities.retention import RetentionActivities
+from codemode.activities.sandbox_steps import SandboxActivities
+from codemode.activities.storage import BlobStore, StorageSettings, blob_store_for
+from codemode.activities.tool_activity import tool_activities
+from codemode.activities.tools import ToolRegistry
+from codemode.runtimes import CodeRuntime
+from codemode.worker import telemetry
+from codemode.worker.converter import data_converter, keyring_of, store_of
+from codemode.worker.workflow_runner import CodeModeWorkflowRunner
+from codemode.workflows.execution_workflow import CodeExecutionWorkflow
+from codemode.workflows.session_workflow import CodeSessionWorkflow
+from codemode.workflows.sweep_workflow import StorageSweepWorkflow
 
 if TYPE_CHECKING:
-    from activities.mcp_servers import McpServers
+    from codemode.activities.mcp_tools import McpServers
 
 PLUGIN_NAME = "codemode.CodeModePlugin"
 
@@ -112,7 +112,7 @@ class CodeModePlugin(SimplePlugin):
     :param tune_worker: raise the worker's activity pollers, eager activity reservations and
         heartbeat rate where they are at the SDK's defaults (what gathered calls and prompt
         cancellation need); settings you passed yourself are kept.
-    :param mcp: started MCP servers (``activities.mcp_servers.McpServers``): their tools join
+    :param mcp: started MCP servers (``codemode.activities.mcp_tools.McpServers``): their tools join
         the registry (a namespace per server), image and blob results go to the object store
         (sealed under the keys), and the servers are closed when the worker stops.
     """
@@ -169,7 +169,7 @@ class CodeModePlugin(SimplePlugin):
 
     def _data_converter(self, existing: DataConverter | None) -> DataConverter:
         if existing is not None and store_of(existing) is not None:
-            return existing  # ours already (a client made by worker.client.connect, or this plugin twice)
+            return existing  # ours already (a client made by codemode.connect, or this plugin twice)
         converter = self.make_data_converter()
         if self.keyring is None and existing is not None and existing.payload_codec is not None:
             # Keep a codec of the application's own when we do not encrypt.
@@ -298,7 +298,7 @@ async def _sweep_orphans(sandbox: SandboxActivities) -> None:
 
 #: Our modules that workflow code may import but that hold no workflow state: imported once
 #: from the host, not again inside every workflow run's sandbox (the workflows/ modules are).
-PASSTHROUGH_MODULES = ("runtimes", "activities", "integrations")
+PASSTHROUGH_MODULES = ("codemode.runtimes", "codemode.activities", "codemode.integrations")
 
 
 def _workflow_runner(existing: WorkflowRunner | None) -> WorkflowRunner:

@@ -17,17 +17,17 @@ from typing import TYPE_CHECKING
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from activities.retention import SweepInput
-from activities.storage import BlobStore
-from activities.tools import ToolRegistry
-from runtimes import CodeRuntime
-from worker.converter import store_of
-from worker.plugin import BUILD_ID, MAX_CONCURRENT_ACTIVITIES, CodeModePlugin, session_queue_name
-from workflows.models import TASK_QUEUE
-from workflows.sweep import SWEEP_SCHEDULE_ID, SWEEP_WORKFLOW
+from codemode.activities.retention import SweepInput
+from codemode.activities.storage import BlobStore
+from codemode.activities.tools import ToolRegistry
+from codemode.runtimes import CodeRuntime
+from codemode.worker.converter import store_of
+from codemode.worker.plugin import BUILD_ID, MAX_CONCURRENT_ACTIVITIES, CodeModePlugin, session_queue_name
+from codemode.workflows.models import TASK_QUEUE
+from codemode.workflows.sweep_workflow import SWEEP_SCHEDULE_ID, SWEEP_WORKFLOW
 
 if TYPE_CHECKING:
-    from activities.mcp_servers import McpServers
+    from codemode.activities.mcp_tools import McpServers
 
 __all__ = ["BUILD_ID", "SWEEP_EVERY", "CodeModeWorker", "ensure_sweep_schedule", "session_queue_name"]
 
@@ -59,8 +59,8 @@ class CodeModeWorker:
         store = store or store_of(client.data_converter)
         if store is None:
             raise ValueError(
-                "the client's data converter has no object store: connect with worker.client.connect() "
-                "(or pass data_converter=worker.converter.data_converter(store))"
+                "the client's data converter has no object store: connect with codemode.connect() "
+                "(or pass data_converter=codemode.worker.converter.data_converter(store))"
             )
         self.client = client
         self.registry = registry

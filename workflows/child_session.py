@@ -4,12 +4,12 @@ your workflow's child.
 An agent's workflow (or any workflow of yours) that runs LLM-written code in steps sends each
 step as a cell; a later cell sees the variables, functions and imports an earlier one left::
 
-    from workflows.child_session import run_session_cell
+    from codemode.workflows.child_session import run_session_cell
 
     cell = await run_session_cell("analysis", CodeExecutionRequest(code=code), request_id=f"step-{n}")
     cell.outcome  # the cell's ExecutionOutcome (code errors in-band, like any execution)
 
-Workflow code cannot send Updates (how clients send cells, ``worker/sessions.py``), so:
+Workflow code cannot send Updates (how clients send cells, ``worker/client/sessions.py``), so:
 
 * the first cell starts the session (``CodeSessionWorkflow``, id ``session:NAME``) as a child
   of the calling workflow: the UI links them, and the session ends with your workflow (its
@@ -38,8 +38,8 @@ from temporalio import workflow
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, FailureError, WorkflowAlreadyStartedError
 
-from workflows.models import CodeExecutionRequest, ExecutionOutcome, check_session_name
-from workflows.session_models import (
+from codemode.workflows.models import CodeExecutionRequest, ExecutionOutcome, check_session_name
+from codemode.workflows.session_models import (
     CELL_REPLY_SIGNAL,
     DEFAULT_IDLE_TIMEOUT,
     ENQUEUE_SIGNAL,

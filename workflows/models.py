@@ -14,15 +14,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 from temporalio.common import SearchAttributeKey
 
-from activities.models import CellEnd, CellStart
-from activities.records import (  # noqa: F401 (shared with the activities; re-exported for clients)
+from codemode.activities.models import CellEnd, CellStart
+from codemode.activities.records import (  # noqa: F401 (shared with the activities; re-exported for clients)
     EXECUTION_WORKFLOW_TYPE,
     ApprovalRecord,
     CallStatus,
     ErrorInfo,
     ToolCallRecord,
 )
-from runtimes.types import ExecutionLimits, NetworkPolicy, SandboxOptions
+from codemode.runtimes.types import ExecutionLimits, NetworkPolicy, SandboxOptions
 
 TASK_QUEUE = "codemode"
 WORKFLOW_TYPE = EXECUTION_WORKFLOW_TYPE
@@ -75,7 +75,7 @@ class CodeExecutionRequest(BaseModel):
     network: NetworkPolicy = "none"
     #: Packages the code needs beyond what the sandbox has (runtimes that install them).
     packages: list[str] = Field(default_factory=list)
-    #: Run the code as the next cell of this session (``worker/sessions.py``): it sees the
+    #: Run the code as the next cell of this session (``worker/client/sessions.py``): it sees the
     #: globals the session's earlier cells left. Created by its first cell.
     session: str | None = None
     #: Clear the session's namespace before this cell (a fresh interpreter).

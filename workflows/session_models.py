@@ -10,10 +10,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from activities.models import CellEffect, CellRecipe, CheckpointRef, SegmentRef
-from activities.records import SESSION_WORKFLOW_TYPE, ErrorInfo
-from runtimes.types import Determinism
-from workflows.models import SESSION_NAME, CodeExecutionRequest, ExecutionOutcome, check_session_name
+from codemode.activities.models import CellEffect, CellRecipe, CheckpointRef, SegmentRef
+from codemode.activities.records import SESSION_WORKFLOW_TYPE, ErrorInfo
+from codemode.runtimes.types import Determinism
+from codemode.workflows.models import SESSION_NAME, CodeExecutionRequest, ExecutionOutcome, check_session_name
 
 __all__ = ["SESSION_WORKFLOW_TYPE"]  # (defined beside the execution's, for the retention sweep)
 #: A session with no cell for this long closes, and its state is deleted.

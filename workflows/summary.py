@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from workflows.models import CodeExecutionRequest
+from codemode.workflows.models import CodeExecutionRequest
 
 _MARKDOWN = re.compile(r"([\\`*_\[\]<>~|])")
 

@@ -30,8 +30,8 @@ from mcp_types.version import is_version_at_least
 from pydantic import BaseModel, Field
 from temporalio.client import WorkflowHandle
 
-from worker.executions import DecisionRefused, send_decision
-from workflows.models import PendingApproval
+from codemode.worker.client.following import DecisionRefused, send_decision
+from codemode.workflows.models import PendingApproval
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ def _answer(result: ElicitResult) -> Answer | None:
 async def apply(
     handle: WorkflowHandle[Any, Any], call_id: str, answer: Answer, by: str, *, worker_up: bool = True
 ) -> bool:
-    """Record the decision as a person's (``worker.executions.send_decision``): the ``decide``
+    """Record the decision as a person's (``codemode.worker.client.following.send_decision``): the ``decide``
     Update when a worker is up (it says at once whether the decision landed), else the signal,
     which the server keeps until a worker is back. False when the call was no longer waiting
     (decided meanwhile, from a terminal or the web UI). Raises ``RPCError`` when Temporal

@@ -15,10 +15,10 @@ from typing import Any
 
 from temporalio.client import Client
 
-from activities.tools import ToolRegistry
-from worker.cli.common import Fail, has_workers, note, open_client, start_server
-from worker.client import DEFAULT_ADDRESS, connect
-from worker.server import is_local, server_answers, split_address
+from codemode.activities.tools import ToolRegistry
+from codemode.worker.cli.common import Fail, note, open_client, start_server
+from codemode.worker.client.connection import DEFAULT_ADDRESS, connect, has_workers
+from codemode.worker.dev_server import is_local, server_answers, split_address
 
 
 @dataclass
@@ -46,7 +46,7 @@ async def open_backend(
     ``mcp``: the started MCP servers of ``--mcp-config`` (their tools are in ``registry``): the
     worker of this process uses and closes them; when another worker serves the queue, they
     were needed only to list their tools and are closed here."""
-    from worker.worker import CodeModeWorker
+    from codemode.worker.worker import CodeModeWorker
 
     async with contextlib.AsyncExitStack() as stack:
         ui_url = None

@@ -9,9 +9,9 @@ import difflib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from activities.tools import ToolRegistry
-from runtimes import code_mode_prompt, runtime_class
-from runtimes.signatures import ToolSignature, render_stubs
+from codemode.activities.tools import ToolRegistry
+from codemode.runtimes import code_mode_prompt, runtime_class
+from codemode.runtimes.signatures import ToolSignature, render_stubs
 
 from .search import ToolIndex
 

@@ -13,7 +13,7 @@ from typing import Any
 def codemode_command() -> list[str]:
     """How to start ``codemode`` from anywhere: its console script, else this interpreter."""
     script = shutil.which("codemode", path=os.path.dirname(sys.executable)) or shutil.which("codemode")
-    return [os.path.abspath(script)] if script else [sys.executable, "-m", "worker.cli"]
+    return [os.path.abspath(script)] if script else [sys.executable, "-m", "codemode"]
 
 
 def stdio_entry(args: list[str], env: dict[str, str]) -> dict[str, Any]:

@@ -18,8 +18,8 @@ from typing import Any
 
 import click
 
-from runtimes import RUNTIMES
-from worker.cli.common import (
+from codemode.runtimes import RUNTIMES
+from codemode.worker.cli.common import (
     EXIT_OK,
     Duration,
     Fail,
@@ -33,7 +33,7 @@ from worker.cli.common import (
     task_queue_option,
     tools_option,
 )
-from workflows.models import TASK_QUEUE
+from codemode.workflows.models import TASK_QUEUE
 
 INSTALL_HINT = "codemode mcp needs the MCP SDK: pip install 'durable-codemode[mcp]'"
 DEFAULT_PORT = 8765
@@ -141,7 +141,7 @@ def mcp(
         task_queue=task_queue,
     )
     try:
-        from integrations.mcp_server import client_config, http
+        from codemode.integrations.mcp_server import client_config, http
     except ImportError as err:
         raise Fail(f"{INSTALL_HINT} ({err})") from None
     if print_config:
@@ -205,11 +205,11 @@ async def _serve(opts: McpOptions, tokens: list[Any]) -> int:
         from mcp.server.auth.settings import AuthSettings
         from mcp.server.transport_security import TransportSecuritySettings
 
-        from integrations.mcp_server import http
-        from integrations.mcp_server.backend import BackendSlot
-        from integrations.mcp_server.catalog import ToolCatalog
-        from integrations.mcp_server.executions import Executions
-        from integrations.mcp_server.server import build_server
+        from codemode.integrations.mcp_server import http
+        from codemode.integrations.mcp_server.backend import BackendSlot
+        from codemode.integrations.mcp_server.catalog import ToolCatalog
+        from codemode.integrations.mcp_server.execute import Executions
+        from codemode.integrations.mcp_server.server import build_server
     except ImportError as err:
         raise Fail(f"{INSTALL_HINT} ({err})") from None
 

@@ -9,8 +9,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from worker import display
-from workflows.models import ApprovalRecord, CallStatus, ErrorInfo, ExecutionOutcome, PendingApproval, ToolCallRecord
+from codemode.worker import display
+from codemode.workflows.models import (
+    ApprovalRecord,
+    CallStatus,
+    ErrorInfo,
+    ExecutionOutcome,
+    PendingApproval,
+    ToolCallRecord,
+)
 
 #: The CLI's state words (``running`` only when a run outlives the wait it was given;
 #: ``queued`` for a session's cell still waiting for the cells before it).

@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from runtimes.signatures import ToolSignature
+from codemode.runtimes.signatures import ToolSignature
 
 #: How much each part of a tool counts: a word of its name says more than one of its docstring.
 NAME_WEIGHT, PARAMETER_WEIGHT, DESCRIPTION_WEIGHT = 3, 2, 1

@@ -15,11 +15,11 @@ from mcp.server.request_state import RequestStateSecurity
 from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from runtimes import RUNTIMES
+from codemode.runtimes import RUNTIMES
 
 from . import reports
 from .catalog import MAX_CODE_CHARS, ToolCatalog, UnknownTools
-from .executions import BadInput, Executions, TemporalUnavailable
+from .execute import BadInput, Executions, TemporalUnavailable
 from .reports import ExecutionReport
 
 #: Results ``search`` returns at most, whatever ``limit`` asks.

@@ -2,11 +2,11 @@
 agent one ``run_code`` tool whose every run is a durable execution on Temporal.
 
     from pydantic_ai import Agent
-    from integrations.pydantic_ai import DurableCodeMode
+    from codemode.pydantic_ai import DurableCodeMode   # the public name of this package
 
-    agent = Agent("openai:gpt-5", capabilities=[DurableCodeMode("my.tools")])
+    agent = Agent("openai:gpt-5", capabilities=[DurableCodeMode("my_tools")])
 
-Needs pydantic-ai: ``pip install -e '.[pydantic-ai]'``.
+Needs the ``pydantic-ai`` extra: ``pip install 'durable-codemode[pydantic-ai]'``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ try:
     import pydantic_ai  # noqa: F401
 except ImportError as exc:  # pragma: no cover - exercised by a test in a venv without it
     raise ImportError(
-        "integrations.pydantic_ai needs pydantic-ai: pip install 'durable-codemode[pydantic-ai]' "
+        "codemode.pydantic_ai needs pydantic-ai: pip install 'durable-codemode[pydantic-ai]' "
         "(or pip install 'pydantic-ai-slim[temporal]>=2.62')"
     ) from exc
 

@@ -45,11 +45,17 @@ from pydantic_ai.tools import Tool
 from pydantic_ai.toolsets import FunctionToolset
 from temporalio import workflow
 
-from runtimes import ExecutionLimits, code_mode_prompt
-from workflows.child import execute_code
-from workflows.child_session import run_session_cell
-from workflows.models import TASK_QUEUE, ApprovalRecord, CodeExecutionRequest, ExecutionOutcome, ExecutionStatus
-from workflows.session_models import CellTicket, replacement_name
+from codemode.runtimes import ExecutionLimits, code_mode_prompt
+from codemode.workflows.child_execution import execute_code
+from codemode.workflows.child_session import run_session_cell
+from codemode.workflows.models import (
+    TASK_QUEUE,
+    ApprovalRecord,
+    CodeExecutionRequest,
+    ExecutionOutcome,
+    ExecutionStatus,
+)
+from codemode.workflows.session_models import CellTicket, replacement_name
 
 from .returns import RunCodeReturn, run_code_return
 from .session import (
@@ -64,8 +70,8 @@ from .session import (
 if TYPE_CHECKING:
     from temporalio.client import Client
 
-    from activities.tools import ToolRegistry
-    from worker.sessions import CellHandle
+    from codemode.activities.tools import ToolRegistry
+    from codemode.worker.client.sessions import CellHandle
 
 #: The tool's own description; the functions and the rules are in the instructions.
 TOOL_DESCRIPTION = (
@@ -89,7 +95,7 @@ class DurableCodeMode(AbstractCapability[Any]):
 
     :param tools: the tools module the code may call (``"my.tools"``), or a ``ToolRegistry``.
         The worker that runs the executions must have the same tools (``CodeModePlugin``).
-    :param client: a Temporal client made with ``worker.client.connect()`` or with
+    :param client: a Temporal client made with ``codemode.connect()`` or with
         ``CodeModePlugin`` on it (default: one for ``TEMPORAL_ADDRESS``, made on first use).
         Not used inside a workflow.
     :param task_queue: where the executions run (default ``CODEMODE_TASK_QUEUE`` or ``codemode``;
@@ -132,7 +138,7 @@ class DurableCodeMode(AbstractCapability[Any]):
     # -- what the model is shown ----------------------------------------------------------
 
     def registry(self) -> ToolRegistry:
-        from activities.tools import ToolRegistry
+        from codemode.activities.tools import ToolRegistry
 
         if isinstance(self.tools, ToolRegistry):
             return self.tools
@@ -232,7 +238,7 @@ class DurableCodeMode(AbstractCapability[Any]):
         return run_code_return(cell.outcome, session=cell.session, cell=cell.index, notice=notice)
 
     async def _run_cell_from_client(self, ctx: RunContext[Any], code: str, restart: bool) -> RunCodeReturn:
-        from worker.executions import wait_for_outcome
+        from codemode.worker.client.following import wait_for_outcome
 
         cell, notice = await self._submit_cell(self.session_name(ctx), self.request(code, restart=restart))
         where = {"execution_id": cell.execution_id, "session": cell.session, "cell": cell.index}
@@ -274,7 +280,7 @@ class DurableCodeMode(AbstractCapability[Any]):
                 del self._turns[key]
 
     async def _submit_in_turn(self, base: str, request: CodeExecutionRequest) -> tuple[CellHandle, str | None]:
-        from worker.sessions import SessionClosed, submit_cell
+        from codemode.worker.client.sessions import SessionClosed, submit_cell
 
         client = await self.get_client()
         queue = self.task_queue or os.environ.get("CODEMODE_TASK_QUEUE") or TASK_QUEUE
@@ -298,8 +304,8 @@ class DurableCodeMode(AbstractCapability[Any]):
         raise SessionClosed(f"sessions {base!r} to {replacement_name(base, generation)!r} are all closed")
 
     async def _run_from_client(self, code: str) -> RunCodeReturn:
-        from worker.client import start_execution
-        from worker.executions import wait_for_outcome
+        from codemode.worker.client.executions import start_execution
+        from codemode.worker.client.following import wait_for_outcome
 
         client = await self.get_client()
         handle = await start_execution(
@@ -323,7 +329,7 @@ class DurableCodeMode(AbstractCapability[Any]):
     async def get_client(self) -> Client:
         """The client given, else one for ``TEMPORAL_ADDRESS`` (made once)."""
         if self.client is None:
-            from worker.client import connect
+            from codemode.worker.client.connection import connect
 
             self.client = await connect()
         return self.client
@@ -332,7 +338,7 @@ class DurableCodeMode(AbstractCapability[Any]):
         """Close the session of a conversation that is over (outside a workflow): its state
         is deleted now instead of after ``session_idle_timeout``. A later call of that
         conversation would start a new session (and the model would be told)."""
-        from worker.sessions import SessionNotFound, close_session
+        from codemode.worker.client.sessions import SessionNotFound, close_session
 
         base = conversation_session_name(self.name, conversation_id)
         try:
@@ -345,8 +351,8 @@ class DurableCodeMode(AbstractCapability[Any]):
     ) -> ApprovalRecord | None:
         """A person's decision on a call waiting for approval (``by`` names them). Returns the
         recorded decision, or None when no worker runs (recorded as a signal, applied later);
-        raises ``worker.executions.DecisionRefused`` when that call is not waiting."""
-        from worker.executions import send_decision
+        raises ``codemode.worker.client.following.DecisionRefused`` when that call is not waiting."""
+        from codemode.worker.client.following import send_decision
 
         if not by or not by.strip():
             raise ValueError("say who decides: by must name a person")
@@ -357,7 +363,7 @@ class DurableCodeMode(AbstractCapability[Any]):
         """Wait until the executions behind this tool's deferred calls have finished, and give
         the results to resume the agent with: ``agent.run(message_history=...,
         deferred_tool_results=...)``. Works from any process, days later."""
-        from worker.sessions import CellHandle
+        from codemode.worker.client.sessions import CellHandle
 
         client = await self.get_client()
         results: dict[str, Any] = {}

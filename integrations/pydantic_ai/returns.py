@@ -16,7 +16,7 @@ from typing import Any
 from pydantic_ai import ModelRetry
 from typing_extensions import TypedDict
 
-from workflows.models import ErrorInfo, ExecutionOutcome
+from codemode.workflows.models import ErrorInfo, ExecutionOutcome
 
 #: How many tool calls the return lists (the rest are counted): the audit has them all.
 CALLS_SHOWN = 20

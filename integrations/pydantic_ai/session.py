@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from workflows.session_models import session_name_for
+from codemode.workflows.session_models import session_name_for
 
 #: How long an agent's session waits for its next call before it closes and deletes its state.
 #: A day: the call after a person's decision or the user's next message usually comes within

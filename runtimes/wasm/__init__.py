@@ -8,6 +8,6 @@ WebAssembly, run by Deno.
 * ``pool.py``: warm processes waiting for an execution;
 * ``runner.mjs``: the Deno program; ``guest.py``: its Python side inside Pyodide.
 
-``python -m runtimes.wasm fetch [--package NAME ...]`` fetches and builds everything
+``python -m codemode.runtimes.wasm fetch [--package NAME ...]`` fetches and builds everything
 ahead of time (CI does, so tests run offline).
 """

@@ -1,4 +1,4 @@
-"""``python -m runtimes.wasm fetch [--package NAME ...] [--preload NAME ...]``: get the
+"""``python -m codemode.runtimes.wasm fetch [--package NAME ...] [--preload NAME ...]``: get the
 pyodide runtime ready on this machine while the network is there: find Deno, fetch and
 verify Pyodide, make the memory snapshot (and the one of ``PyodideRuntime(packages=
 PRELOAD)``), resolve the ``--package`` wheels into the cache, and run code in a process
@@ -46,7 +46,7 @@ async def _ready(packages: Sequence[str], preload: Sequence[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m runtimes.wasm", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m codemode.runtimes.wasm", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     cmd = sub.add_parser("fetch", help="fetch Pyodide, make the snapshot, cache packages")
     cmd.add_argument("--package", action="append", default=[], help="a package to cache (repeatable)")

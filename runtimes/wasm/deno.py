@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SandboxError
-from ..sandbox.process import OutputSink, SandboxProcess
+from ..runner.process import OutputSink, SandboxProcess
 
 RUNNER_MJS = Path(__file__).with_name("runner.mjs")
 PAGE_BYTES = 64 * 1024

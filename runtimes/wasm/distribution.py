@@ -6,7 +6,7 @@
 * **Pyodide** is the npm package ``pyodide`` at ``PYODIDE_VERSION``: its tarball, fetched
   once from the npm registry (``npm_config_registry`` or registry.npmjs.org), must match
   the integrity hash pinned here (the registry's own ``dist.integrity``), and is unpacked
-  into ``<cache>/dist/<version>/``. Offline after that. ``python -m runtimes.wasm fetch``
+  into ``<cache>/dist/<version>/``. Offline after that. ``python -m codemode.runtimes.wasm fetch``
   does it ahead of time (CI does).
 * Or a **Pyodide distribution** already on disk (``PyodideRuntime(distribution=DIR)``):
   the ``full/`` directory of a Pyodide release has the core files plus its built packages
@@ -165,7 +165,7 @@ def _fetch(target: Path, registry: str) -> None:
     except (urllib.error.URLError, OSError) as exc:
         raise CapabilityError(
             f"the pyodide runtime needs Pyodide {PYODIDE_VERSION}, which is not in {target} and could not be "
-            f"fetched from {url} ({exc}): run `python -m runtimes.wasm fetch` where the npm registry is reachable, "
+            f"fetched from {url} ({exc}): run `python -m codemode.runtimes.wasm fetch` where the npm registry is reachable, "
             f"or set {CACHE_ENV} to a directory that has it",
             error_type="CapabilityError",
         ) from None

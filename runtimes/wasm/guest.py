@@ -1,7 +1,7 @@
 """The Python side of the pyodide runtime, inside Pyodide (``runner.mjs`` imports it as
 ``codemode_guest``; it is baked into the memory snapshot).
 
-It reuses the CPython runner (``runtimes/sandbox/runner.py``, installed beside it as
+It reuses the CPython runner (``runtimes/runner/in_sandbox.py``, installed beside it as
 ``codemode_runner``) for everything that is not about threads or file descriptors:
 compiling the code so its last expression is the output, the tool stubs with each tool's
 real signature and the line of each call, the seeded ``random`` / ``uuid`` and the virtual

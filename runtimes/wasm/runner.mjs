@@ -14,7 +14,7 @@
 // "serve": load Pyodide from the snapshot, load the execution's wheels, capture what this
 // file needs of `Deno` (stdin, stdout, stderr, exit) and delete the global, then write
 // `TOKEN {"type": "warm"}` and wait. The next line is the bootstrap (the same JSON as the
-// CPython runner's, runtimes/sandbox/bootstrap.py); guest.py runs the code and talks to the
+// CPython runner's, runtimes/runner/bootstrap.py); guest.py runs the code and talks to the
 // host in the runner protocol (runtimes/transports/protocol.py). Every line this file
 // writes on stdout starts with the per-process token; the host drops any line that does
 // not, so code that reaches stdout (console.log, node:process) cannot forge a message.

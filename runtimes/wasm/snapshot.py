@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 
 from ..errors import CapabilityError, SandboxError
-from ..sandbox.bootstrap import RUNNER_PATH
+from ..runner.bootstrap import RUNNER_PATH
 from .deno import RUNNER_MJS, DenoProcess
 from .distribution import Distribution, file_lock
 from .packages import ResolvedPackages

@@ -20,9 +20,9 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities import ToolRegistry, tool
-from activities.checkpoints import CheckpointStore
-from activities.models import (
+from codemode.activities import ToolRegistry, tool
+from codemode.activities.checkpoints import CheckpointStore
+from codemode.activities.models import (
     CHECKPOINT_REFUSED,
     NextStep,
     ReleaseInput,
@@ -32,12 +32,12 @@ from activities.models import (
     ToolInput,
     ToolOutput,
 )
-from activities.sandbox import SandboxActivities
-from activities.storage import FileBlobStore
-from activities.tool_activity import make_tool_activity
-from runtimes import ExecutionLimits
-from runtimes.monty import MontyRuntime
-from runtimes.replay import JournalEntry
+from codemode.activities.sandbox_steps import SandboxActivities
+from codemode.activities.storage import FileBlobStore
+from codemode.activities.tool_activity import make_tool_activity
+from codemode.runtimes import ExecutionLimits
+from codemode.runtimes.journal_replay import JournalEntry
+from codemode.runtimes.monty import MontyRuntime
 
 RUNS: list[int] = []
 

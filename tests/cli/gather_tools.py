@@ -3,7 +3,7 @@ on several approvals at once with ``asyncio.gather``."""
 
 from __future__ import annotations
 
-from activities import tool
+from codemode.activities import tool
 
 
 @tool(requires_approval=True)

@@ -1,4 +1,4 @@
-"""Run ``codemode`` as a real subprocess (``python -m worker.cli``) without blocking the event loop.
+"""Run ``codemode`` as a real subprocess (``python -m codemode``) without blocking the event loop.
 
 The session's event loop also drives in-process workers, so commands run through asyncio
 subprocesses: a blocking ``subprocess.run`` would starve them.
@@ -29,7 +29,7 @@ class Result:
 
 
 def cli_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "worker.cli", *args]
+    return [sys.executable, "-m", "codemode", *args]
 
 
 async def codemode(

@@ -10,11 +10,11 @@ from typing import get_args
 
 import pytest
 
-from activities import ToolRegistry
+from codemode.activities import ToolRegistry
+from codemode.worker.client.connection import connect
+from codemode.worker.worker import CodeModeWorker
+from codemode.workflows.models import ExecutionState
 from tests.cli.runner import approve_command, codemode
-from worker.client import connect
-from worker.worker import CodeModeWorker
-from workflows.models import ExecutionState
 
 pytestmark = pytest.mark.usefixtures("cli_worker")
 

@@ -42,10 +42,10 @@ async def test_a_bad_configuration_is_a_usage_error(env, mcp_config: Path, tmp_p
     res = await codemode("tools", "--mcp-config", str(mcp_config), env={k: v for k, v in env.items() if k != "MCP_BIN"})
     assert res.rc == 2 and "server 'everything': everything.command names ${MCP_BIN}, which is not set" in res.err, res
     # The same checks in this process (each `codemode` start costs seconds): what they print.
-    from activities import ToolRegistry
-    from activities.mcp_servers import load_mcp_config
+    from codemode.activities import ToolRegistry
+    from codemode.activities.mcp_tools import load_mcp_config
+    from codemode.worker.cli.common import Fail, open_mcp
     from examples import tools as example_tools
-    from worker.cli.common import Fail, open_mcp
 
     entry = json.loads(mcp_config.read_text())["mcpServers"]["everything"]
     entry["command"] = entry["command"].replace("${MCP_BIN}", env["MCP_BIN"])

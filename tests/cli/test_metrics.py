@@ -8,8 +8,8 @@ import urllib.request
 import uuid
 from pathlib import Path
 
+from codemode.worker.dev_server import free_port
 from tests.cli.runner import Background, base_env, codemode
-from worker.server import free_port
 
 
 async def scrape(port: int) -> str:

@@ -9,8 +9,8 @@ import shlex
 import click
 import pytest
 
+from codemode.worker.cli import cli
 from tests.cli.runner import REPO
-from worker.cli import cli
 
 README = (REPO / "README.md").read_text()
 

@@ -8,9 +8,9 @@ from datetime import timedelta
 
 import pytest
 
+from codemode.worker.client.connection import connect
+from codemode.workflows.models import CodeExecutionRequest
 from tests.cli.runner import codemode
-from worker.client import connect
-from workflows.models import CodeExecutionRequest
 
 pytestmark = pytest.mark.usefixtures("cli_worker")
 

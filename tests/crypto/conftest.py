@@ -14,11 +14,11 @@ from collections.abc import Awaitable, Callable, Iterable
 import pytest
 from temporalio.client import Client
 
-from activities.encryption import KEYS_ENV, Keyring, new_key
-from activities.storage import BlobStore
-from worker import telemetry
-from worker.binaries import temporal_cli_path
-from worker.converter import data_converter
+from codemode.activities.encryption import KEYS_ENV, Keyring, new_key
+from codemode.activities.storage import BlobStore
+from codemode.worker import telemetry
+from codemode.worker.binaries import temporal_cli_path
+from codemode.worker.converter import data_converter
 
 #: Three keys for the session, as CODEMODE_ENCRYPTION_KEYS entries.
 K1, K2, K3 = (f"{name}:{new_key()}" for name in ("k1", "k2", "k3"))

@@ -3,7 +3,7 @@ code itself never contains, so finding one in the history means a tool's data le
 
 from __future__ import annotations
 
-from activities import tool
+from codemode.activities import tool
 
 #: The markers the tools put in their results and errors (the code never spells them).
 RESULT_MARKER = "MRKRESULTq7v"

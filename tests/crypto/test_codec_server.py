@@ -11,11 +11,11 @@ import pytest
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payloads
 
-from activities.encryption import Keyring
+from codemode.activities.encryption import Keyring
+from codemode.worker.codec_server import CodecServer
+from codemode.worker.converter import data_converter
+from codemode.worker.dev_server import free_port
 from tests.cli.runner import Background, base_env
-from worker.codec_server import CodecServer
-from worker.converter import data_converter
-from worker.server import free_port
 
 from .conftest import K1, K2, keys_env
 

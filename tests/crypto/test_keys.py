@@ -7,8 +7,8 @@ import base64
 import pytest
 from temporalio.api.common.v1 import Payload
 
-from activities.checkpoints import CheckpointScope, CheckpointStore, CheckpointUnusable
-from activities.encryption import (
+from codemode.activities.checkpoints import CheckpointScope, CheckpointStore, CheckpointUnusable
+from codemode.activities.encryption import (
     ENCODING,
     KEY_ID_METADATA,
     DecryptionFailed,
@@ -18,7 +18,7 @@ from activities.encryption import (
     UnknownEncryptionKey,
     new_key,
 )
-from activities.storage import FileBlobStore
+from codemode.activities.storage import FileBlobStore
 
 from .conftest import K1, K2
 
@@ -88,7 +88,7 @@ async def test_sealed_checkpoints_refuse_what_a_key_holder_did_not_write(tmp_pat
     async def refused(store_: CheckpointStore, scope_: CheckpointScope, data: bytes) -> str:
         import hashlib
 
-        from activities.models import CheckpointRef
+        from codemode.activities.models import CheckpointRef
 
         forged = CheckpointRef(sha256=hashlib.sha256(data).hexdigest(), size=len(data))
         await store.put_object(bucket=store.bucket, key=scope_.key(forged), data=data)
@@ -115,7 +115,7 @@ async def test_sealed_checkpoints_refuse_what_a_key_holder_did_not_write(tmp_pat
 def test_failures_are_encoded_except_the_codecs_own_errors(tmp_path) -> None:
     from temporalio.api.failure.v1 import Failure
 
-    from worker.converter import data_converter
+    from codemode.worker.converter import data_converter
 
     converter = data_converter(FileBlobStore(tmp_path), keys=Keyring.parse(K1))
     secret = Failure()

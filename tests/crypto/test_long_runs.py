@@ -11,17 +11,17 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from activities import ToolRegistry
-from activities.checkpoints import CheckpointScope, CheckpointStore
-from activities.encryption import Keyring, UnknownEncryptionKey
-from activities.models import CheckpointRef
-from runtimes import ExecutionLimits
+from codemode.activities import ToolRegistry
+from codemode.activities.checkpoints import CheckpointScope, CheckpointStore
+from codemode.activities.encryption import Keyring, UnknownEncryptionKey
+from codemode.activities.models import CheckpointRef
+from codemode.runtimes import ExecutionLimits
+from codemode.worker.client.executions import start_execution
+from codemode.worker.converter import data_converter
+from codemode.worker.dev_server import start_local_environment
+from codemode.worker.worker import CodeModeWorker
+from codemode.workflows.models import CodeExecutionRequest
 from tests.workflows.test_rollover import LIMITS
-from worker.client import start_execution
-from worker.converter import data_converter
-from worker.server import start_local_environment
-from worker.worker import CodeModeWorker
-from workflows.models import CodeExecutionRequest
 
 from .conftest import K1, K2
 

@@ -15,14 +15,14 @@ import aiohttp
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
 
-from activities import ToolRegistry
-from activities.storage import BlobStore
+from codemode.activities import ToolRegistry
+from codemode.activities.storage import BlobStore
+from codemode.worker.client.executions import start_execution
+from codemode.worker.codec_server import CodecServer
+from codemode.worker.worker import CodeModeWorker
+from codemode.workflows.models import CodeExecutionRequest
 from tests.cli.runner import base_env, codemode
 from tests.workflows.test_approval import wait_for_state
-from worker.client import start_execution
-from worker.codec_server import CodecServer
-from worker.worker import CodeModeWorker
-from workflows.models import CodeExecutionRequest
 
 from .conftest import K1, keys_env, markers_in, readable_texts, temporal_cli
 from .secret_tools import BIG_MARKER, ERROR_MARKER, RESULT_MARKER

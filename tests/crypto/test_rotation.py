@@ -10,13 +10,13 @@ import time
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
 
-from activities import ToolRegistry
+from codemode.activities import ToolRegistry
+from codemode.worker import display
+from codemode.worker.audit import fetch_audit
+from codemode.worker.client.executions import start_execution
+from codemode.worker.worker import CodeModeWorker
+from codemode.workflows.models import ApproveSignal, CodeExecutionRequest, ExecutionOutcome
 from tests.workflows.test_approval import wait_for_state
-from worker import display
-from worker.client import start_execution
-from worker.history import fetch_audit
-from worker.worker import CodeModeWorker
-from workflows.models import ApproveSignal, CodeExecutionRequest, ExecutionOutcome
 
 from .conftest import K1, K2
 

@@ -7,9 +7,9 @@ import json
 
 from temporalio.api.common.v1 import Payload
 
-from activities.encryption import Keyring
+from codemode.activities.encryption import Keyring
+from codemode.worker.converter import data_converter
 from tests.activities.conftest import open_s3_store
-from worker.converter import data_converter
 
 from .conftest import K1
 

@@ -4,14 +4,14 @@ loaded into a sandbox; the step replays the journal instead and the run complete
 
 from __future__ import annotations
 
-from activities import ToolRegistry
-from activities.checkpoints import CheckpointScope
+from codemode.activities import ToolRegistry
+from codemode.activities.checkpoints import CheckpointScope
+from codemode.worker import display
+from codemode.worker.audit import fetch_audit
+from codemode.worker.client.executions import start_execution
+from codemode.worker.worker import CodeModeWorker
+from codemode.workflows.models import ApproveSignal, CodeExecutionRequest, ExecutionOutcome
 from tests.workflows.test_approval import wait_for_state
-from worker import display
-from worker.client import start_execution
-from worker.history import fetch_audit
-from worker.worker import CodeModeWorker
-from workflows.models import ApproveSignal, CodeExecutionRequest, ExecutionOutcome
 
 from .conftest import K1
 from .test_rotation import PARK, TOOLS

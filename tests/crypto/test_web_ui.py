@@ -12,9 +12,9 @@ from pathlib import Path
 
 from playwright.async_api import async_playwright, expect
 
+from codemode.worker.dev_server import free_port
 from tests.browser import CHROMIUM, CHROMIUM_FLAGS
 from tests.cli.runner import Background, base_env, codemode
-from worker.server import free_port
 
 from .conftest import K1, keys_env
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from worker.binaries import temporal_cli_path
+from codemode.worker.binaries import temporal_cli_path
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
@@ -86,7 +86,7 @@ def test_bootstrap_creates_the_namespace_and_search_attributes_once(
 
 
 def test_bootstrap_gives_up_on_a_server_that_never_answers(cli_path: str) -> None:
-    from worker.server import free_port
+    from codemode.worker.dev_server import free_port
 
     env = {
         "PATH": cli_path,

@@ -17,11 +17,11 @@ from typing import Any
 import aioboto3
 import pytest
 
-from activities.storage import S3BlobStore
+from codemode.activities.storage import S3BlobStore
+from codemode.worker.dev_server import free_port
 from tests.cli.runner import REPO, Background, base_env, cli_command, codemode
 from tests.deploy.composefile import compose_binary, render
 from tests.s3_local import S3Endpoint
-from worker.server import free_port
 
 
 @pytest.fixture(scope="module")

@@ -35,7 +35,7 @@ from typing import Any
 
 from aiohttp import web
 
-from runtimes.sandbox.bwrap import find_bwrap
+from codemode.runtimes.jail.bwrap import find_bwrap
 
 from .connect import ConnectError
 

@@ -23,7 +23,7 @@ from pydantic import TypeAdapter  # noqa: E402
 from pydantic_ai import Agent, DeferredToolRequests  # noqa: E402
 from pydantic_ai.messages import ModelMessagesTypeAdapter  # noqa: E402
 
-from integrations.pydantic_ai import DurableCodeMode  # noqa: E402
+from codemode.integrations.pydantic_ai import DurableCodeMode  # noqa: E402
 from tests.integrations.agent_model import stepwise  # noqa: E402
 
 CODE = "w = lookup('Paris')\nreceipt = transfer('ana', 12.5)\n{'city': w['city'], 'ref': receipt['ref']}"

@@ -11,7 +11,7 @@ with workflow.unsafe.imports_passed_through():
     from pydantic_ai import Agent
     from pydantic_ai.durable_exec.temporal import PydanticAIWorkflow, TemporalDurability
 
-    from integrations.pydantic_ai import DurableCodeMode
+    from codemode.integrations.pydantic_ai import DurableCodeMode
     from tests.integrations.agent_model import scripted, stepwise
 
 TOOLS = "tests.workflows.tools_under_test"

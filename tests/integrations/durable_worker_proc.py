@@ -15,8 +15,8 @@ from pydantic_ai.durable_exec.temporal import PydanticAIPlugin  # noqa: E402
 from temporalio.client import Client  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 
+from codemode.worker.plugin import CodeModePlugin  # noqa: E402
 from tests.integrations.durable_agent import CoderAgentWorkflow, SessionCoderAgentWorkflow  # noqa: E402
-from worker.plugin import CodeModePlugin  # noqa: E402
 
 
 async def main(address: str, task_queue: str) -> None:

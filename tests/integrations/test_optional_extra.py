@@ -22,10 +22,10 @@ PROBE = textwrap.dedent(
             return None
 
     sys.meta_path.insert(0, NoPydanticAI())
-    import worker.cli, worker.plugin, worker.worker  # the engine and the CLI need none of it
+    import codemode.worker.cli, codemode.worker.plugin, codemode.worker.worker  # the engine and the CLI need none of it
     report = {"loaded": "pydantic_ai" in sys.modules}
     try:
-        import integrations.pydantic_ai
+        import codemode.pydantic_ai
     except ImportError as err:
         report["error"] = str(err)
     print(json.dumps(report))

@@ -7,7 +7,7 @@ import json
 
 from pydantic_ai import Agent
 
-from integrations.pydantic_ai import DurableCodeMode
+from codemode.integrations.pydantic_ai import DurableCodeMode
 from tests.workflows.conftest import TOOLS_MODULE
 
 from .agent_model import SEEN, scripted

@@ -16,12 +16,12 @@ from pathlib import Path
 from pydantic_ai.durable_exec.temporal import PydanticAIPlugin
 from temporalio.client import Client
 
-from activities.storage import BlobStore
+from codemode.activities.storage import BlobStore
+from codemode.worker.client.following import query_status
+from codemode.worker.plugin import CodeModePlugin
+from codemode.workflows.models import ExecutionOutcome
 from tests.cli.runner import codemode
 from tests.workflows.conftest import read_events
-from worker.executions import query_status
-from worker.plugin import CodeModePlugin
-from workflows.models import ExecutionOutcome
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -93,7 +93,7 @@ async def test_durable_agent_keeps_a_session_through_a_sigkill_while_its_second_
     """Inside a workflow, the calls of one agent are cells of a session that is the agent
     workflow's child: the second uses what the first defined, parks on an approval, survives
     the worker's SIGKILL, and the session ends with the agent."""
-    from integrations.pydantic_ai.session import workflow_session_name
+    from codemode.integrations.pydantic_ai.session import workflow_session_name
     from tests.integrations.durable_agent import SessionCoderAgentWorkflow
 
     client = await Client.connect(temporal_address, plugins=[PydanticAIPlugin(), CodeModePlugin(store=store)])

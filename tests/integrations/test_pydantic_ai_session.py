@@ -10,9 +10,9 @@ import json
 import pytest
 from pydantic_ai import Agent
 
-from integrations.pydantic_ai import DurableCodeMode
+from codemode.integrations.pydantic_ai import DurableCodeMode
+from codemode.worker.client.sessions import close_session, describe_session
 from tests.workflows.conftest import TOOLS_MODULE
-from worker.sessions import close_session, describe_session
 
 from .agent_model import SEEN, stepwise
 

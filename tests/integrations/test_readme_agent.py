@@ -8,9 +8,9 @@ import os
 import re
 import sys
 
-from activities import ToolRegistry
+from codemode.activities import ToolRegistry
+from codemode.worker.worker import CodeModeWorker
 from tests.cli.runner import REPO, codemode
-from worker.worker import CodeModeWorker
 
 #: A cell of the conversation's session, as the example prints it.
 CELL_ID = r"session:run_code-[\w-]+:\d+"

@@ -10,9 +10,9 @@ from typing import Any
 
 from temporalio.client import Client
 
-from activities import ToolRegistry
-from activities.mcp_servers import McpServers
-from worker.worker import CodeModeWorker
+from codemode.activities import ToolRegistry
+from codemode.activities.mcp_tools import McpServers
+from codemode.worker.worker import CodeModeWorker
 
 
 @contextlib.asynccontextmanager

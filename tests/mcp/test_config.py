@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from activities.mcp_servers import McpConfigError, load_mcp_config
+from codemode.activities.mcp_tools import McpConfigError, load_mcp_config
 
 ENV = {"TOKEN": "s3cret", "HOME": "/home/ada"}
 

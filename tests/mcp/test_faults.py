@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from worker.client import start_execution
-from worker.worker import CodeModeWorker
-from workflows.models import CodeExecutionRequest
+from codemode.worker.client.executions import start_execution
+from codemode.worker.worker import CodeModeWorker
+from codemode.workflows.models import CodeExecutionRequest
 
 from .conftest import mcp_worker
 from .servers import fault_events, fault_server

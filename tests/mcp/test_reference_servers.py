@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from worker.client import start_execution
-from worker.history import fetch_audit
-from worker.worker import CodeModeWorker
-from workflows.models import ApproveSignal, CodeExecutionRequest, DenySignal
+from codemode.worker.audit import fetch_audit
+from codemode.worker.client.executions import start_execution
+from codemode.worker.worker import CodeModeWorker
+from codemode.workflows.models import ApproveSignal, CodeExecutionRequest, DenySignal
 
 from ..workflows.test_approval import wait_for_state
 from .conftest import mcp_worker

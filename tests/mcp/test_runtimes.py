@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from codemode.worker.client.executions import start_execution
+from codemode.worker.worker import CodeModeWorker
+from codemode.workflows.models import CodeExecutionRequest
 from tests.workflows.test_e2b_runtime import e2b_env, e2b_server  # noqa: F401 - fixtures
-from worker.client import start_execution
-from worker.worker import CodeModeWorker
-from workflows.models import CodeExecutionRequest
 
 from .conftest import mcp_worker
 from .servers import reference_server

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from mcp.types import Tool, ToolAnnotations
 
-from activities import ToolRegistry
-from activities.mcp_servers import load_mcp_config
-from activities.mcp_servers.servers import _schema_check
-from activities.mcp_servers.specs import McpToolError, build_specs
-from runtimes import render_stubs
+from codemode.activities import ToolRegistry
+from codemode.activities.mcp_tools import load_mcp_config
+from codemode.activities.mcp_tools.servers import _schema_check
+from codemode.activities.mcp_tools.specs import McpToolError, build_specs
+from codemode.runtimes import render_stubs
 
 
 def tool(name: str, props: dict[str, Any] | None = None, required: list[str] | None = None, **kw: Any) -> Tool:

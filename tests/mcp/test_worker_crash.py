@@ -13,8 +13,8 @@ import time
 import uuid
 from pathlib import Path
 
-from worker.client import start_execution
-from workflows.models import CodeExecutionRequest
+from codemode.worker.client.executions import start_execution
+from codemode.workflows.models import CodeExecutionRequest
 
 from .servers import fault_events, fault_server
 

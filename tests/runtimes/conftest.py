@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from runtimes import CodeRuntime
+from codemode.runtimes import CodeRuntime
 from tests.e2b_local import LocalE2BServer
 
 _LOCAL_E2B: LocalE2BServer | None = None
@@ -31,7 +31,7 @@ def local_e2b() -> LocalE2BServer:
 
 def e2b_runtime(**options: Any) -> Any:
     """An ``E2BRuntime`` on the local server (credentials as arguments: no global env)."""
-    from runtimes.e2b import E2BRuntime
+    from codemode.runtimes.e2b import E2BRuntime
 
     server = local_e2b()
     return E2BRuntime(api_key="local-test-key", api_url=server.url, sandbox_url=server.url, **options)
@@ -82,7 +82,7 @@ async def _no_sandbox_left() -> AsyncIterator[None]:
 
 def docker_runtime(**options: Any) -> Any:
     """A ``DockerRuntime`` on the session's podman service and test image."""
-    from runtimes.docker import DockerRuntime
+    from codemode.runtimes.docker import DockerRuntime
     from tests.docker_engine import IMAGE, engine
 
     return DockerRuntime(image=IMAGE, base_url=engine().url, **options)
@@ -113,7 +113,7 @@ def _no_container_left() -> Iterator[None]:
 
 @contextlib.asynccontextmanager
 async def _monty() -> AsyncIterator[CodeRuntime]:
-    from runtimes.monty import MontyRuntime
+    from codemode.runtimes.monty import MontyRuntime
 
     rt = MontyRuntime()
     try:
@@ -124,7 +124,7 @@ async def _monty() -> AsyncIterator[CodeRuntime]:
 
 @contextlib.asynccontextmanager
 async def _python(transport: str) -> AsyncIterator[CodeRuntime]:
-    from runtimes.python import PythonRuntime
+    from codemode.runtimes.python import PythonRuntime
 
     rt = PythonRuntime(transport=transport, isolation="bwrap")
     try:
@@ -141,7 +141,7 @@ def shared_pyodide() -> Any:
     serves one execution; the pool starts the next one in the background)."""
     global _PYODIDE
     if _PYODIDE is None:
-        from runtimes.pyodide import PyodideRuntime
+        from codemode.runtimes.pyodide import PyodideRuntime
 
         _PYODIDE = PyodideRuntime(pool_size=2)
     return _PYODIDE

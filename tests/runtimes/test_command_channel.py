@@ -8,12 +8,12 @@ import json
 
 import pytest
 
-from runtimes import SandboxError
-from runtimes.execution import CallOutcome
-from runtimes.transports import MessageTooLarge
-from runtimes.transports import command as command_module
-from runtimes.transports.command import CommandChannel
-from runtimes.transports.protocol import CallMessage, DoneMessage
+from codemode.runtimes import SandboxError
+from codemode.runtimes.execution import CallOutcome
+from codemode.runtimes.transports import MessageTooLarge
+from codemode.runtimes.transports import command as command_module
+from codemode.runtimes.transports.command import CommandChannel
+from codemode.runtimes.transports.protocol import CallMessage, DoneMessage
 
 
 def call_line(call_id: str, mark: int | None = None) -> str:

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from runtimes import (
+from codemode.runtimes import (
     CodeExecution,
     CodeExecutionError,
     CodeResourceError,
@@ -25,7 +25,7 @@ from runtimes import (
     ExecutionResult,
     FunctionCall,
 )
-from runtimes.checkpoint import encode_checkpoint
+from codemode.runtimes.checkpoint import encode_checkpoint
 
 #: Hang guard only: a test that has not finished by then is stuck, not slow.
 HANG_GUARD_S = 30.0
@@ -48,7 +48,7 @@ async def fetch(item: int) -> int:
 
 
 async def drive(execution: CodeExecution, answer: Callable[[FunctionCall], Any]) -> ExecutionResult:
-    """The consumer's loop from the module docstring of runtimes.execution."""
+    """The consumer's loop from the module docstring of codemode.runtimes.execution."""
 
     async def loop() -> ExecutionResult:
         event = await execution.next()

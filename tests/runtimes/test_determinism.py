@@ -1,4 +1,4 @@
-"""Replay that survives randomness and the clock (``runtimes.types.Determinism``).
+"""Replay that survives randomness and the clock (``codemode.runtimes.types.Determinism``).
 
 A program that draws random numbers, reads the clock, makes uuids and iterates a set of
 strings between its tool calls is recorded once, then rebuilt by journal replay in a
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from runtimes import CodeRuntime, Determinism, ExecutionResult, NonDeterminismError
-from runtimes.replay import JournalEntry, replay
+from codemode.runtimes import CodeRuntime, Determinism, ExecutionResult, NonDeterminismError
+from codemode.runtimes.journal_replay import JournalEntry, replay
 
 from .conftest import RUNTIME_FACTORIES
 

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from runtimes import (
+from codemode.runtimes import (
     CapabilityError,
     CodeExecution,
     CodeResourceError,
@@ -31,8 +31,8 @@ from runtimes import (
     SandboxOptions,
     get_runtime,
 )
-from runtimes.checkpoint import read_header
-from runtimes.docker import DockerRuntime, DockerSettingsError
+from codemode.runtimes.checkpoint import read_header
+from codemode.runtimes.docker import DockerRuntime, DockerSettingsError
 from tests.docker_engine import IMAGE, codemode_containers, engine
 from tests.docker_engine import client as engine_client
 
@@ -364,7 +364,7 @@ async def test_read_only_mounts_are_readable_not_writable(rt: DockerRuntime, tmp
 async def test_sweep_removes_orphans_and_keeps_parked_runs(rt: DockerRuntime) -> None:
     from datetime import timedelta
 
-    from runtimes.types import Determinism
+    from codemode.runtimes.types import Determinism
 
     orphan = await rt.create_container(ExecutionLimits(), SandboxOptions(), Determinism(seed=1).hash_seed)
     execution, _, blob = await first_call(rt)

@@ -15,10 +15,10 @@ from typing import Any, TypeVar
 import pytest
 from e2b_code_interpreter import E2B
 
-from runtimes import CodeExecution, ExecutionResult, FunctionCall, SandboxError, get_runtime
-from runtimes.checkpoint import read_header
-from runtimes.e2b import E2BRuntime, E2BSettingsError
-from runtimes.replay import JournalEntry, replay
+from codemode.runtimes import CodeExecution, ExecutionResult, FunctionCall, SandboxError, get_runtime
+from codemode.runtimes.checkpoint import read_header
+from codemode.runtimes.e2b import E2BRuntime, E2BSettingsError
+from codemode.runtimes.journal_replay import JournalEntry, replay
 
 from .conftest import e2b_runtime, e2b_sandboxes, local_e2b
 
@@ -343,7 +343,7 @@ async def test_internet_access_setting(internet: bool) -> None:
 
 
 def test_registry_names_e2b() -> None:
-    from runtimes import RUNTIMES
+    from codemode.runtimes import RUNTIMES
 
-    assert RUNTIMES["e2b"] == "runtimes.e2b:E2BRuntime"
+    assert RUNTIMES["e2b"] == "codemode.runtimes.e2b:E2BRuntime"
     assert os.environ.get("E2B_DEBUG") is None  # debug mode would bypass the API entirely

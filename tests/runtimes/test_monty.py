@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from runtimes import (
+from codemode.runtimes import (
     FULL_PYTHON,
     CheckpointTier,
     CodeExecution,
@@ -28,8 +28,8 @@ from runtimes import (
     build_code_mode_prompt,
     normalize_functions,
 )
-from runtimes.checkpoint import decode_checkpoint, encode_checkpoint, read_header
-from runtimes.monty import MONTY_VERSION, MontyRuntime
+from codemode.runtimes.checkpoint import decode_checkpoint, encode_checkpoint, read_header
+from codemode.runtimes.monty import MONTY_VERSION, MontyRuntime
 
 ROOT = Path(__file__).resolve().parents[2]
 GUARD_S = 30.0
@@ -437,7 +437,7 @@ async def test_executions_left_open_exhaust_the_pool_with_a_clear_error() -> Non
 EXIT_SCRIPT = textwrap.dedent(
     """
     import asyncio
-    from runtimes.monty import MontyRuntime
+    from codemode.runtimes.monty import MontyRuntime
 
     async def main():
         async with MontyRuntime() as rt:
@@ -456,7 +456,7 @@ EXIT_SCRIPT = textwrap.dedent(
 
 def test_processes_using_monty_exit_cleanly() -> None:
     """A smoke check, not proof: interpreter exit right after the last Monty await aborted
-    (SIGABRT) about one sequential run in six before runtimes.monty installed its exit hook
+    (SIGABRT) about one sequential run in six before codemode.runtimes.monty installed its exit hook
     (see _settle_monty_threads_at_exit); with four processes at once this catches a
     regression only some of the time."""
     procs = [

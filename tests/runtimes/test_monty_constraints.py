@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from runtimes import CodeExecutionError, CodeRuntimeError, ExecutionResult, FunctionCall
-from runtimes.monty import MONTY_CONSTRAINTS, MONTY_MODULES, MONTY_OS_MODULES, MontyRuntime
+from codemode.runtimes import CodeExecutionError, CodeRuntimeError, ExecutionResult, FunctionCall
+from codemode.runtimes.monty import MONTY_CONSTRAINTS, MONTY_MODULES, MONTY_OS_MODULES, MontyRuntime
 
 
 @pytest.fixture(scope="module", params=[True, False], ids=["type-checked", "unchecked"])

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from runtimes import CodeRuntimeError, ToolSignature, normalize_functions, render_stubs, signature_from_json_schema
+from codemode.runtimes import (
+    CodeRuntimeError,
+    ToolSignature,
+    normalize_functions,
+    render_stubs,
+    signature_from_json_schema,
+)
 
 from .test_contract import drive, guarded
 
@@ -58,7 +64,7 @@ async def test_namespaced_calls_on_every_runtime(runtime_factory) -> None:
 
 
 async def test_unknown_namespace_function_raises_attribute_error(runtime_factory) -> None:
-    from runtimes import CodeTypeError
+    from codemode.runtimes import CodeTypeError
 
     code = "try:\n    memory.nope()\n    r = 'called'\nexcept AttributeError as e:\n    r = str(e)\nr"
     async with runtime_factory() as rt:
@@ -72,8 +78,8 @@ async def test_unknown_namespace_function_raises_attribute_error(runtime_factory
 
 
 async def test_monty_type_checks_namespaced_calls() -> None:
-    from runtimes import CodeTypeError
-    from runtimes.monty import MontyRuntime
+    from codemode.runtimes import CodeTypeError
+    from codemode.runtimes.monty import MontyRuntime
 
     async with MontyRuntime() as rt:
         with pytest.raises(CodeTypeError, match="has no attribute `nope`"):
@@ -87,7 +93,7 @@ async def test_monty_type_checks_namespaced_calls() -> None:
 
 
 async def test_monty_namespace_survives_a_checkpoint() -> None:
-    from runtimes.monty import MontyRuntime
+    from codemode.runtimes.monty import MontyRuntime
 
     async with MontyRuntime() as rt:
         execution = await rt.execute("a = memory.read_graph()\nb = memory.read_graph(depth=1)\n[a, b]", functions=SIGS)

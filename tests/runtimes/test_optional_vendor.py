@@ -1,5 +1,5 @@
 """The runtime layer imports without its vendors: pydantic-monty is needed only by
-runtimes.monty, and its absence is an ImportError that says what to install."""
+codemode.runtimes.monty, and its absence is an ImportError that says what to install."""
 
 from __future__ import annotations
 
@@ -24,17 +24,17 @@ PROBE = textwrap.dedent(
 
     sys.meta_path.insert(0, NoMonty())
 
-    from runtimes import (
+    from codemode.runtimes import (
         CodeRuntime, CodeExecution, FunctionCall, ExecutionResult, CodeConstraints,
         CodeExecutionError, CodeSyntaxError, CodeTypeError, CodeRuntimeError,
     )
     report = {"imported": True, "vendors_loaded": sorted(m for m in ("pydantic_monty", "temporalio") if m in sys.modules)}
     try:
-        from runtimes.monty import MontyRuntime
+        from codemode.runtimes.monty import MontyRuntime
     except ImportError as err:
         report["monty_error"] = str(err)
     try:
-        from runtimes import get_runtime
+        from codemode.runtimes import get_runtime
         get_runtime("monty")
     except ImportError as err:
         report["get_runtime_error"] = str(err)
@@ -55,7 +55,7 @@ def test_runtimes_import_without_pydantic_monty() -> None:
         assert "monty-python" in message  # the look-alike PyPI name is called out
 
 
-#: The same for the E2B SDK: runtimes.e2b alone needs it.
+#: The same for the E2B SDK: codemode.runtimes.e2b alone needs it.
 E2B_PROBE = textwrap.dedent(
     """
     import importlib.abc, json, sys
@@ -67,7 +67,7 @@ E2B_PROBE = textwrap.dedent(
             return None
 
     sys.meta_path.insert(0, NoE2B())
-    import runtimes
+    from codemode import runtimes
     report = {"vendors_loaded": sorted(m for m in ("e2b", "e2b_code_interpreter") if m in sys.modules)}
     try:
         runtimes.get_runtime("e2b", api_key="x")

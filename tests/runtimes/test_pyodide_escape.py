@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from runtimes import CodeResourceError, CodeRuntimeError, CodeTimeoutError, ExecutionLimits, ExecutionResult
+from codemode.runtimes import CodeResourceError, CodeRuntimeError, CodeTimeoutError, ExecutionLimits, ExecutionResult
 
 from .conftest import shared_pyodide
 

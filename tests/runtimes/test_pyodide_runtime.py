@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from runtimes import (
+from codemode.runtimes import (
     CapabilityError,
     CheckpointTier,
     CodeExecution,
@@ -27,10 +27,10 @@ from runtimes import (
     FunctionCall,
     code_mode_prompt,
 )
-from runtimes.pyodide import PyodideRuntime
-from runtimes.signatures import normalize_functions
-from runtimes.types import SandboxOptions
-from runtimes.wasm.distribution import PYODIDE_VERSION
+from codemode.runtimes.pyodide import PyodideRuntime
+from codemode.runtimes.signatures import normalize_functions
+from codemode.runtimes.types import SandboxOptions
+from codemode.runtimes.wasm.distribution import PYODIDE_VERSION
 
 from .conftest import shared_pyodide
 
@@ -329,7 +329,7 @@ async def test_pure_python_and_pyodide_abi_packages(package_rt: PyodideRuntime) 
 async def test_an_unavailable_package_is_refused_before_anything_starts(
     package_rt: PyodideRuntime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from runtimes.wasm.deno import DenoProcess
+    from codemode.runtimes.wasm.deno import DenoProcess
 
     await package_rt.warm()  # Deno, Pyodide and the snapshot are there: only the package is missing
     spawned: list[object] = []
@@ -393,7 +393,7 @@ async def test_missing_deno_or_pyodide_says_what_to_do(tmp_path: Path, monkeypat
         await runner.cleanup()
     monkeypatch.setenv("npm_config_registry", f"http://127.0.0.1:{port}")  # nothing listens now
     runtime = PyodideRuntime(cache_dir=tmp_path / "offline")
-    with pytest.raises(CapabilityError, match="python -m runtimes.wasm fetch"):
+    with pytest.raises(CapabilityError, match="python -m codemode.runtimes.wasm fetch"):
         await runtime.execute("1", functions=TOOLS)
     await runtime.aclose()
     assert not (tmp_path / "offline" / "dist" / PYODIDE_VERSION).exists()

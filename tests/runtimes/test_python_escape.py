@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from runtimes import (
+from codemode.runtimes import (
     CapabilityError,
     CodeResourceError,
     CodeRuntimeError,
@@ -26,9 +26,9 @@ from runtimes import (
     ExecutionResult,
     SandboxOptions,
 )
-from runtimes.python import PythonRuntime
-from runtimes.sandbox.bwrap import sandbox_env
-from runtimes.transports.http import HttpCallbackTransport
+from codemode.runtimes.jail.bwrap import sandbox_env
+from codemode.runtimes.python import PythonRuntime
+from codemode.runtimes.transports.http import HttpCallbackTransport
 
 
 @pytest.fixture
@@ -100,7 +100,7 @@ async def test_cannot_write_outside_private_dirs_and_file_sizes_are_capped(rt: P
     assert out["tmp"] and out["home"] and out["cwd"] == "/sandbox"
     assert out["big"] == 27  # EFBIG: RLIMIT_FSIZE
     # Unprivileged: 65534 in its user namespace. A root worker: a leased uid of its own.
-    from runtimes.sandbox.uids import UID_BASE, UID_SLOTS
+    from codemode.runtimes.jail.uids import UID_BASE, UID_SLOTS
 
     assert out["uid"] == 65534 or UID_BASE <= out["uid"] < UID_BASE + UID_SLOTS
     assert out["uid"] != 0
@@ -307,7 +307,7 @@ async def test_concurrent_sandboxes_each_have_their_own_process_budget(rt: Pytho
     sandbox/uids.py), so four runs at once, each with 10 threads under a limit of 16, all start
     them (one shared uid would give the four one budget of 16), and a fork bomb in a fifth run
     costs the others nothing."""
-    from runtimes.sandbox.uids import UID_BASE, UID_SLOTS
+    from codemode.runtimes.jail.uids import UID_BASE, UID_SLOTS
 
     threads = (
         "import os, threading, time\n"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from runtimes import (
+from codemode.runtimes import (
     CheckpointTier,
     CodeExecution,
     CodeResourceError,
@@ -24,8 +24,8 @@ from runtimes import (
     ExecutionResult,
     FunctionCall,
 )
-from runtimes.python import PythonRuntime
-from runtimes.signatures import normalize_functions
+from codemode.runtimes.python import PythonRuntime
+from codemode.runtimes.signatures import normalize_functions
 
 
 def get_weather(city: str, days: int = 1) -> dict:
@@ -319,7 +319,7 @@ async def test_no_isolation_is_an_explicit_loudly_warned_opt_in() -> None:
 
 
 async def test_tcp_callbacks_need_the_host_network() -> None:
-    from runtimes.transports.http import HttpCallbackTransport
+    from codemode.runtimes.transports.http import HttpCallbackTransport
 
     tcp = HttpCallbackTransport(unix_socket=False)
     runtime = PythonRuntime(transport=tcp)

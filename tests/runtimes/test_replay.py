@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from runtimes import CodeRuntime, ExecutionResult, FunctionCall, NonDeterminismError
-from runtimes.replay import JournalEntry, replay
-from runtimes.signatures import normalize_functions
+from codemode.runtimes import CodeRuntime, ExecutionResult, FunctionCall, NonDeterminismError
+from codemode.runtimes.journal_replay import JournalEntry, replay
+from codemode.runtimes.signatures import normalize_functions
 
 from .conftest import RUNTIME_FACTORIES
 

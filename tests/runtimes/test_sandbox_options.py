@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from runtimes import CapabilityError, SandboxOptions
-from runtimes.monty import MontyRuntime
-from workflows.models import CodeExecutionRequest
+from codemode.runtimes import CapabilityError, SandboxOptions
+from codemode.runtimes.monty import MontyRuntime
+from codemode.workflows.models import CodeExecutionRequest
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, Optional
 import pytest
 from pydantic import BaseModel, Field
 
-from runtimes import (
+from codemode.runtimes import (
     ToolSignature,
     normalize_functions,
     render_stubs,

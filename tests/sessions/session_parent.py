@@ -10,8 +10,8 @@ from pydantic import BaseModel
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.child_session import run_session_cell
-    from workflows.models import CodeExecutionRequest
+    from codemode.workflows.child_session import run_session_cell
+    from codemode.workflows.models import CodeExecutionRequest
 
 
 class Step(BaseModel):

@@ -16,12 +16,12 @@ import pytest
 from temporalio.client import Client
 from temporalio.worker import Replayer, Worker
 
-from activities.checkpoints import CheckpointScope
-from worker.plugin import CodeModePlugin
-from workflows.code_execution import CodeExecutionWorkflow
-from workflows.models import ApproveSignal, ExecutionStatus
-from workflows.session import CodeSessionWorkflow
-from workflows.session_models import session_workflow_id
+from codemode.activities.checkpoints import CheckpointScope
+from codemode.worker.plugin import CodeModePlugin
+from codemode.workflows.execution_workflow import CodeExecutionWorkflow
+from codemode.workflows.models import ApproveSignal, ExecutionStatus
+from codemode.workflows.session_models import session_workflow_id
+from codemode.workflows.session_workflow import CodeSessionWorkflow
 
 from ..workflows.conftest import TOOLS_MODULE, read_events
 from .session_parent import ParentInput, SessionParentWorkflow, Step

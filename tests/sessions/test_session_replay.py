@@ -14,13 +14,13 @@ from pathlib import Path
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
-from activities import ToolRegistry
-from worker.server import start_local_environment
-from worker.sessions import close_session, run_cell, submit_cell
-from worker.worker import CodeModeWorker
-from workflows.code_execution import CodeExecutionWorkflow
-from workflows.models import ApproveSignal, ExecutionStatus
-from workflows.session import CodeSessionWorkflow
+from codemode.activities import ToolRegistry
+from codemode.worker.client.sessions import close_session, run_cell, submit_cell
+from codemode.worker.dev_server import start_local_environment
+from codemode.worker.worker import CodeModeWorker
+from codemode.workflows.execution_workflow import CodeExecutionWorkflow
+from codemode.workflows.models import ApproveSignal, ExecutionStatus
+from codemode.workflows.session_workflow import CodeSessionWorkflow
 
 from ..workflows.conftest import TOOLS_MODULE
 from .session_parent import SessionParentWorkflow

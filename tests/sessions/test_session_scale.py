@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from activities.checkpoints import CheckpointScope
-from activities.sandbox import RECIPE_SEGMENTS
-from worker.sessions import close_session, describe_session, run_cell, submit_cell
-from workflows.session_models import session_workflow_id
+from codemode.activities.checkpoints import CheckpointScope
+from codemode.activities.sandbox_steps import RECIPE_SEGMENTS
+from codemode.worker.client.sessions import close_session, describe_session, run_cell, submit_cell
+from codemode.workflows.session_models import session_workflow_id
 
 
 async def _runs(client, workflow_id: str) -> list[tuple[str, int, int]]:

@@ -11,10 +11,9 @@ import os
 import pytest
 from pydantic import ValidationError
 
-from activities.checkpoints import CheckpointScope
-from tests.cli.runner import base_env, codemode
-from worker.history import fetch_audit
-from worker.sessions import (
+from codemode.activities.checkpoints import CheckpointScope
+from codemode.worker.audit import fetch_audit
+from codemode.worker.client.sessions import (
     InvalidSessionName,
     RuntimeMismatch,
     SessionClosed,
@@ -25,8 +24,9 @@ from worker.sessions import (
     run_cell,
     submit_cell,
 )
-from workflows.models import ApproveSignal, CodeExecutionRequest, ExecutionStatus
-from workflows.session_models import CellRecord, session_workflow_id
+from codemode.workflows.models import ApproveSignal, CodeExecutionRequest, ExecutionStatus
+from codemode.workflows.session_models import CellRecord, session_workflow_id
+from tests.cli.runner import base_env, codemode
 
 from ..workflows.conftest import read_events
 from .conftest import e2b_sandboxes, no_e2b_sandbox_left
@@ -162,14 +162,14 @@ async def test_bad_input_is_refused_clearly(client, task_queue, worker, session_
     with pytest.raises(SessionClosed, match="closed"):
         await submit_cell(client, session_name, "x", task_queue=task_queue)
     # The request path (CodeExecutionRequest(session=...)) says the same.
-    from worker.client import start_execution
+    from codemode.worker.client.executions import start_execution
 
     with pytest.raises(SessionClosed):
         await start_execution(client, CodeExecutionRequest(code="x", session=session_name), task_queue=task_queue)
 
 
 async def test_request_with_a_session_runs_as_its_next_cell(client, task_queue, worker, session_name) -> None:
-    from worker.client import run_execution
+    from codemode.worker.client.executions import run_execution
 
     first = await run_execution(
         client, CodeExecutionRequest(code="x = 20", session=session_name), task_queue=task_queue

@@ -30,9 +30,9 @@ from pathlib import Path
 
 import pytest
 
+from codemode.worker.dev_server import free_port
 from tests.browser import CHROMIUM, CHROMIUM_FLAGS
 from tests.cli.runner import Background, approve_command, base_env, codemode
-from worker.server import free_port
 
 #: Generous waits for the page (the UI fetches and renders after load); never asserted on.
 PAGE_TIMEOUT_MS = 30_000

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from activities import ToolRegistry
-from worker.worker import CodeModeWorker
+from codemode.activities import ToolRegistry
+from codemode.worker.worker import CodeModeWorker
 
 TOOLS_MODULE = "tests.workflows.tools_under_test"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from activities import tool
+from codemode.activities import tool
 
 
 @tool(private_data=True)

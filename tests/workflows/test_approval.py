@@ -8,11 +8,11 @@ from datetime import timedelta
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
-from activities import ToolRegistry
-from worker.binaries import test_server_path
-from worker.client import start_execution
-from worker.worker import CodeModeWorker
-from workflows.models import ApproveSignal, CodeExecutionRequest, DenySignal, ExecutionStatus
+from codemode.activities import ToolRegistry
+from codemode.worker.binaries import test_server_path
+from codemode.worker.client.executions import start_execution
+from codemode.worker.worker import CodeModeWorker
+from codemode.workflows.models import ApproveSignal, CodeExecutionRequest, DenySignal, ExecutionStatus
 
 from .conftest import TOOLS_MODULE, read_events
 
@@ -105,7 +105,7 @@ async def test_checkpoint_from_another_monty_version_is_replayed(client, task_qu
     async with CodeModeWorker(client, registry, task_queue=task_queue).running():
         handle = await start_execution(client, CodeExecutionRequest(code=code), task_queue=task_queue)
         status = await wait_for_state(handle, "awaiting_approval")
-    monkeypatch.setattr("runtimes.monty.MONTY_VERSION", "0.0.0-another-version")
+    monkeypatch.setattr("codemode.runtimes.monty.MONTY_VERSION", "0.0.0-another-version")
     await handle.signal("approve", ApproveSignal(call_id=status.pending_approvals[0].call_id, by="alice"))
     async with CodeModeWorker(client, registry, task_queue=task_queue).running():
         outcome = await handle.result()

@@ -10,7 +10,7 @@ from temporalio.converter import DataConverter
 def test_payload_converters_share_one_set_of_encoders(converter: DataConverter) -> None:
     from temporalio.converter import WorkflowSerializationContext
 
-    from activities.models import StepResult
+    from codemode.activities.models import StepResult
 
     derived = converter.with_context(WorkflowSerializationContext(namespace="default", workflow_id="x"))
     copies = [converter, dataclasses.replace(converter), derived]

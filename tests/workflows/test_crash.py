@@ -13,9 +13,9 @@ import sys
 import time
 from pathlib import Path
 
-from worker.client import start_execution
-from worker.history import fetch_audit
-from workflows.models import CodeExecutionRequest
+from codemode.worker.audit import fetch_audit
+from codemode.worker.client.executions import start_execution
+from codemode.workflows.models import CodeExecutionRequest
 
 from .conftest import read_events
 

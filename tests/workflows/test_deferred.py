@@ -15,13 +15,13 @@ import uuid
 from temporalio.client import Client
 from temporalio.runtime import Runtime, TelemetryConfig
 
-from activities import ToolRegistry
-from runtimes import ExecutionLimits
-from worker.client import start_execution
-from worker.history import fetch_audit
-from worker.server import start_local_environment
-from worker.worker import CodeModeWorker
-from workflows.models import CodeExecutionRequest, ExecutionOutcome
+from codemode.activities import ToolRegistry
+from codemode.runtimes import ExecutionLimits
+from codemode.worker.audit import fetch_audit
+from codemode.worker.client.executions import start_execution
+from codemode.worker.dev_server import start_local_environment
+from codemode.worker.worker import CodeModeWorker
+from codemode.workflows.models import CodeExecutionRequest, ExecutionOutcome
 
 from .conftest import TOOLS_MODULE, read_events
 from .history_checks import chain_stats

@@ -14,15 +14,15 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from activities import ToolRegistry
-from runtimes.docker import DockerRuntime
+from codemode.activities import ToolRegistry
+from codemode.runtimes.docker import DockerRuntime
+from codemode.worker import display
+from codemode.worker.audit import fetch_audit
+from codemode.worker.client.executions import start_execution
+from codemode.worker.worker import CodeModeWorker
+from codemode.workflows.models import ApproveSignal, CodeExecutionRequest
 from tests.docker_engine import IMAGE, PodmanService, codemode_containers, engine
 from tests.docker_engine import client as engine_client
-from worker import display
-from worker.client import start_execution
-from worker.history import fetch_audit
-from worker.worker import CodeModeWorker
-from workflows.models import ApproveSignal, CodeExecutionRequest
 
 from .conftest import TOOLS_MODULE, read_events
 from .test_approval import wait_for_state

@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
-from activities import ToolRegistry
+from codemode.activities import ToolRegistry
+from codemode.worker import display
+from codemode.worker.audit import fetch_audit
+from codemode.worker.client.executions import start_execution
+from codemode.worker.worker import CodeModeWorker
+from codemode.workflows.models import ApproveSignal, CodeExecutionRequest
 from tests.cli.runner import base_env, codemode
 from tests.e2b_local import LocalE2BServer
-from worker import display
-from worker.client import start_execution
-from worker.history import fetch_audit
-from worker.worker import CodeModeWorker
-from workflows.models import ApproveSignal, CodeExecutionRequest
 
 from .conftest import TOOLS_MODULE, read_events
 from .test_approval import wait_for_state

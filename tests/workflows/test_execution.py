@@ -7,10 +7,10 @@ import asyncio
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 
-from runtimes import ExecutionLimits
-from worker.client import start_execution
-from worker.history import fetch_audit
-from workflows.models import CodeExecutionRequest
+from codemode.runtimes import ExecutionLimits
+from codemode.worker.audit import fetch_audit
+from codemode.worker.client.executions import start_execution
+from codemode.workflows.models import CodeExecutionRequest
 
 from .conftest import read_events
 
@@ -120,8 +120,8 @@ async def test_indexed_from_the_start_and_released_by_the_last_step(client, task
     release step follows it, and the store keeps nothing of the execution."""
     from temporalio.api.enums.v1 import EventType
 
-    from worker.converter import default_store
-    from workflows.models import WORKFLOW_TYPE
+    from codemode.worker.converter import default_store
+    from codemode.workflows.models import WORKFLOW_TYPE
 
     code = "a = await fetch(1)\nb = await fetch(2)\na + b"
     handle = await start_execution(client, CodeExecutionRequest(code=code), task_queue=task_queue)

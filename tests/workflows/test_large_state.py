@@ -10,15 +10,15 @@ import collections
 import signal
 import time
 
-from activities import ToolRegistry
-from activities.checkpoints import CheckpointScope
-from activities.models import MAX_VALUE_BYTES
-from runtimes import ExecutionLimits
-from worker import display
-from worker.client import InputTooLarge, start_execution
-from worker.history import fetch_audit
-from worker.worker import CodeModeWorker
-from workflows.models import ApproveSignal, CodeExecutionRequest
+from codemode.activities import ToolRegistry
+from codemode.activities.checkpoints import CheckpointScope
+from codemode.activities.models import MAX_VALUE_BYTES
+from codemode.runtimes import ExecutionLimits
+from codemode.worker import display
+from codemode.worker.audit import fetch_audit
+from codemode.worker.client.executions import InputTooLarge, start_execution
+from codemode.worker.worker import CodeModeWorker
+from codemode.workflows.models import ApproveSignal, CodeExecutionRequest
 
 from .conftest import TOOLS_MODULE, read_events
 from .history_checks import chain_stats

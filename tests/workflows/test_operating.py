@@ -12,12 +12,12 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, Wor
 from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import CancelledError
 
-from activities import ToolRegistry
-from worker import display
-from worker.client import start_execution
-from worker.history import fetch_audit
-from worker.worker import CodeModeWorker
-from workflows.models import SA_STATUS, CodeExecutionRequest, Decision, ExecutionStatus
+from codemode.activities import ToolRegistry
+from codemode.worker import display
+from codemode.worker.audit import fetch_audit
+from codemode.worker.client.executions import start_execution
+from codemode.worker.worker import CodeModeWorker
+from codemode.workflows.models import SA_STATUS, CodeExecutionRequest, Decision, ExecutionStatus
 
 from .conftest import TOOLS_MODULE, read_events
 from .test_approval import wait_for_state

@@ -12,13 +12,13 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.worker import Replayer, Worker
 
-from activities.encryption import EncryptionCodec, Keyring, new_key
-from activities.storage import BlobStore
-from worker.client import start_execution
-from worker.converter import store_of
-from worker.plugin import CodeModePlugin
-from worker.sandbox_runner import CodeModeWorkflowRunner
-from workflows.models import CodeExecutionRequest
+from codemode.activities.encryption import EncryptionCodec, Keyring, new_key
+from codemode.activities.storage import BlobStore
+from codemode.worker.client.executions import start_execution
+from codemode.worker.converter import store_of
+from codemode.worker.plugin import CodeModePlugin
+from codemode.worker.workflow_runner import CodeModeWorkflowRunner
+from codemode.workflows.models import CodeExecutionRequest
 
 from .conftest import TOOLS_MODULE
 from .user_workflows import UserAgentWorkflow

@@ -9,10 +9,10 @@ import collections
 import signal
 import time
 
-from activities import ToolRegistry
-from worker.client import start_execution
-from worker.worker import CodeModeWorker
-from workflows.models import ApproveSignal, CodeExecutionRequest
+from codemode.activities import ToolRegistry
+from codemode.worker.client.executions import start_execution
+from codemode.worker.worker import CodeModeWorker
+from codemode.workflows.models import ApproveSignal, CodeExecutionRequest
 
 from .conftest import TOOLS_MODULE, read_events
 from .test_approval import wait_for_state

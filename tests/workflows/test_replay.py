@@ -7,7 +7,7 @@ beside them with CODEMODE_RECORD_HISTORIES=<prefix> (``fused-*.json``: tool acti
 run the step after their call, issue 11; ``deferred-*.json``: steps that keep the run live
 on their worker instead of saving a checkpoint, issue 11). ``window64-wide_gather.json`` and
 ``window40-wide_gather.json``: a batch of 50 gathered calls before and after the call window
-went from 64 to 40 (``workflows/code_execution.py``, ``CALL_WINDOW_PATCH``).
+went from 64 to 40 (``workflows/execution_workflow.py``, ``CALL_WINDOW_PATCH``).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from pathlib import Path
 from temporalio.client import WorkflowFailureError, WorkflowHistory
 from temporalio.worker import Replayer
 
-from worker.client import start_execution
-from workflows.code_execution import CodeExecutionWorkflow
-from workflows.models import ApproveSignal, CodeExecutionRequest, Decision, DenySignal, ExecutionStatus
+from codemode.worker.client.executions import start_execution
+from codemode.workflows.execution_workflow import CodeExecutionWorkflow
+from codemode.workflows.models import ApproveSignal, CodeExecutionRequest, Decision, DenySignal, ExecutionStatus
 
 HISTORIES = Path(__file__).parent / "histories"
 

@@ -21,17 +21,17 @@ import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
-from activities import ToolRegistry
-from activities.retention import SweepInput, SweepReport, execution_prefixes, namespace_retention, sweep
-from activities.storage import FileBlobStore
-from runtimes import ExecutionLimits
+from codemode.activities import ToolRegistry
+from codemode.activities.retention import SweepInput, SweepReport, execution_prefixes, namespace_retention, sweep
+from codemode.activities.storage import FileBlobStore
+from codemode.runtimes import ExecutionLimits
+from codemode.worker.client.executions import start_execution
+from codemode.worker.converter import data_converter
+from codemode.worker.dev_server import start_local_environment
+from codemode.worker.worker import SWEEP_EVERY, CodeModeWorker
+from codemode.workflows.models import ApproveSignal, CodeExecutionRequest
+from codemode.workflows.sweep_workflow import SWEEP_SCHEDULE_ID, SWEEP_WORKFLOW
 from tests.cli.runner import base_env, codemode
-from worker.client import start_execution
-from worker.converter import data_converter
-from worker.server import start_local_environment
-from worker.worker import SWEEP_EVERY, CodeModeWorker
-from workflows.models import ApproveSignal, CodeExecutionRequest
-from workflows.sweep import SWEEP_SCHEDULE_ID, SWEEP_WORKFLOW
 
 from .conftest import TOOLS_MODULE
 from .test_approval import wait_for_state
@@ -245,8 +245,8 @@ async def test_sweep_deletes_what_a_closed_session_left(client, worker, store) -
     keep: the claim-checked payloads of its history (here a cell's 300 KB input, which the SDK
     stores under no workflow type, as it does whatever a client sends a running workflow) and
     anything a close that failed half-way left under its scope."""
-    from worker.sessions import close_session, run_cell
-    from workflows.session_models import session_workflow_id
+    from codemode.worker.client.sessions import close_session, run_cell
+    from codemode.workflows.session_models import session_workflow_id
 
     name = f"ret-{uuid.uuid4().hex[:8]}"
     outcome = await run_cell(client, name, "len(text)", inputs={"text": "x" * 300_000}, task_queue=worker.task_queue)

@@ -14,15 +14,15 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
-from activities import ToolRegistry
-from runtimes import ExecutionLimits
-from worker import display
-from worker.client import start_execution
-from worker.history import fetch_audit
-from worker.server import start_local_environment
-from worker.worker import CodeModeWorker
-from workflows.code_execution import CodeExecutionWorkflow
-from workflows.models import ApproveSignal, CodeExecutionRequest, ExecutionStatus
+from codemode.activities import ToolRegistry
+from codemode.runtimes import ExecutionLimits
+from codemode.worker import display
+from codemode.worker.audit import fetch_audit
+from codemode.worker.client.executions import start_execution
+from codemode.worker.dev_server import start_local_environment
+from codemode.worker.worker import CodeModeWorker
+from codemode.workflows.execution_workflow import CodeExecutionWorkflow
+from codemode.workflows.models import ApproveSignal, CodeExecutionRequest, ExecutionStatus
 
 from .conftest import TOOLS_MODULE
 from .history_checks import chain_stats

@@ -24,15 +24,15 @@ import aioboto3
 import pytest
 from temporalio.client import Client
 
-from activities.checkpoints import CheckpointScope
-from activities.retention import execution_prefixes
-from activities.storage import S3BlobStore
-from runtimes import ExecutionLimits
+from codemode.activities.checkpoints import CheckpointScope
+from codemode.activities.retention import execution_prefixes
+from codemode.activities.storage import S3BlobStore
+from codemode.runtimes import ExecutionLimits
+from codemode.worker.audit import fetch_audit
+from codemode.worker.client.executions import start_execution
+from codemode.worker.converter import data_converter, store_of
+from codemode.workflows.models import ApproveSignal, CodeExecutionRequest, ExecutionStatus
 from tests.s3_local import S3Endpoint
-from worker.client import start_execution
-from worker.converter import data_converter, store_of
-from worker.history import fetch_audit
-from workflows.models import ApproveSignal, CodeExecutionRequest, ExecutionStatus
 
 from .conftest import read_events
 from .history_checks import chain_stats

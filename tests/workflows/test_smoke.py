@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import uuid
 
-from activities import ToolRegistry
-from worker.client import run_execution
-from worker.worker import CodeModeWorker
-from workflows.models import CodeExecutionRequest
+from codemode.activities import ToolRegistry
+from codemode.worker.client.executions import run_execution
+from codemode.worker.worker import CodeModeWorker
+from codemode.workflows.models import CodeExecutionRequest
 
 
 async def test_trip_example_runs(client) -> None:

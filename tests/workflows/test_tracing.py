@@ -6,10 +6,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from activities import ToolRegistry
-from worker.client import connect, run_execution
-from worker.worker import CodeModeWorker
-from workflows.models import CodeExecutionRequest
+from codemode.activities import ToolRegistry
+from codemode.worker.client.connection import connect
+from codemode.worker.client.executions import run_execution
+from codemode.worker.worker import CodeModeWorker
+from codemode.workflows.models import CodeExecutionRequest
 
 from .conftest import TOOLS_MODULE
 

@@ -9,7 +9,7 @@ import os
 import time
 from datetime import timedelta
 
-from activities import current_call, tool
+from codemode.activities import current_call, tool
 
 
 def _event(kind: str, **extra: object) -> None:

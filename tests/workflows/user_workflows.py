@@ -6,8 +6,8 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.child import execute_code
-    from workflows.models import CodeExecutionRequest
+    from codemode.workflows.child_execution import execute_code
+    from codemode.workflows.models import CodeExecutionRequest
 
 
 @workflow.defn

@@ -8,9 +8,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from activities import ToolRegistry  # noqa: E402
-from worker.client import connect  # noqa: E402
-from worker.worker import CodeModeWorker  # noqa: E402
+from codemode.activities import ToolRegistry  # noqa: E402
+from codemode.worker.client.connection import connect
+from codemode.worker.worker import CodeModeWorker  # noqa: E402
 
 
 async def main(address: str, task_queue: str) -> None:

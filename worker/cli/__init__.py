@@ -31,8 +31,9 @@ from importlib.metadata import EntryPoint, entry_points
 
 import click
 
-from worker.cli import codec, decide, inspect, run, serve, session, storage, tools
-from worker.cli.common import note
+from codemode._version import __version__
+from codemode.worker.cli import codec, decide, inspect, run, serve, session, storage, tools
+from codemode.worker.cli.common import note
 
 #: Entry-point group under which the layers above worker/ register commands.
 COMMANDS_GROUP = "codemode.commands"
@@ -58,6 +59,7 @@ class CommandGroup(click.Group):
 
 
 @click.group(cls=CommandGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", "-V", prog_name="codemode", message="%(prog)s %(version)s")
 def cli() -> None:
     """Durable code mode: run LLM-written Python in a sandbox, every step durable on Temporal."""
 

@@ -1,5 +1,5 @@
-"""``python -m worker.cli``: the same as the ``codemode`` command."""
+"""``python -m codemode.worker.cli`` (as ``python -m codemode``): the same as the ``codemode`` command."""
 
-from worker.cli import main
+from codemode.worker.cli import main
 
 main()

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 import click
 
-from activities.encryption import KEY_ID_PATTERN, KEYS_ENV, EncryptionKeyError, Keyring, new_key
-from worker.cli.common import EXIT_OK, Fail, note, start_codec_server
-from worker.codec_server import DEFAULT_PORT, DEFAULT_UI_ORIGINS
+from codemode.activities.encryption import KEY_ID_PATTERN, KEYS_ENV, EncryptionKeyError, Keyring, new_key
+from codemode.worker.cli.common import EXIT_OK, Fail, note, start_codec_server
+from codemode.worker.codec_server import DEFAULT_PORT, DEFAULT_UI_ORIGINS
 
 
 def require_keys() -> Keyring:
@@ -74,7 +74,7 @@ def codec_server(port: int, host: str, token: str | None, ui_origins: Sequence[s
 
 
 async def _codec_server(port: int, host: str, token: str | None, origins: list[str], namespaces: Sequence[str]) -> int:
-    from worker.cli.serve import until_stopped
+    from codemode.worker.cli.serve import until_stopped
 
     server = await start_codec_server(port, origins, host=host, token=token, namespaces=namespaces, fallback=False)
     try:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import getpass
 import os
 import re
-import socket
 import sys
 from collections.abc import Sequence
 from datetime import timedelta
@@ -16,43 +15,31 @@ import click
 from pydantic import BaseModel
 from temporalio.client import (
     Client,
-    WorkflowExecutionStatus,
     WorkflowHandle,
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.encryption import EncryptionKeyError, Keyring
-from activities.storage import BlobStore, BlobStoreError
-from activities.tools import ToolRegistry
-from worker.client import DEFAULT_ADDRESS, connect
-from worker.codec_server import DEFAULT_PORT as DEFAULT_CODEC_PORT
-from worker.codec_server import CodecServer
-from worker.converter import default_store
-from worker.executions import QUERY_TIMEOUT, query_status  # noqa: F401 (the commands import them from here)
-from worker.server import EmbeddedServer, ServerStartError, default_db_path, server_answers
-from workflows.models import TASK_QUEUE, ExecutionOutcome
+from codemode.activities.encryption import EncryptionKeyError, Keyring
+from codemode.activities.storage import BlobStore, BlobStoreError
+from codemode.activities.tools import ToolRegistry
+from codemode.worker.client.connection import DEFAULT_ADDRESS, connect
+from codemode.worker.client.following import QUERY_TIMEOUT, query_status  # noqa: F401 (the commands import them from here)
+from codemode.worker.codec_server import DEFAULT_PORT as DEFAULT_CODEC_PORT
+from codemode.worker.codec_server import CodecServer, serve_codec
+from codemode.worker.converter import default_store
+from codemode.worker.dev_server import (
+    EmbeddedServer,
+    ServerStartError,
+    default_db_path,
+    server_answers,
+    start_dev_server,
+)
+from codemode.workflows.models import TASK_QUEUE, ExecutionOutcome
 
 if TYPE_CHECKING:
-    from activities.mcp_servers import McpConfig, McpServers
+    from codemode.activities.mcp_tools import McpConfig, McpServers
 
 EXIT_OK, EXIT_CODE_ERROR, EXIT_USAGE, EXIT_AWAITING_APPROVAL = 0, 1, 2, 3
-
-
-#: How Temporal closed an execution, in our state words, for the closings the workflow may not
-#: have recorded in its own state (a terminate; a cancel or a timeout it did not see through).
-CLOSED_STATES = {
-    WorkflowExecutionStatus.FAILED: "failed",
-    WorkflowExecutionStatus.TERMINATED: "failed",
-    WorkflowExecutionStatus.CANCELED: "cancelled",
-    WorkflowExecutionStatus.TIMED_OUT: "timed_out",
-}
-
-
-def closed_word(status: WorkflowExecutionStatus | None) -> str:
-    """How an execution closed, in our state words where Temporal's differ (canceled)."""
-    if status in CLOSED_STATES:
-        return CLOSED_STATES[status]
-    return status.name.lower() if status is not None else "unknown"
 
 
 class Fail(click.ClickException):
@@ -202,7 +189,7 @@ def load_mcp_config_file(path: str | None) -> McpConfig | None:
     """The ``--mcp-config`` file, checked (a usage error names what is wrong), or None."""
     if not path:
         return None
-    from activities.mcp_servers import INSTALL_HINT, McpConfigError, load_mcp_config
+    from codemode.activities.mcp_tools import INSTALL_HINT, McpConfigError, load_mcp_config
 
     try:
         config = load_mcp_config(path)
@@ -221,7 +208,7 @@ async def open_mcp(registry: ToolRegistry | None, config: McpConfig | None) -> t
     if config is None:
         assert registry is not None
         return registry, None
-    from activities.mcp_servers import McpServers, McpStartError
+    from codemode.activities.mcp_tools import McpServers, McpStartError
 
     servers = McpServers(config)
     try:
@@ -258,41 +245,6 @@ async def open_store() -> BlobStore:
         return await default_store()
     except (BlobStoreError, ValueError) as err:
         raise Fail(f"cannot open the object store: {err}") from None
-
-
-async def has_workers(client: Client, task_queue: str) -> bool:
-    """Whether any worker polls the task queue for workflow tasks."""
-    from temporalio.api.enums.v1 import TaskQueueType
-    from temporalio.api.taskqueue.v1 import TaskQueue
-    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-
-    try:
-        resp = await client.workflow_service.describe_task_queue(
-            DescribeTaskQueueRequest(
-                namespace=client.namespace,
-                task_queue=TaskQueue(name=task_queue),
-                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-            )
-        )
-    except RPCError:
-        return True  # cannot tell: assume yes rather than start a second worker
-    return any(not _gone_local_process(p.identity) for p in resp.pollers)
-
-
-def _gone_local_process(identity: str) -> bool:
-    """Whether a poller's identity (the SDK's ``pid@host``) names a process of this machine
-    that has exited: the server lists a stopped worker's poller for a while, and a command
-    started right after one (a client restarting ``codemode mcp``) must not count on it."""
-    pid, _, host = identity.partition("@")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except OSError:
-        return False
-    return False
 
 
 async def existing_handle(client: Client, execution_id: str) -> tuple[WorkflowHandle[Any, Any], Any]:
@@ -338,19 +290,12 @@ def encryption_keys() -> Keyring | None:
 async def start_server(
     port: int, ui_port: int | None, db: str | None, codec_port: int = DEFAULT_CODEC_PORT
 ) -> EmbeddedServer:
-    """The embedded server; with encryption keys set, also a codec server in this process,
-    which the web UI is pointed at (``--ui-codec-endpoint``) so it shows plaintext."""
-    server = EmbeddedServer(port=port, ui_port=ui_port, db=db)
-    if encryption_keys() is not None and server.ui_url:
-        ui = server.ui_url
-        origins = [ui, ui.replace("//localhost:", "//127.0.0.1:")]
-        codec = await start_codec_server(codec_port, sorted(set(origins)))
-        server.codec_endpoint = codec.url
-        server.on_stop.append(codec.stop)
+    """The embedded server (with a codec server for its web UI when encryption keys are set)."""
+    encryption_keys()  # a malformed CODEMODE_ENCRYPTION_KEYS is a usage error, said first
+    await open_store()
     try:
-        return await server.start()
+        return await start_dev_server(port, ui_port, db, codec_port=codec_port, notify=note)
     except (ServerStartError, FileNotFoundError) as err:
-        await server.stop()  # and the codec server started for it
         raise Fail(f"cannot start the embedded Temporal server: {err}") from None
 
 
@@ -363,19 +308,11 @@ async def start_codec_server(
     namespaces: Sequence[str] = (),
     fallback: bool = True,
 ) -> CodecServer:
-    """A running codec server over this process's data converter (its keys, its object store).
-    ``fallback``: when ``port`` is taken, take a free one instead of failing."""
-    from worker.converter import data_converter
-
-    converter = data_converter(await open_store())
+    """A running codec server over this process's data converter (see ``serve_codec``)."""
+    store = await open_store()
     try:
-        return await CodecServer(
-            converter, host=host, port=port, ui_origins=ui_origins, token=token, namespaces=namespaces
-        ).start()
+        return await serve_codec(
+            store, port, ui_origins, host=host, token=token, namespaces=namespaces, fallback=fallback, notify=note
+        )
     except OSError as err:
-        if not fallback:
-            raise Fail(f"cannot serve the codec server on {host}:{port}: {err.strerror or err}") from None
-    note(f"Port {port} is taken; the codec server takes a free port instead.")
-    return await CodecServer(
-        converter, host=host, port=0, ui_origins=ui_origins, token=token, namespaces=namespaces
-    ).start()
+        raise Fail(f"cannot serve the codec server on {host}:{port}: {err.strerror or err}") from None

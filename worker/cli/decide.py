@@ -10,21 +10,20 @@ import click
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import CancelledError
 
-from worker import display
-from worker.cli.common import (
+from codemode.worker import display
+from codemode.worker.audit import fetch_audit
+from codemode.worker.cli.common import (
     EXIT_OK,
     Fail,
     address_option,
-    closed_word,
     existing_handle,
-    has_workers,
     note,
     open_client,
     os_user,
     query_status,
 )
-from worker.executions import DecisionRefused, send_decision
-from worker.history import fetch_audit
+from codemode.worker.client.connection import has_workers
+from codemode.worker.client.following import DecisionRefused, closed_word, send_decision
 
 
 def _decision_command(approve: bool) -> click.Command:

@@ -13,25 +13,25 @@ from pydantic import BaseModel
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.encryption import KEY_ID_METADATA, DecryptionFailed, UnknownEncryptionKey
-from runtimes import RUNTIMES
-from worker import display
-from worker.cli.common import (
-    CLOSED_STATES,
+from codemode.activities.encryption import KEY_ID_METADATA, DecryptionFailed, UnknownEncryptionKey
+from codemode.runtimes import RUNTIMES
+from codemode.worker import display
+from codemode.worker.audit import ExecutionAudit, fetch_audit
+from codemode.worker.cli.common import (
     EXIT_OK,
     Fail,
     address_option,
     emit,
     existing_handle,
-    has_workers,
     json_option,
     note,
     open_client,
     query_status,
 )
-from worker.client import unplain
-from worker.history import ExecutionAudit, fetch_audit
-from workflows.models import (
+from codemode.worker.client.connection import has_workers
+from codemode.worker.client.executions import unplain
+from codemode.worker.client.following import CLOSED_STATES
+from codemode.workflows.models import (
     RUNTIME_KEY,
     SA_RUNTIME,
     SA_STATUS,
@@ -115,7 +115,7 @@ async def _status(execution_id: str, as_json: bool, address: str) -> int:
 
 async def _queued_cell(client: Client, execution_id: str) -> BaseModel | None:
     """The session's record of a cell (``session:NAME:N``) that is still waiting its turn."""
-    from workflows.session_models import parse_cell_execution_id
+    from codemode.workflows.session_models import parse_cell_execution_id
 
     parsed = parse_cell_execution_id(execution_id)
     if parsed is None:
@@ -126,7 +126,7 @@ async def _queued_cell(client: Client, execution_id: str) -> BaseModel | None:
     except RPCError as err:
         if err.status != RPCStatusCode.NOT_FOUND:
             raise
-    from worker.sessions import SessionError, describe_session
+    from codemode.worker.client.sessions import SessionError, describe_session
 
     try:
         status = await describe_session(client, parsed[0])

@@ -20,11 +20,11 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import CancelledError, WorkflowAlreadyStartedError
 
-from activities.tools import ToolRegistry
-from runtimes import RUNTIMES
-from runtimes.types import ExecutionLimits
-from worker import display
-from worker.cli.common import (
+from codemode.activities.tools import ToolRegistry
+from codemode.runtimes import RUNTIMES
+from codemode.runtimes.types import ExecutionLimits
+from codemode.worker import display
+from codemode.worker.cli.common import (
     EXIT_AWAITING_APPROVAL,
     EXIT_CODE_ERROR,
     EXIT_OK,
@@ -34,7 +34,6 @@ from worker.cli.common import (
     Size,
     address_option,
     existing_handle,
-    has_workers,
     interactive_terminal,
     json_option,
     load_mcp_config_file,
@@ -50,9 +49,11 @@ from worker.cli.common import (
     task_queue_option,
     tools_option,
 )
-from worker.client import InputTooLarge, check_request_size, connect, start_execution
-from worker.server import is_local, server_answers, split_address
-from workflows.models import (
+from codemode.worker.client.connection import connect, has_workers
+from codemode.worker.client.executions import InputTooLarge, check_request_size, start_execution
+from codemode.worker.client.following import cancel_reason
+from codemode.worker.dev_server import is_local, server_answers, split_address
+from codemode.workflows.models import (
     CODE_APPROVAL_ID,
     ApproveSignal,
     CodeExecutionRequest,
@@ -65,7 +66,7 @@ from workflows.models import (
 )
 
 if TYPE_CHECKING:
-    from activities.mcp_servers import McpConfig
+    from codemode.activities.mcp_tools import McpConfig
 
 POLL_SECONDS = 0.3
 #: The defaults the help text shows (the models hold them; the flags only override).
@@ -217,14 +218,6 @@ def report_parked(
     for line in [*lines, *extra]:
         note(line)
     return EXIT_AWAITING_APPROVAL
-
-
-async def cancel_reason(handle: WorkflowHandle[Any, Any]) -> str:
-    """The reason given with the cancellation request, from the history."""
-    async for event in handle.fetch_history_events():
-        if event.HasField("workflow_execution_cancel_requested_event_attributes"):
-            return event.workflow_execution_cancel_requested_event_attributes.cause
-    return ""
 
 
 async def report_cancelled(handle: WorkflowHandle[Any, Any], *, as_json: bool) -> int:
@@ -472,7 +465,7 @@ class RunOptions:
 
 async def _start_cell(client: Client, opts: RunOptions) -> WorkflowHandle[Any, ExecutionOutcome]:
     """Send the code to its session; the cell's execution once its turn came."""
-    from worker.sessions import DEFAULT_IDLE_TIMEOUT, SessionError, submit_cell
+    from codemode.worker.client.sessions import DEFAULT_IDLE_TIMEOUT, SessionError, submit_cell
 
     assert opts.session is not None
     try:
@@ -552,7 +545,7 @@ async def _client_and_worker_for_run(
     """A client, plus whatever this process must run itself: the embedded server when nothing
     answers at a local address, a worker when none polls the task queue. Returns the client,
     whether a worker runs here, and what to add to the approval message."""
-    from worker.worker import CodeModeWorker
+    from codemode.worker.worker import CodeModeWorker
 
     address, registry, parked_extra = opts.address, opts.registry, []
     can_serve = registry is not None or opts.mcp_config is not None

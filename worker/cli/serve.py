@@ -14,8 +14,8 @@ import click
 from temporalio.client import Client
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
-from activities.tools import ToolRegistry
-from worker.cli.common import (
+from codemode.activities.tools import ToolRegistry
+from codemode.worker.cli.common import (
     EXIT_OK,
     Fail,
     address_option,
@@ -34,11 +34,11 @@ from worker.cli.common import (
     tools_option,
     ui_port_option,
 )
-from worker.client import connect
-from worker.server import EmbeddedServer
+from codemode.worker.client.connection import connect
+from codemode.worker.dev_server import EmbeddedServer
 
 if TYPE_CHECKING:
-    from activities.mcp_servers import McpConfig
+    from codemode.activities.mcp_tools import McpConfig
 
 
 class MetricsAddress(click.ParamType):
@@ -120,7 +120,7 @@ def server_banner(server: EmbeddedServer) -> list[str]:
 async def _serve_worker(
     client: Client, registry: ToolRegistry | None, mcp_config: McpConfig | None, task_queue: str, address: str
 ) -> None:
-    from worker.worker import CodeModeWorker
+    from codemode.worker.worker import CodeModeWorker
 
     registry, servers = await open_mcp(registry, mcp_config)
     try:

@@ -8,9 +8,15 @@ from pathlib import Path
 
 import click
 
-from worker.cli.common import EXIT_OK, Fail, address_option, emit, json_option, note, open_client
-from worker.sessions import InvalidSessionName, SessionError, close_session, describe_session, list_sessions
-from workflows.session_models import CellRecord, SessionStatus
+from codemode.worker.cli.common import EXIT_OK, Fail, address_option, emit, json_option, note, open_client
+from codemode.worker.client.sessions import (
+    InvalidSessionName,
+    SessionError,
+    close_session,
+    describe_session,
+    list_sessions,
+)
+from codemode.workflows.session_models import CellRecord, SessionStatus
 
 
 @click.group()
@@ -146,7 +152,7 @@ def export(name: str, path: str, address: str) -> int:
 
 
 async def _export(name: str, path: Path, address: str) -> int:
-    from worker.notebook import export_ipynb
+    from codemode.worker.notebook import export_ipynb
 
     client = await open_client(address)
     status = await _describe(client, name)

@@ -8,8 +8,8 @@ from datetime import timedelta
 
 import click
 
-from activities.retention import SweepInput, SweepReport, sweep
-from worker.cli.common import EXIT_OK, Duration, address_option, emit, json_option, open_client, open_store
+from codemode.activities.retention import SweepInput, SweepReport, sweep
+from codemode.worker.cli.common import EXIT_OK, Duration, address_option, emit, json_option, open_client, open_store
 
 
 @click.command()

@@ -6,9 +6,9 @@ import asyncio
 
 import click
 
-from activities.tools import ToolRegistry, ToolSpec
-from runtimes import RUNTIMES
-from worker.cli.common import (
+from codemode.activities.tools import ToolRegistry, ToolSpec
+from codemode.runtimes import RUNTIMES
+from codemode.worker.cli.common import (
     EXIT_OK,
     Fail,
     load_mcp_config_file,
@@ -31,7 +31,7 @@ def tools(tools_module: str | None, mcp_config: str | None, runtime: str) -> int
     each is shown by the name the code calls it (its namespace, an alias for a name that is
     not a Python name), its canonical id and the approval and retry policy its annotations
     and the configuration give it."""
-    from runtimes import get_runtime
+    from codemode.runtimes import get_runtime
 
     registry = load_tools(tools_module) if require_tools(tools_module, mcp_config) else None
     config = load_mcp_config_file(mcp_config)

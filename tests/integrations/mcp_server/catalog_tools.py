@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from activities import current_call, tool
+from codemode.activities import current_call, tool
 
 _WEATHER = {"paris": 18, "london": 14, "tokyo": 24}
 

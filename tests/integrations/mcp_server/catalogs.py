@@ -4,7 +4,7 @@ public function there is a tool."""
 
 from __future__ import annotations
 
-from runtimes.signatures import ToolSignature, signature_from_json_schema
+from codemode.runtimes.signatures import ToolSignature, signature_from_json_schema
 from tests.integrations.mcp_server.catalog_tools import _RECORDS, _VERBS
 
 

@@ -21,7 +21,7 @@ TOOLS = "tests.integrations.mcp_server.catalog_tools"
 
 
 def mcp_args(*extra: str) -> list[str]:
-    return ["-m", "worker.cli", "mcp", "--tools", TOOLS, *extra]
+    return ["-m", "codemode", "mcp", "--tools", TOOLS, *extra]
 
 
 def stdio_server(env: dict[str, str], *extra: str) -> StdioServerParameters:

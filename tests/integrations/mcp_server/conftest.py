@@ -12,9 +12,9 @@ import pytest
 from mcp_types import Implementation
 from temporalio.client import Client
 
+from codemode.worker.dev_server import free_port
 from tests.cli.runner import Background, base_env
 from tests.integrations.mcp_server.clients import TOOLS, McpSession, Person, stdio_server
-from worker.server import free_port
 
 CLIENT_NAME = "pytest-client"
 CLIENT_INFO = Implementation(name=CLIENT_NAME, version="1.0")

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
+from codemode.worker.audit import fetch_audit
+from codemode.worker.dev_server import free_port
 from tests.cli.runner import Background
 from tests.integrations.mcp_server.clients import TOOLS, McpSession, Person, stdio_server
 from tests.integrations.mcp_server.conftest import CLIENT_INFO, CLIENT_NAME
-from worker.history import fetch_audit
-from worker.server import free_port
 
 pytestmark = pytest.mark.slow
 

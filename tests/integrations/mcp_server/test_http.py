@@ -15,11 +15,11 @@ import pytest
 from click.testing import CliRunner
 from temporalio.client import Client
 
-from integrations.mcp_server.command import mcp as mcp_command
+from codemode.integrations.mcp_server.command import mcp as mcp_command
+from codemode.worker.audit import fetch_audit
 from tests.cli.runner import codemode
 from tests.integrations.mcp_server.clients import TOOLS, McpSession, Person, http_transport
 from tests.integrations.mcp_server.conftest import CLIENT_INFO, SECRET
-from worker.history import fetch_audit
 
 EMAIL = "send_email(to='bo@example.com', subject='Hi', body='over HTTP')"
 INIT = {

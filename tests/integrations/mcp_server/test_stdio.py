@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
+from codemode.worker.audit import fetch_audit
 from tests.cli.runner import codemode
 from tests.integrations.mcp_server.catalog_tools import GENERATED
 from tests.integrations.mcp_server.clients import Person
 from tests.integrations.mcp_server.conftest import CLIENT_NAME
-from worker.history import fetch_audit
 
 EMAIL = "send_email(to='ana@example.com', subject='Weather', body='Paris: 18C')"
 

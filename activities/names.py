@@ -1,0 +1,25 @@
+"""The name of every activity code mode registers besides the tools, in one place.
+
+The names are the activity types in every recorded history, so they never change (the
+committed histories in ``tests/*/histories`` replay against them). A tool may not take one:
+``RESERVED`` is what the tool registry refuses.
+"""
+
+from __future__ import annotations
+
+#: Sandbox steps of an execution (``activities/sandbox_steps.py``).
+SANDBOX_START = "sandbox_start"
+SANDBOX_RESUME = "sandbox_resume"
+SANDBOX_RELEASE = "sandbox_release"
+SANDBOX_SAVE_STATE = "sandbox_save_state"
+SANDBOX_LOAD_STATE = "sandbox_load_state"
+#: Steps of a session's workflow (``activities/sandbox_steps.py``).
+SESSION_SAVE_RECIPE = "session_save_recipe"
+SESSION_RELEASE = "session_release"
+#: The retention sweep of the object store (``activities/retention.py``).
+STORAGE_SWEEP = "storage_sweep"
+
+SANDBOX_STEPS = frozenset({SANDBOX_START, SANDBOX_RESUME, SANDBOX_RELEASE, SANDBOX_SAVE_STATE, SANDBOX_LOAD_STATE})
+SESSION_STEPS = frozenset({SESSION_SAVE_RECIPE, SESSION_RELEASE})
+#: Every activity name that is not a tool's.
+RESERVED = SANDBOX_STEPS | SESSION_STEPS | {STORAGE_SWEEP}

@@ -1,0 +1,15 @@
+"""Our CPython runner: the program that runs the code inside a sandbox, and its host side.
+Every runtime that runs real CPython (python, docker, e2b, pyodide) runs this same runner:
+
+* ``in_sandbox.py``: the standard-library-only program that runs inside the sandbox;
+* ``bootstrap.py``: what the host sends it first (code, tool stubs, inputs, limits);
+* ``driver.py``: the host side of the runner's protocol, shared by those runtimes;
+* ``process.py``: spawning, output capping, killing and reaping a sandbox process;
+* ``mounts.py``: the read-only mounts a request asks for, checked before a sandbox starts.
+
+How the local python runtime jails it is in ``runtimes/jail/``.
+"""
+
+from .bootstrap import RUNNER_PATH, Bootstrap, ToolSource, build_bootstrap, tool_source
+
+__all__ = ["RUNNER_PATH", "Bootstrap", "ToolSource", "build_bootstrap", "tool_source"]

@@ -1,0 +1,155 @@
+"""Following and deciding executions from a client: what the CLI, the pydantic-ai capability
+and the MCP front all need, in one place.
+
+* ``query_status``: the workflow's ``status`` query, or None when no worker answers.
+* ``wait_for_outcome``: the outcome, or, with ``until_parked``, the status of a run that
+  stopped to wait for a person (so a caller that cannot decide itself hands the run back).
+* ``send_decision``: approve or deny one pending call as a person: through the workflow's
+  ``decide`` Update when a worker answers (the recorded decision comes back, or why it was
+  refused), else as a signal that the workflow applies when a worker is back.
+* ``closed_word`` and ``cancel_reason``: how a closed execution ended, in our words.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any
+
+from temporalio.client import (
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowQueryRejectedError,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
+from temporalio.service import RPCError
+
+from codemode.workflows.models import (
+    ApprovalRecord,
+    ApproveSignal,
+    Decision,
+    DenySignal,
+    ExecutionOutcome,
+    ExecutionStatus,
+)
+
+#: How long a status query waits for a worker to answer.
+QUERY_TIMEOUT = timedelta(seconds=5)
+#: How long a decision through the Update waits for the worker (then it is sent as a signal).
+UPDATE_TIMEOUT = timedelta(seconds=10)
+#: How often a follower asks for the status while it waits.
+POLL_SECONDS = 0.3
+
+
+class DecisionRefused(ValueError):
+    """The workflow refused the decision (the call is not waiting for one); nothing was recorded."""
+
+
+async def query_status(handle: WorkflowHandle[Any, Any], since: int | None = None) -> ExecutionStatus | None:
+    """The workflow's status query (the calls from index ``since``, or the latest page), or
+    None when no worker answers in time."""
+    args = [] if since is None else [since]
+    try:
+        return await handle.query("status", *args, result_type=ExecutionStatus, rpc_timeout=QUERY_TIMEOUT)
+    except (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError):
+        return None
+
+
+async def wait_for_outcome(
+    handle: WorkflowHandle[Any, ExecutionOutcome],
+    *,
+    until_parked: bool = False,
+    on_status: Callable[[ExecutionStatus], Awaitable[None] | None] | None = None,
+    poll_seconds: float = POLL_SECONDS,
+) -> ExecutionOutcome | ExecutionStatus:
+    """The execution's outcome. With ``until_parked``, a run that parks on an approval returns
+    its ``ExecutionStatus`` (state ``awaiting_approval``, the pending calls) instead, and keeps
+    waiting durably on the server. ``on_status`` sees each status polled meanwhile (progress)."""
+    result = asyncio.ensure_future(handle.result())
+    asking: asyncio.Future[ExecutionStatus | None] | None = None
+    try:
+        while True:
+            done, _ = await asyncio.wait({result}, timeout=poll_seconds)
+            if done:
+                return result.result()
+            if not until_parked and on_status is None:
+                continue
+            # Ask for the status while still waiting for the result: an outcome that arrives
+            # meanwhile is returned at once, not after the query's round trip to the worker.
+            asking = asyncio.ensure_future(query_status(handle))
+            done, _ = await asyncio.wait({result, asking}, return_when=asyncio.FIRST_COMPLETED)
+            if result in done:
+                return result.result()
+            status = await asking
+            if status is None:
+                continue
+            if on_status is not None:
+                shown = on_status(status)
+                if shown is not None:
+                    await shown
+            if until_parked and status.state == "awaiting_approval" and status.pending_approvals:
+                return status
+    finally:
+        for pending in (result, asking):
+            if pending is not None and not pending.done():
+                pending.cancel()
+
+
+async def send_decision(
+    handle: WorkflowHandle[Any, Any],
+    call_id: str,
+    *,
+    approve: bool,
+    by: str,
+    comment: str | None = None,
+    via_update: bool = True,
+) -> ApprovalRecord | None:
+    """Decide one pending call as ``by``. Through the ``decide`` Update (when ``via_update`` and
+    a worker answers): returns the recorded decision, or raises ``DecisionRefused``. Else as a
+    signal, recorded in the history now and applied when a worker runs the workflow: returns
+    None."""
+    if via_update:
+        try:
+            return await handle.execute_update(
+                "decide",
+                Decision(call_id=call_id, approve=approve, by=by, comment=comment),
+                result_type=ApprovalRecord,
+                rpc_timeout=UPDATE_TIMEOUT,
+            )
+        except WorkflowUpdateFailedError as err:
+            raise DecisionRefused(str(err.cause or err)) from None
+        except (WorkflowUpdateRPCTimeoutOrCancelledError, RPCError):
+            pass  # no worker answered in time (the SDK raises the former, no RPCError): signal instead
+    if approve:
+        await handle.signal("approve", ApproveSignal(call_id=call_id, by=by, comment=comment))
+    else:
+        await handle.signal("deny", DenySignal(call_id=call_id, by=by, reason=comment))
+    return None
+
+
+#: How Temporal closed an execution, in our state words, for the closings the workflow may not
+#: have recorded in its own state (a terminate; a cancel or a timeout it did not see through).
+CLOSED_STATES = {
+    WorkflowExecutionStatus.FAILED: "failed",
+    WorkflowExecutionStatus.TERMINATED: "failed",
+    WorkflowExecutionStatus.CANCELED: "cancelled",
+    WorkflowExecutionStatus.TIMED_OUT: "timed_out",
+}
+
+
+def closed_word(status: WorkflowExecutionStatus | None) -> str:
+    """How an execution closed, in our state words where Temporal's differ (canceled)."""
+    if status in CLOSED_STATES:
+        return CLOSED_STATES[status]
+    return status.name.lower() if status is not None else "unknown"
+
+
+async def cancel_reason(handle: WorkflowHandle[Any, Any]) -> str:
+    """The reason given with the cancellation request, from the history."""
+    async for event in handle.fetch_history_events():
+        if event.HasField("workflow_execution_cancel_requested_event_attributes"):
+            return event.workflow_execution_cancel_requested_event_attributes.cause
+    return ""

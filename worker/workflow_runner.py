@@ -1,0 +1,150 @@
+"""The workflow sandbox, minus three costs that buy it nothing.
+
+temporalio's ``SandboxedWorkflowRunner`` runs workflow code inside a sandbox (restricted
+imports and calls, the workflow module imported afresh for every run): we keep all of that.
+Three of its costs are not part of what it guarantees (measured under load, issue 11):
+
+* **A serialization context per payload.** The SDK asks the sandboxed instance for one for
+  every payload it visits (three passes when decoding an activation, three when encoding its
+  completion, plus the external-storage context), and each question is an ``exec`` of a code
+  string under the sandbox's import hooks (temporalio 1.35, ``workflow_sandbox/_runner.py``).
+  The answer is a lookup in the SDK's own table of pending commands: no workflow code runs and
+  nothing is imported. We ask the in-sandbox object directly.
+* **Compiling the code strings it runs in the sandbox, every time.** Each activation, and
+  each instance creation, is an ``exec`` of a short code string (``with
+  __temporal_importer.applied(): ...``), which Python compiles anew on every call: about
+  12 microseconds per activation (4% of one), one or two activations per tool call. We
+  compile each string once and ``exec`` the code object: the same statements, in the same
+  globals.
+* **Compiling the workflow module for every run.** The sandbox executes the workflow module
+  again for each run (that is the isolation), which normally reads its cached bytecode. Where
+  no bytecode is written (``PYTHONDONTWRITEBYTECODE``, an editable install), Python compiles
+  the source every time: milliseconds per execution for ``workflows/execution_workflow.py``. We
+  keep the compiled code object in memory (like a ``.pyc``: keyed by the file's path, size and
+  modification time), and the module still runs afresh.
+
+Workflow code, activations and instance creation go through the sandbox unchanged. If a later
+SDK moves the internals this relies on (``_runner._Instance``, the in-sandbox object in its
+globals), the runner falls back to the SDK's own path; ``tests/workflows/
+test_workflow_runner.py`` says so when it happens.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+from collections.abc import Sequence
+from types import CodeType, ModuleType
+from typing import Any
+
+import temporalio.workflow
+from temporalio.worker import WorkflowInstance
+from temporalio.worker._workflow_instance import WorkflowInstanceDetails
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+try:
+    from temporalio.worker.workflow_sandbox._runner import _Instance as _SandboxInstance
+except ImportError:  # pragma: no cover - a later SDK reorganised its sandbox
+    _SandboxInstance = None
+
+#: The SDK's sandbox code strings (a handful: activate, create, the context lookups), compiled.
+_sandbox_code: dict[str, CodeType] = {}
+
+#: The name under which the SDK keeps the in-sandbox object in the instance's globals.
+_IN_SANDBOX = "__temporal_in_sandbox"
+
+
+if _SandboxInstance is not None:
+
+    class _Instance(_SandboxInstance):  # type: ignore[misc, valid-type]
+        def _in_sandbox(self) -> Any:
+            scope = getattr(self, "globals_and_locals", None)  # an SDK that moved it: the SDK's path
+            return scope.get(_IN_SANDBOX) if isinstance(scope, dict) else None
+
+        def _ask(self, method: str, command_info: Any) -> Any:
+            target = self._in_sandbox()
+            if target is None:
+                return getattr(super(), method)(command_info)
+            self.importer.restriction_context.is_runtime = True
+            temporalio.workflow.unsafe._set_in_sandbox(True)
+            try:
+                return getattr(target, method)(command_info)
+            finally:
+                temporalio.workflow.unsafe._set_in_sandbox(False)
+                self.importer.restriction_context.is_runtime = False
+
+        def get_serialization_context(self, command_info: Any) -> Any:
+            return self._ask("get_serialization_context", command_info)
+
+        def _run_code(self, code: str, **extra_globals: Any) -> None:
+            # The SDK's own body, which passes the string to ``exec``: a code object does the same.
+            compiled = _sandbox_code.get(code)
+            if compiled is None:
+                compiled = _sandbox_code.setdefault(code, compile(code, "<string>", "exec"))
+            super()._run_code(compiled, **extra_globals)  # type: ignore[arg-type]
+
+        def get_external_store_context(self, command_info: Any) -> Any:
+            return self._ask("get_external_store_context", command_info)
+
+
+class CodeModeWorkflowRunner(SandboxedWorkflowRunner):
+    """``SandboxedWorkflowRunner`` (same restrictions, same per-run module isolation) whose
+    per-payload context lookups do not re-enter the sandbox and whose workflow modules and
+    sandbox code strings are compiled once per process."""
+
+    def prepare_workflow(self, defn: temporalio.workflow._Definition) -> None:
+        _compiled_once.add(defn.cls.__module__)
+        super().prepare_workflow(defn)
+
+    def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
+        if _SandboxInstance is None:
+            return super().create_instance(det)
+        return _Instance(det, self.runner_class, self.restrictions)
+
+
+#: Compiled workflow modules: path -> (size, modification time, code object).
+_codes: dict[str, tuple[int, int, CodeType]] = {}
+
+
+class _CompiledOnceLoader(importlib.machinery.SourceFileLoader):
+    """A source loader that compiles a file once per process (again when it changes)."""
+
+    def get_code(self, fullname: str) -> CodeType:
+        st = os.stat(self.path)
+        hit = _codes.get(self.path)
+        if hit is not None and hit[:2] == (st.st_size, st.st_mtime_ns):
+            return hit[2]
+        code = super().get_code(fullname)
+        assert code is not None
+        _codes[self.path] = (st.st_size, st.st_mtime_ns, code)
+        return code
+
+
+class _CompiledOnceFinder(importlib.abc.MetaPathFinder):
+    """Finds the named modules where Python would, with ``_CompiledOnceLoader`` as loader."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def add(self, name: str) -> None:
+        if name in ("__main__", "__temporal_main__"):
+            return  # the SDK loads a workflow defined in __main__ its own way
+        self.names.add(name)
+        if self not in sys.meta_path:
+            sys.meta_path.insert(0, self)
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in self.names:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+        if spec is None or type(spec.loader) is not importlib.machinery.SourceFileLoader or not spec.origin:
+            return spec
+        spec.loader = _CompiledOnceLoader(fullname, spec.origin)
+        return spec
+
+
+_compiled_once = _CompiledOnceFinder()

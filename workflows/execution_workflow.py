@@ -1,0 +1,972 @@
+"""``CodeExecutionWorkflow``: one workflow per code execution. Orchestration only.
+
+No I/O, no clock, no randomness, no sandbox import here: sandbox steps and tools are
+activities. The history holds decisions, call records and references: a checkpoint is in
+the object store and only its hash and size are recorded, large payloads travel as
+external-storage references, and a long execution continues as new (same execution id)
+before the server's history limits, carrying a ``Continuation``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta
+from typing import Any, NoReturn
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.exceptions import TimeoutError as TemporalTimeoutError
+
+with workflow.unsafe.imports_passed_through():
+    from codemode.activities import names
+    from codemode.activities.models import (
+        CHECKPOINT_REFUSED,
+        RECORD_RESULT_BYTES,
+        SESSION_GONE,
+        CallRequest,
+        CellEnd,
+        CellRef,
+        CheckpointRef,
+        LoadStateInput,
+        NextStep,
+        ReleaseInput,
+        ResumeInput,
+        SaveStateInput,
+        SegmentRef,
+        StartInput,
+        StateSegment,
+        StepResult,
+        ToolInput,
+        ToolOutput,
+    )
+    from codemode.runtimes.journal_replay import JournalEntry
+    from codemode.runtimes.types import Determinism
+    from codemode.workflows.continuation import Continuation, Cursor
+    from codemode.workflows.models import (
+        CODE_APPROVAL_ID,
+        RUNTIME_KEY,
+        STATUS_KEY,
+        WORKFLOW_TYPE,
+        ApprovalRecord,
+        CodeExecutionRequest,
+        Decision,
+        ErrorInfo,
+        ExecutionOutcome,
+        ExecutionState,
+        ExecutionStatus,
+        IgnoredSignal,
+        PendingApproval,
+        ToolCallRecord,
+        read_decision,
+    )
+
+#: What a tool's activity gives the step after its call before leaving it to the workflow's
+#: own step (which redoes it from the checkpoint; the tool never runs again). It is added to
+#: the tool's timeout, so it is also what a lost worker adds to noticing a lost call: short.
+FUSED_STEP_SECONDS = 10.0
+#: Deferred checkpoints (issue 11): a snapshot step waiting for one call may leave its
+#: checkpoint unsaved and keep the run live on its worker while the journal entries since the
+#: last saved checkpoint stay under these bounds (and the steps under
+#: ``codemode.activities.sandbox_steps.DEFER_SECONDS`` of run time). The workflow holds those entries: a
+#: worker without the live run leaves the step to the workflow, whose own step rebuilds the
+#: run from the checkpoint and them. No tool ever runs again; at most that much compute does.
+DEFER_ENTRIES = 32
+DEFER_BYTES = 256 * 1024
+#: Runtimes whose steps are cheap, stateless and snapshot-based: run them as local activities.
+LOCAL_STEP_RUNTIMES = frozenset({"monty"})
+STEP_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(milliseconds=200))
+#: Storing and reading back a long execution's state segments: retried until they work (a
+#: worker without a key the segment was sealed with gives way to one that has it), except
+#: when the segment is gone for good.
+STATE_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1), non_retryable_error_types=["StateLost"]
+)
+#: How long a step waits for the worker holding a live sandbox before replaying elsewhere.
+STICKY_SCHEDULE_TO_START = timedelta(seconds=10)
+#: Regular-activity steps heartbeat, so a step lost with its worker is retried in seconds.
+STEP_HEARTBEAT = timedelta(seconds=5)
+#: Calls of one gathered batch run (and are recorded) this many at a time, so even a batch
+#: of thousands leaves room to continue as new between windows. Each call that completes
+#: while a workflow task is in flight adds two buffered events (started, completed); past
+#: 100 (the server's ``history.maximumBufferedEventsBatch``) the server force-fails that task
+#: (``FORCE_CLOSE_COMMAND``) and the worker replays the run from its history. 40 calls stay
+#: below that, with room for signals.
+CALL_WINDOW = 40
+#: The window before that (a batch of 41 to 64 calls was one window): what histories
+#: recorded without the ``CALL_WINDOW_PATCH`` marker replay with.
+OLD_CALL_WINDOW = 64
+CALL_WINDOW_PATCH = "call-window-40"
+#: Our own ceilings for one run, in case the server's continue-as-new suggestion is off or
+#: set high: far below its hard limits (51,200 events, 50 MB).
+MAX_RUN_EVENTS = 10_000
+MAX_RUN_BYTES = 10 * 1024 * 1024
+#: Calls the status query returns at most (a long execution is read in pages), and the
+#: results it carries at most (a query answer is not offloaded like a payload).
+STATUS_PAGE = 500
+STATUS_PAGE_BYTES = 1024 * 1024
+#: Results kept whole in the call records, all calls together; past it, records keep a
+#: preview (the journal, which replay needs, keeps everything). Bounds the outcome's size.
+RECORDS_BUDGET = 8 * 1024 * 1024
+#: Ignored decisions kept for the status and carried into the next run.
+MAX_IGNORED = 50
+
+
+@workflow.defn(name=WORKFLOW_TYPE)
+class CodeExecutionWorkflow:
+    def __init__(self) -> None:
+        self._state: ExecutionState = "running"
+        self._runtime = "monty"
+        self._calls: dict[str, ToolCallRecord] = {}
+        self._pending: dict[str, PendingApproval] = {}
+        self._decisions: dict[str, ApprovalRecord] = {}
+        self._journal: list[JournalEntry] = []
+        self._stdout: list[str] = []
+        self._stdout_len = 0
+        self._error: ErrorInfo | None = None
+        self._index = True
+        self._runs: list[str] = []
+        self._code_approval: ApprovalRecord | None = None
+        #: What the execution holds in the sandbox layer right now, released at the end.
+        self._checkpoint: CheckpointRef | None = None
+        self._superseded: CheckpointRef | None = None
+        self._session: tuple[str, str | None] | None = None
+        self._started: datetime | None = None
+        self._ignored: list[IgnoredSignal] = []
+        #: Bytes of results kept whole in the call records so far (see RECORDS_BUDGET).
+        self._record_bytes = 0
+        #: The journal and records of earlier runs, in the store (see workflows/continuation.py).
+        self._segments: list[SegmentRef] = []
+        self._determinism: Determinism | None = None
+        self._req = CodeExecutionRequest(code="")
+        #: The step whose sandbox holds compute (a cloud session) has been suspended.
+        self._suspended = False
+        self._holds_compute = False
+        #: A cell of a session (``req.cell``): where its steps save the session, and the
+        #: session after the cell (from the step that ended it).
+        self._cell: CellRef | None = None
+        self._cell_end: CellEnd | None = None
+        #: Deferred checkpoints: the live run's key, where the journal entries since the last
+        #: saved checkpoint start (``self._journal[self._base_index:]``), the stdout length
+        #: then, and the JSON bytes of those entries. Off for the rest of a run once a step
+        #: found the live run on another worker (eager dispatch off, several workers).
+        self._live: str | None = None
+        self._base_index = 0
+        self._stdout_at_base = 0
+        self._tail_bytes = 0
+        self._defer_ok = True
+
+    # -- handlers -----------------------------------------------------------------------
+
+    @workflow.signal(
+        description='Approve a tool call waiting for approval: {"call_id": "1", "by": "your name", '
+        '"comment": "optional"}. call_id may be left out when one call is pending.'
+    )
+    def approve(self, payload: Any = None) -> None:
+        self._on_signal("approve", payload)
+
+    @workflow.signal(
+        description='Deny a tool call waiting for approval: {"call_id": "1", "by": "your name", '
+        '"reason": "optional"}. The code gets PermissionError.'
+    )
+    def deny(self, payload: Any = None) -> None:
+        self._on_signal("deny", payload)
+
+    def _on_signal(self, name: str, payload: Any) -> None:
+        read = read_decision(name, payload, self._undecided())
+        if isinstance(read, IgnoredSignal):
+            workflow.logger.warning("%s signal ignored: %s", name, read.reason)
+            self._ignored = [*self._ignored, read][-MAX_IGNORED:]
+            return
+        call_id, by, text = read
+        self._decisions[call_id] = ApprovalRecord(
+            decision="approved" if name == "approve" else "denied", by=by, comment=text
+        )
+
+    @workflow.update(description="Approve or deny a pending call and get the recorded decision back at once.")
+    def decide(self, decision: Decision) -> ApprovalRecord:
+        call_id = self._decide_target(decision)
+        record = ApprovalRecord(
+            decision="approved" if decision.approve else "denied", by=decision.by, comment=decision.comment
+        )
+        self._decisions[call_id] = record
+        return record
+
+    @decide.validator
+    def _validate_decide(self, decision: Decision) -> None:
+        self._decide_target(decision)
+        if not decision.by.strip():
+            raise ValueError("say who decides: by must not be empty")
+
+    def _decide_target(self, decision: Decision) -> str:
+        read = read_decision("decide", {"call_id": decision.call_id, "by": decision.by}, self._undecided())
+        if isinstance(read, IgnoredSignal):
+            raise ValueError(read.reason)
+        return read[0]
+
+    def _undecided(self) -> list[str]:
+        return [c for c in self._pending if c not in self._decisions]
+
+    @workflow.query
+    def status(self, since: int | None = None) -> ExecutionStatus:
+        """The state, pending approvals, stdout and a page of the calls: from index ``since``,
+        or the last ``STATUS_PAGE`` calls when it is not given."""
+        calls = list(self._calls.values())
+        earlier = self._earlier_calls  # in stored segments: `codemode history` has them
+        start = max(len(calls) - STATUS_PAGE, 0) if since is None else max(since - earlier, 0)
+        page: list[ToolCallRecord] = []
+        size = 0
+        for record in calls[start : start + STATUS_PAGE]:  # and at most ~1 MB of results
+            if page and size + record.result_size > STATUS_PAGE_BYTES:
+                break
+            page.append(record)
+            size += record.result_size if record.result is not None else 0
+        return ExecutionStatus(
+            state=self._state,
+            runtime=self._runtime,
+            pending_approvals=list(self._pending.values()),
+            tool_calls=page,
+            calls_from=earlier + start,
+            call_count=earlier + len(calls),
+            stdout="".join(self._stdout),
+            error=self._error,
+            runs=len(self._runs) + 1,
+            ignored_signals=list(self._ignored),
+        )
+
+    @property
+    def _earlier_calls(self) -> int:
+        return sum(s.calls for s in self._segments)
+
+    # -- the run ------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, req: CodeExecutionRequest, carry: Continuation | None = None) -> ExecutionOutcome:
+        # A client starts the execution with the request alone; the SDK only applies type
+        # hints when the argument count matches them, so the one-argument start arrives as JSON.
+        if not isinstance(req, CodeExecutionRequest):
+            req = CodeExecutionRequest.model_validate(req)
+        info = workflow.info()
+        self._req = req
+        self._runtime = req.runtime
+        self._index = req.index_search_attributes
+        self._started = started = carry.started_at if carry else workflow.now()
+        if carry is not None:
+            self._runs = list(carry.runs)
+            self._calls = {c.call_id: c for c in carry.calls}
+            self._segments = list(carry.segments)
+            self._record_bytes = carry.record_bytes
+            self._journal = list(carry.journal)
+            self._stdout = [carry.stdout] if carry.stdout else []
+            self._stdout_len = len(carry.stdout)
+            self._code_approval = carry.code_approval
+            self._ignored = list(carry.ignored_signals)
+            # A deferred step's tail rode in carry.journal (see _roll_over).
+            self._stdout_at_base, self._tail_bytes = carry.base_stdout, carry.tail_bytes
+        elif self._index and not _indexed_at_start(req.runtime):
+            workflow.upsert_search_attributes([STATUS_KEY.value_set("running"), RUNTIME_KEY.value_set(req.runtime)])
+        start = StartInput(
+            execution_id=info.workflow_id,
+            runtime=req.runtime,
+            code=req.code,
+            inputs=req.inputs,
+            tools=req.tools,
+            limits=req.limits,
+            first_run_id=info.first_execution_run_id,
+            # One seed and clock for the whole execution (the first run's), so a replay of
+            # the code in a fresh sandbox draws the same numbers and reads the same time; a
+            # cell has its session's.
+            determinism=req.cell.determinism if req.cell else carry.determinism if carry else Determinism(
+                seed=workflow.random().getrandbits(63), epoch=workflow.now().timestamp()
+            ),
+            defer_bytes=DEFER_BYTES if req.runtime in LOCAL_STEP_RUNTIMES else 0,
+            options=req.sandbox_options(),
+            cell=req.cell,
+        )
+        if req.cell is not None:
+            self._cell = CellRef(scope=req.cell.scope, state=req.cell.state)
+        self._determinism = start.determinism
+        try:
+            success, output, error = await self._execute(req, start, carry)
+        except asyncio.CancelledError:
+            self._set_state("cancelled")
+            for record in self._calls.values():
+                if record.status in ("pending", "running", "awaiting_approval"):
+                    record.status = "cancelled"
+            self._pending.clear()
+            self._show_pending(start.execution_id)
+            reason = workflow.cancellation_reason()
+            workflow.set_current_details(f"**Cancelled**{': ' + reason if reason else ''}")
+            await self._release(start)
+            raise
+        self._error = error
+        self._set_state("completed" if success else "timed_out" if error and error.kind == "timeout" else "failed")
+        workflow.set_current_details(self._final_details(success, error, started))
+        await self._release(start)
+        if self._cell_end is not None and self._cell_end.effect == "kept":
+            await self._store_cell_journal(start)
+        return ExecutionOutcome(
+            execution_id=info.workflow_id,
+            runs=len(self._runs) + 1,
+            success=success,
+            output=output,
+            stdout="".join(self._stdout),
+            error=error,
+            tool_calls=await self._all_calls(start),
+            duration_ms=(workflow.now() - started).total_seconds() * 1000,
+            runtime=req.runtime,
+            cell=self._cell_end,
+        )
+
+    async def _store_cell_journal(self, start: StartInput) -> None:
+        """A cell whose effects stay in its session: store its tool results under the
+        session, for a rebuild of the session by replay (``CellRecipe``)."""
+        assert start.cell is not None and self._cell_end is not None
+        journal = list(self._journal)
+        if self._segments:
+            earlier = await workflow.execute_local_activity(
+                names.SANDBOX_LOAD_STATE,
+                LoadStateInput(execution_id=start.execution_id, first_run_id=start.first_run_id, segments=self._segments),
+                result_type=StateSegment,
+                start_to_close_timeout=timedelta(seconds=120),
+                retry_policy=STATE_RETRY,
+                summary="read back the journal of the earlier runs",
+            )
+            journal = [*earlier.journal, *journal]
+        if not journal:
+            return
+        self._cell_end.journal = await workflow.execute_local_activity(
+            names.SANDBOX_SAVE_STATE,
+            SaveStateInput(
+                execution_id=start.cell.scope.session_id,
+                first_run_id=start.cell.scope.first_run_id,
+                segment=StateSegment(journal=journal),
+            ),
+            result_type=SegmentRef,
+            start_to_close_timeout=timedelta(seconds=120),
+            retry_policy=STATE_RETRY,
+            summary="store the cell's tool results for the session",
+        )
+
+    async def _execute(
+        self, req: CodeExecutionRequest, start: StartInput, carry: Continuation | None
+    ) -> tuple[bool, object, ErrorInfo | None]:
+        """Drive the code to its end: ``(success, output, error)``."""
+        local = req.runtime in LOCAL_STEP_RUNTIMES
+        timeout = timedelta(seconds=req.limits.timeout_seconds + 60)
+        if carry is not None:
+            cursor = carry.cursor  # its step was recorded by the run before
+            self._hold(cursor.step, cursor.superseded)
+        else:
+            if req.require_code_approval:
+                review = PendingApproval(call_id=CODE_APPROVAL_ID, tool="<code>", args=[req.code], summary="run this code")
+                self._code_approval = await self._await_approval(review, req.approval_timeout)
+                if self._code_approval.decision != "approved":
+                    return False, None, _permission_error("the code", self._code_approval)
+            step = await self._start(start, local=local, timeout=timeout)
+            cursor = self._take(step, superseded=None)
+        #: The step in hand came from a tool's activity (so no rollover check preceded it).
+        fused_before = False
+        while True:
+            step = cursor.step
+            if step.kind == "result":
+                assert step.result is not None
+                return True, step.result.output, None
+            if step.kind == "error":
+                return False, None, step.error
+            if self._can_fuse(cursor, local):
+                # The step waits for one call: its tool activity runs the step after it too.
+                # A history written before this existed has no step in any tool's result, so
+                # it replays on the path below (the workflow's own resume step), unpatched.
+                if fused_before and self._should_roll_over():  # else checked before the step
+                    await self._roll_over(req, cursor)
+                call = cursor.remaining[0]
+                tail = len(self._journal) - self._base_index if step.live else 0
+                then = NextStep(
+                    runtime=req.runtime,
+                    first_run_id=start.first_run_id,
+                    checkpoint=step.checkpoint,
+                    superseded=cursor.superseded if cursor.superseded != step.checkpoint else None,
+                    tools=req.tools,
+                    stdout_offset=self._stdout_len,
+                    step_timeout=min(timeout.total_seconds(), FUSED_STEP_SECONDS),
+                    live=step.live,
+                    tail_entries=tail,
+                    defer_bytes=DEFER_BYTES - self._tail_bytes if self._defer_ok and tail < DEFER_ENTRIES else 0,
+                    cell=self._cell,
+                )
+                workflow.set_current_details(f"Running `{self._summary(call)}`")
+                answer, fused = await self._run_call(call, req.approval_timeout, then=then)
+                cursor.remaining = []
+                cursor.answers.append(answer)
+                self._journal.append(answer)
+                fused_before = fused is not None
+                if fused is None and step.live and answer.error_type is None:
+                    self._defer_ok = False  # the live run was on another worker: save from now on
+                if fused is not None:
+                    cursor = self._take(fused, superseded=step.checkpoint)
+                    continue
+            while cursor.remaining:
+                width = _call_window(len(cursor.remaining))
+                window, cursor.remaining = cursor.remaining[:width], cursor.remaining[width:]
+                workflow.set_current_details("Running " + ", ".join(f"`{self._summary(c)}`" for c in window[:5]))
+                answers = [a for a, _ in await asyncio.gather(*(self._run_call(c, req.approval_timeout) for c in window))]
+                cursor.answers.extend(answers)
+                self._journal.extend(answers)
+                if cursor.remaining and self._should_roll_over():
+                    await self._roll_over(req, cursor)
+            if self._should_roll_over():
+                await self._roll_over(req, cursor)
+            resume = ResumeInput(
+                execution_id=start.execution_id,
+                runtime=req.runtime,
+                first_run_id=start.first_run_id,
+                checkpoint=step.checkpoint,
+                superseded=cursor.superseded,
+                session_id=step.session_id,
+                answers=cursor.answers,
+                tools=req.tools,
+                stdout_offset=self._stdout_len,
+                live=step.live,
+                cell=self._cell,
+            )
+            if step.live and step.checkpoint is not None:  # the live run, or the checkpoint and entries since
+                tail_list = self._journal[self._base_index : len(self._journal) - len(cursor.answers)]
+                resume.tail, resume.tail_entries = tail_list, len(tail_list)
+                resume.base_stdout = self._stdout_len - self._stdout_at_base
+            elif step.checkpoint is None and step.session_id is None:  # nothing to continue from
+                resume = self._with_journal(resume, start, "the previous step left no checkpoint")
+            step = await self._resume(resume, cursor.step, start, local=local, timeout=timeout)
+            cursor = self._take(step, superseded=resume.checkpoint)
+            fused_before = False
+
+    def _can_fuse(self, cursor: Cursor, local: bool) -> bool:
+        """Whether the next call's tool activity can run the step after it: a snapshot step
+        (one any worker can continue) waiting for exactly one call. Decided from recorded
+        data only, so no patch marker (and no search-attribute upsert) per run."""
+        step = cursor.step
+        return (
+            local
+            and (step.checkpoint is not None or step.live is not None)
+            and not step.session_id
+            and len(cursor.remaining) == 1
+            and not cursor.answers
+        )
+
+    def _take(self, step: StepResult, superseded: CheckpointRef | None) -> Cursor:
+        """Record a step's outcome; the cursor that works through its calls."""
+        self._absorb(step)
+        if step.cell is not None:
+            self._cell_end = step.cell
+        if step.deferred:  # the code ran on live; the checkpoint is still the one before
+            step.checkpoint = superseded
+            self._tail_bytes += step.deferred
+        else:  # saved (or finished): the journal tail starts here
+            self._base_index, self._stdout_at_base, self._tail_bytes = len(self._journal), self._stdout_len, 0
+        self._hold(step, superseded)
+        return Cursor(step=step, remaining=list(step.calls), superseded=superseded)
+
+    def _hold(self, step: StepResult, superseded: CheckpointRef | None) -> None:
+        """Note what the sandbox layer holds after ``step`` (released when the run ends)."""
+        self._suspended, self._holds_compute = False, step.holds_compute
+        if step.kind == "calls":  # holds its own checkpoint; the one before is deleted next step
+            self._checkpoint, self._superseded = step.checkpoint, superseded
+        else:  # finished: the checkpoint it consumed is the last one left, unless it freed it
+            self._checkpoint, self._superseded = (None if step.released else superseded), None
+        self._session = (step.session_id, step.session_queue) if step.session_id else None
+        self._live = step.live if step.kind == "calls" else None
+
+    # -- continue-as-new ------------------------------------------------------------------
+
+    def _should_roll_over(self) -> bool:
+        if self._pending:
+            return False  # never while a person is deciding: the run is parked, its history idle
+        info = workflow.info()
+        return (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() > MAX_RUN_EVENTS
+            or info.get_current_history_size() > MAX_RUN_BYTES
+        )
+
+    async def _roll_over(self, req: CodeExecutionRequest, cursor: Cursor) -> NoReturn:
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        assert self._started is not None
+        # A deferred step's tail (the journal entries since its checkpoint) rides along in the
+        # carry, so the next run can still rebuild the live run; everything before is stored.
+        keep = self._journal[self._base_index :] if cursor.step.live else []
+        if keep:
+            self._journal = self._journal[: self._base_index]
+        if self._calls or self._journal:  # every record is final here: nothing runs, nobody decides
+            info = workflow.info()
+            ref = await workflow.execute_local_activity(
+                names.SANDBOX_SAVE_STATE,
+                SaveStateInput(
+                    execution_id=info.workflow_id,
+                    first_run_id=info.first_execution_run_id,
+                    segment=StateSegment(journal=self._journal, calls=list(self._calls.values())),
+                ),
+                result_type=SegmentRef,
+                start_to_close_timeout=timedelta(seconds=120),
+                retry_policy=STATE_RETRY,
+                summary="store the journal and call records for the next run",
+            )
+            self._segments.append(ref)
+            self._journal, self._calls = [], {}
+        self._journal = keep
+        carry = Continuation(
+            started_at=self._started,
+            runs=[*self._runs, workflow.info().run_id],
+            segments=self._segments,
+            record_bytes=self._record_bytes,
+            calls=list(self._calls.values()),
+            journal=self._journal,
+            stdout="".join(self._stdout),
+            code_approval=self._code_approval,
+            ignored_signals=self._ignored,
+            determinism=self._determinism,
+            cursor=cursor,
+            base_stdout=self._stdout_at_base,
+            tail_bytes=self._tail_bytes,
+        )
+        workflow.continue_as_new(args=[req, carry])
+
+    # -- steps ------------------------------------------------------------------------------
+
+    async def _start(self, start: StartInput, *, local: bool, timeout: timedelta) -> StepResult:
+        """The first step. A cell whose session a worker keeps live goes to that worker's
+        queue first; if it is gone, any worker rebuilds the session (its state, or a replay)."""
+        cell = start.cell
+        if cell is not None and cell.live and cell.live_queue:
+            try:
+                return await workflow.execute_activity(
+                    names.SANDBOX_START,
+                    start,
+                    result_type=StepResult,
+                    task_queue=cell.live_queue,
+                    schedule_to_start_timeout=STICKY_SCHEDULE_TO_START,
+                    start_to_close_timeout=timeout,
+                    heartbeat_timeout=STEP_HEARTBEAT,
+                    retry_policy=RetryPolicy(maximum_attempts=1),
+                    summary=_STEP_SUMMARIES[names.SANDBOX_START],
+                )
+            except ActivityError as err:
+                workflow.logger.info("the session's live sandbox is unavailable (%s); rebuilding it", _why_not_live(err))
+                start = start.model_copy(update={"cell": cell.model_copy(update={"live": None, "live_queue": None})})
+        return await self._step(names.SANDBOX_START, start, local=local, timeout=timeout)
+
+    async def _step(self, name: str, arg: object, *, local: bool, timeout: timedelta) -> StepResult:
+        try:
+            return await self._run_step(name, arg, local=local, timeout=timeout)
+        except (ActivityError, ApplicationError) as err:
+            raise self._sandbox_failure(name, err) from err
+
+    async def _run_step(self, name: str, arg: object, *, local: bool, timeout: timedelta) -> StepResult:
+        summary = _STEP_SUMMARIES.get(name)
+        if local:
+            return await workflow.execute_local_activity(
+                name,
+                arg,
+                result_type=StepResult,
+                start_to_close_timeout=timeout,
+                retry_policy=STEP_RETRY,
+                summary=summary,
+            )
+        return await workflow.execute_activity(
+            name,
+            arg,
+            result_type=StepResult,
+            start_to_close_timeout=timeout,
+            heartbeat_timeout=STEP_HEARTBEAT,
+            retry_policy=STEP_RETRY,
+            summary=summary,
+        )
+
+    def _sandbox_failure(self, name: str, err: ActivityError | ApplicationError) -> ApplicationError:
+        self._set_state("failed")
+        cause = _step_cause(err)
+        return ApplicationError(
+            f"sandbox step {name} failed: {type(cause).__name__}: {cause}", type="SandboxError", non_retryable=True
+        )
+
+    def _with_journal(self, inp: ResumeInput, start: StartInput, reason: str) -> ResumeInput:
+        """The resume input for a journal replay (the only time the journal travels)."""
+        return inp.model_copy(
+            update={
+                "checkpoint": None,
+                "session_id": None,
+                "start": start,
+                "journal_segments": list(self._segments),
+                "journal": list(self._journal),
+                "replay_reason": reason,
+            }
+        )
+
+    async def _resume(
+        self, inp: ResumeInput, previous: StepResult, start: StartInput, *, local: bool, timeout: timedelta
+    ) -> StepResult:
+        if inp.session_id and previous.session_queue:
+            try:
+                return await workflow.execute_activity(
+                    names.SANDBOX_RESUME,
+                    inp,
+                    result_type=StepResult,
+                    task_queue=previous.session_queue,
+                    schedule_to_start_timeout=STICKY_SCHEDULE_TO_START,
+                    start_to_close_timeout=timeout,
+                    heartbeat_timeout=STEP_HEARTBEAT,
+                    retry_policy=RetryPolicy(maximum_attempts=1),
+                    summary=_STEP_SUMMARIES[names.SANDBOX_RESUME],
+                )
+            except ActivityError as err:
+                reason = _why_not_live(err)
+                workflow.logger.info("live sandbox unavailable (%s); replaying the journal", reason)
+                inp = self._with_journal(inp, start, reason)
+        elif inp.checkpoint is not None or inp.live:
+            # (a deferred run without a checkpoint sends the journal since the start, which
+            # the tail bounds: a local activity, so it is not copied into the history)
+            try:
+                return await self._run_step(names.SANDBOX_RESUME, inp, local=local, timeout=timeout)
+            except (ActivityError, ApplicationError) as err:
+                cause = _step_cause(err)
+                if not (isinstance(cause, ApplicationError) and cause.type in (CHECKPOINT_REFUSED, SESSION_GONE)):
+                    raise self._sandbox_failure(names.SANDBOX_RESUME, err) from err
+                workflow.logger.warning("checkpoint refused (%s); replaying the journal", cause.message)
+                inp = self._with_journal(inp, start, cause.message)
+        return await self._step(names.SANDBOX_RESUME, inp, local=False, timeout=timeout)
+
+    async def _suspend(self) -> None:
+        """Pause the sandbox of a run that is about to wait for a person (a cloud session
+        holds compute; snapshots and journals hold nothing). Once per step."""
+        if not self._holds_compute or self._suspended or self._checkpoint is None:
+            return
+        self._suspended = True
+        inp = ReleaseInput(
+            execution_id=workflow.info().workflow_id,
+            runtime=self._runtime,
+            first_run_id=workflow.info().first_execution_run_id,
+            checkpoint=self._checkpoint,
+            mode="suspend",
+        )
+        try:
+            await workflow.execute_activity(
+                names.SANDBOX_RELEASE,
+                inp,
+                start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=STEP_RETRY,
+                summary="pause the sandbox while waiting",
+            )
+        except (ActivityError, ApplicationError) as err:
+            # Not fatal: the sandbox keeps running (and costing) until its own timeout pauses it.
+            workflow.logger.warning("pausing the sandbox failed: %s", _step_cause(err))
+
+    async def _release(self, start: StartInput) -> None:
+        """Free what the sandbox layer still holds for this execution (its last checkpoint, a
+        live process, a cloud sandbox). Best effort: a leftover is swept at retention."""
+        checkpoint, superseded, session, live = self._checkpoint, self._superseded, self._session, self._live
+        self._checkpoint = self._superseded = self._session = self._live = None
+        if checkpoint is None and session is None and live is None:
+            return
+        inp = ReleaseInput(
+            execution_id=start.execution_id,
+            runtime=start.runtime,
+            first_run_id=start.first_run_id,
+            checkpoint=checkpoint,
+            superseded=superseded,
+            session_id=session[0] if session else None,
+            live=live,
+            cell=start.cell is not None,
+        )
+        try:
+            if session is not None and session[1]:
+                await workflow.execute_activity(
+                    names.SANDBOX_RELEASE,
+                    inp,
+                    task_queue=session[1],
+                    schedule_to_start_timeout=STICKY_SCHEDULE_TO_START,
+                    start_to_close_timeout=timedelta(seconds=30),
+                    retry_policy=RetryPolicy(maximum_attempts=1),
+                    summary="release",
+                )
+            elif start.runtime in LOCAL_STEP_RUNTIMES:
+                await workflow.execute_local_activity(
+                    names.SANDBOX_RELEASE,
+                    inp,
+                    start_to_close_timeout=timedelta(seconds=30),
+                    retry_policy=STEP_RETRY,
+                    summary="release",
+                )
+            else:
+                await workflow.execute_activity(
+                    names.SANDBOX_RELEASE,
+                    inp,
+                    start_to_close_timeout=timedelta(seconds=60),
+                    retry_policy=STEP_RETRY,
+                    summary="release",
+                )
+        except (ActivityError, ApplicationError) as err:
+            workflow.logger.warning("releasing the sandbox failed: %s", _step_cause(err))
+
+    async def _all_calls(self, start: StartInput) -> list[ToolCallRecord]:
+        """Every call record of the execution, the earlier runs' read back from the store."""
+        current = list(self._calls.values())
+        if not self._segments:
+            return current
+        earlier = await workflow.execute_local_activity(
+            names.SANDBOX_LOAD_STATE,
+            LoadStateInput(execution_id=start.execution_id, first_run_id=start.first_run_id, segments=self._segments),
+            result_type=StateSegment,
+            start_to_close_timeout=timedelta(seconds=120),
+            retry_policy=STATE_RETRY,
+            summary="read back the call records of the earlier runs",
+        )
+        return [*earlier.calls, *current]
+
+    def _absorb(self, step: StepResult) -> None:
+        if step.stdout:
+            self._stdout.append(step.stdout)
+            self._stdout_len += len(step.stdout)
+        for entry in step.rejected:
+            self._journal.append(entry)
+            self._calls[entry.call_id] = ToolCallRecord(
+                call_id=entry.call_id,
+                tool=entry.function_name,
+                args=entry.args,
+                kwargs=entry.kwargs,
+                status="error",
+                error=ErrorInfo(type=entry.error_type or "", message=entry.error_message, kind="invalid_call"),
+                attempts=0,
+                summary=entry.describe(),
+            )
+
+    # -- one call ------------------------------------------------------------------------------
+
+    async def _run_call(
+        self, call: CallRequest, approval_timeout: timedelta, then: NextStep | None = None
+    ) -> tuple[JournalEntry, StepResult | None]:
+        """Approve (if needed) and run one call: its outcome as a journal entry, and the
+        step after it when ``then`` asked the tool activity to run it and it did."""
+        record = ToolCallRecord(
+            call_id=call.call_id, tool=call.tool, args=call.args, kwargs=call.kwargs, summary=call.summary
+        )
+        self._calls[call.call_id] = record
+        if call.requires_approval:
+            record.status = "awaiting_approval"
+            review = PendingApproval(
+                call_id=call.call_id, tool=call.tool, args=call.args, kwargs=call.kwargs, summary=call.summary
+            )
+            await self._suspend()
+            record.approval = await self._await_approval(review, approval_timeout)
+            if record.approval.decision != "approved":
+                record.status = "denied" if record.approval.decision == "denied" else "timed_out"
+                record.error = _permission_error(call.summary, record.approval)
+                return _entry(call, error=("PermissionError", record.error.message)), None
+        record.status = "running"
+        timeout = call.timeout_seconds + (then.step_timeout if then is not None else 0)
+        try:
+            out = await workflow.execute_activity(
+                call.tool,
+                ToolInput(
+                    call_id=call.call_id,
+                    args=call.args,
+                    kwargs=call.kwargs,
+                    then=then,
+                    timeout_seconds=call.timeout_seconds if then is not None else None,
+                ),
+                result_type=ToolOutput,
+                activity_id=f"call-{call.call_id}",
+                start_to_close_timeout=timedelta(seconds=timeout),
+                retry_policy=RetryPolicy(
+                    maximum_attempts=call.max_attempts,
+                    initial_interval=timedelta(seconds=1),
+                    backoff_coefficient=2.0,
+                    maximum_interval=timedelta(seconds=30),
+                ),
+                summary=self._summary(call),
+            )
+        except ActivityError as err:
+            if isinstance(err.cause, CancelledError):
+                # Only the execution's cancellation cancels a tool's activity: it is not the
+                # call's outcome, and the run ends cancelled (the record says "cancelled").
+                raise asyncio.CancelledError(str(err.cause)) from err
+            etype, message, attempts = _tool_failure(err, call)
+            record.status = "error"
+            record.attempts = attempts
+            record.error = ErrorInfo(type=etype, message=message, kind="tool", line=call.line)
+            return _entry(call, error=(etype, message)), None
+        record.status = "ok"
+        record.attempts = out.attempt
+        record.result_size = out.size
+        if out.size <= RECORD_RESULT_BYTES and self._record_bytes + out.size <= RECORDS_BUDGET:
+            record.result = out.value
+            self._record_bytes += out.size
+        else:
+            record.result_preview = _preview(out.value)
+        if out.unfused:
+            workflow.logger.info("call %s: running the step after it separately: %s", call.call_id, out.unfused)
+        return _entry(call, result=out.value), out.step
+
+    async def _await_approval(self, review: PendingApproval, timeout: timedelta) -> ApprovalRecord:
+        execution_id = workflow.info().workflow_id
+        self._pending[review.call_id] = review
+        self._set_state("awaiting_approval")
+        self._show_pending(execution_id)
+        try:
+            await workflow.wait_condition(
+                lambda: review.call_id in self._decisions,
+                timeout=timeout,
+                timeout_summary=f"approval of call {review.call_id} ({review.tool}) times out",
+            )
+            decision = self._decisions[review.call_id]
+        except asyncio.TimeoutError:
+            decision = ApprovalRecord(decision="timed_out", comment=f"no decision within {timeout}")
+        # Not in a finally: on eviction the coroutine is closed and must not touch workflow APIs.
+        del self._pending[review.call_id]
+        self._show_pending(execution_id)
+        if not self._pending:
+            self._set_state("running")
+            verb = {"approved": "Approved", "denied": "Denied", "timed_out": "No decision in time for"}[decision.decision]
+            by = f" by {decision.by}" if decision.by and decision.decision != "timed_out" else ""
+            workflow.set_current_details(f"{verb} `{self._summary(review)}`{by}; running on")
+        return decision
+
+    def _show_pending(self, execution_id: str) -> None:
+        """What waits for a person, where anyone can see it without a worker: the memo
+        (UI "Memo", ``temporal workflow describe``) and the current details."""
+        pending = [p for p in self._pending.values() if p.call_id not in self._decisions]
+        if not pending:
+            workflow.upsert_memo({"pending_approvals": None})
+            return
+        entries = [
+            {
+                "call_id": p.call_id,
+                "tool": p.tool,
+                "summary": self._summary(p),
+                "approve_command": f"codemode approve {execution_id} {p.call_id}",
+                "deny_command": f"codemode deny {execution_id} {p.call_id}",
+                "signal_input": {"call_id": p.call_id, "by": "your name"},
+            }
+            for p in pending
+        ]
+        workflow.upsert_memo({"pending_approvals": entries})
+        lines = [f"**Awaiting approval** ({len(pending)} call{'s' if len(pending) != 1 else ''}):", ""]
+        for p in pending:
+            lines.append(
+                f"- call `{p.call_id}`: `{self._summary(p)}` — approve with `codemode approve {execution_id} {p.call_id}`"
+                f" or deny with `codemode deny {execution_id} {p.call_id}`"
+            )
+        first = pending[0].call_id
+        lines.append("")
+        lines.append(
+            f'Or use *Send a Signal*: name `approve` (or `deny`), input `{{"call_id": "{first}", "by": "your name"}}`.'
+        )
+        workflow.set_current_details("\n".join(lines))
+
+    def _summary(self, call: CallRequest | PendingApproval) -> str:
+        """How a call is named in summaries, details and the memo (all encrypted by the
+        payload codec when keys are set)."""
+        return call.summary or f"{call.tool}(...)"
+
+    def _final_details(self, success: bool, error: ErrorInfo | None, started: datetime) -> str:
+        seconds = (workflow.now() - started).total_seconds()
+        calls = len(self._calls)
+        tail = f"in {seconds:.1f}s, {calls} tool call{'s' if calls != 1 else ''}"
+        if success:
+            return f"**Completed** {tail}."
+        if error is None:
+            return f"**Failed** {tail}."
+        where = f" at line {error.line}" if error.line else ""
+        message = f": {error.message[:300]}"
+        word = "Timed out" if error.kind == "timeout" else "Failed"
+        return f"**{word}** {tail}: `{error.type}`{where}{message}"
+
+    def _set_state(self, state: ExecutionState) -> None:
+        if state == self._state:
+            return
+        self._state = state
+        if self._index:
+            workflow.upsert_search_attributes([STATUS_KEY.value_set(state)])
+
+
+def _call_window(remaining: int) -> int:
+    """How many of the remaining calls to run now. Asks for the patch (a marker and a
+    search-attribute update, once per run) only for a batch the two windows split differently."""
+    if remaining <= CALL_WINDOW:
+        return remaining
+    return CALL_WINDOW if workflow.patched(CALL_WINDOW_PATCH) else OLD_CALL_WINDOW
+
+
+def _indexed_at_start(runtime: str) -> bool:
+    """Whether the starter set our search attributes already (``start_execution`` does; a
+    start from the UI or another SDK does not, and the workflow upserts them itself)."""
+    attrs = workflow.info().typed_search_attributes
+    return attrs.get(STATUS_KEY) == "running" and attrs.get(RUNTIME_KEY) == runtime
+
+
+#: Short on purpose: a resume step is written into the history once per tool call.
+_STEP_SUMMARIES = {names.SANDBOX_START: "start", names.SANDBOX_RESUME: "resume"}
+
+
+def _entry(call: CallRequest, *, result: object = None, error: tuple[str, str] | None = None) -> JournalEntry:
+    return JournalEntry(
+        call_id=call.call_id,
+        function_name=call.tool,
+        args=call.args,
+        kwargs=call.kwargs,
+        result=result,
+        error_type=error[0] if error else None,
+        error_message=error[1] if error else "",
+    )
+
+
+def _preview(value: object, limit: int = 200) -> str:
+    """The start of a large result, for the audit record (the whole value is in the journal)."""
+    if isinstance(value, list):
+        head = f"[{len(value)} items] "
+        first = value[:1]
+    elif isinstance(value, dict):
+        head = f"{{{len(value)} keys}} "
+        first = list(value)[:8]
+    else:
+        head, first = "", value
+    text = head + repr(first)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _permission_error(what: str, decision: ApprovalRecord) -> ErrorInfo:
+    if decision.decision == "denied":
+        by = f" by {decision.by}" if decision.by else ""
+        why = f": {decision.comment}" if decision.comment else ""
+        return ErrorInfo(type="PermissionError", message=f"{what} was denied{by}{why}", kind="denied")
+    return ErrorInfo(type="PermissionError", message=f"{what} was not approved in time", kind="denied")
+
+
+def _step_cause(err: ActivityError | ApplicationError) -> BaseException:
+    """What failed a step: an activity's failure arrives as ActivityError(cause=...), a local
+    activity's (temporalio 1.35) as the ApplicationError itself."""
+    return err.cause if isinstance(err, ActivityError) and err.cause is not None else err
+
+
+def _why_not_live(err: ActivityError) -> str:
+    cause = err.cause
+    if isinstance(cause, TemporalTimeoutError):
+        return "the worker holding the live sandbox did not take the step in time (stopped or busy)"
+    if isinstance(cause, ApplicationError):
+        return cause.message
+    return f"{type(cause).__name__}: {cause}" if cause is not None else str(err)
+
+
+def _tool_failure(err: ActivityError, call: CallRequest) -> tuple[str, str, int]:
+    """(exception type name, message, attempts) of a tool's final failure."""
+    cause = err.cause
+    if isinstance(cause, ApplicationError):
+        attempts = call.max_attempts
+        if cause.details and isinstance(cause.details[0], dict):
+            attempts = int(cause.details[0].get("attempt", attempts))
+        return cause.type or "RuntimeError", cause.message, attempts
+    if isinstance(cause, TemporalTimeoutError):
+        return (
+            "TimeoutError",
+            f"{call.tool} timed out after {call.max_attempts} attempt(s) of {call.timeout_seconds:g}s",
+            call.max_attempts,
+        )
+    return "RuntimeError", f"{call.tool} failed: {cause or err}", call.max_attempts
