@@ -43,20 +43,18 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ..config_vars import MissingVariable, expand_vars
+
 Approval = Literal["annotations", "always", "never"]
 
 #: Keys other MCP clients put in the same file, accepted and not acted on.
 FOREIGN_KEYS = frozenset({"autoApprove", "alwaysAllow", "description", "transportType", "timeout_ms", "icon"})
-
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-
 
 class McpConfigError(ValueError):
     """The MCP configuration cannot be used; the message says where and why."""
@@ -200,9 +198,9 @@ def load_mcp_config(
         if not isinstance(entry, Mapping):
             raise McpConfigError(f"{where}: server {name!r}: expected an object")
         try:
-            expanded = {k: _expand(v, environ, f"{name}.{k}") if k in _EXPANDED else v for k, v in entry.items()}
+            expanded = {k: expand_vars(v, environ, f"{name}.{k}") if k in _EXPANDED else v for k, v in entry.items()}
             server = ServerConfig.model_validate(expanded)
-        except _MissingVariable as err:
+        except MissingVariable as err:
             raise McpConfigError(f"{where}: server {name!r}: {err}") from None
         except ValidationError as err:
             problems = "; ".join(
@@ -216,26 +214,3 @@ def load_mcp_config(
 
 #: The entry keys whose values may name environment variables.
 _EXPANDED = frozenset({"command", "args", "env", "cwd", "url", "headers"})
-
-
-class _MissingVariable(Exception):
-    pass
-
-
-def _expand(value: Any, environ: Mapping[str, str], where: str) -> Any:
-    if isinstance(value, str):
-
-        def sub(m: re.Match[str]) -> str:
-            name, default = m.group(1), m.group(2)
-            if name in environ:
-                return environ[name]
-            if default is not None:
-                return default
-            raise _MissingVariable(f"{where} names ${{{name}}}, which is not set in the environment")
-
-        return _VAR.sub(sub, value)
-    if isinstance(value, list):
-        return [_expand(v, environ, where) for v in value]
-    if isinstance(value, Mapping):
-        return {k: _expand(v, environ, f"{where}.{k}") for k, v in value.items()}
-    return value
