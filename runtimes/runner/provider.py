@@ -107,6 +107,9 @@ class SandboxProvider(ABC):
     kill_grace: float = 1.0
     #: Seconds a re-attached runner has to say where it is.
     sync_timeout: float = 10.0
+    #: The runner's output stream starts again from the beginning on every attach (Blaxel's
+    #: log stream): a re-attaching worker skips what was handled before the checkpoint.
+    replays_output = False
     #: Destroys under way (``free``); ``aclose`` waits for them.
     _destroying: set[asyncio.Task[None]]
 

@@ -187,6 +187,8 @@ class SandboxRun(RunnerDriver):
         ``"moved_on"`` (another handle drove it further: what it emitted meanwhile is lost)."""
         rt = self.runtime
         self.channel.reset()
+        if rt.replays_output:  # what the stream shows again was handled before this checkpoint
+            self.channel.skip_through(self.channel.last_mark)
         process = await rt.reattach(self.handle, self._stdio())
         if process is None:
             return "gone"
@@ -195,7 +197,7 @@ class SandboxRun(RunnerDriver):
         nonce = secrets.token_hex(8)
         try:
             await self.channel.send({"type": "sync", "nonce": nonce})
-            reply = await asyncio.wait_for(self.receive(), rt.sync_timeout)
+            reply = await asyncio.wait_for(self._sync_reply(nonce), rt.sync_timeout)
         except (SandboxError, CodeExecutionError, asyncio.TimeoutError) as exc:
             log.info("%s: no answer to sync (%s)", self.where, exc)
             return "silent"
@@ -212,6 +214,14 @@ class SandboxRun(RunnerDriver):
             )  # fmt: skip
             return "moved_on"
         return "in_step"
+
+    async def _sync_reply(self, nonce: str) -> Any:
+        """The first message that is not an earlier worker's sync answer (a stream that
+        replays shows those again)."""
+        while True:
+            reply = await self.receive()
+            if not isinstance(reply, SyncedMessage) or reply.nonce == nonce:
+                return reply
 
     async def _unpark(self) -> None:
         """First use of a handle after its checkpoint: go on as is when it watched the whole
@@ -324,6 +334,7 @@ class SandboxRun(RunnerDriver):
             "network_cut": self.network_cut,
             "compute_seconds": self.clock.elapsed(),
             "stdout_bytes": self.stdout_before + len(self.sink.data),
+            "mark": self.channel.last_mark,
         }
         if self.session_mode:
             meta["session"] = {"cells": self.cells, "open": self.cell_open, "variables": self.variables}
@@ -353,6 +364,7 @@ class SandboxRun(RunnerDriver):
         run.outstanding = {c.call_id: c for c in pending}
         run.blocked_on = tuple(str(i) for i in meta.get("blocked_on", ()))
         run.network_cut = meta.get("network_cut")
+        run.channel.last_mark = int(meta.get("mark") or 0)
         run.clock.used = float(meta.get("compute_seconds", 0.0))
         run.ready = True
         return run

@@ -3,8 +3,9 @@
 A factory is an async context manager factory yielding a fresh CodeRuntime. New runtimes
 (python with each transport, e2b with its fake cloud boundary) add an entry here.
 
-``e2b`` runs the real SDK against the local E2B server (``tests/e2b_local``), started once
-per session on first use; after every test that used it, no sandbox may be left.
+``e2b``, ``blaxel`` and ``modal`` run the real SDKs against local compatible servers
+(``tests/e2b_local``, ``tests/blaxel_local``, ``tests/modal_local``), each started once per
+session on first use; after every test that used one, no sandbox may be left on it.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from typing import Any
 import pytest
 
 from codemode.runtimes import CodeRuntime
+from tests.blaxel_local import LocalBlaxelServer
 from tests.e2b_local import LocalE2BServer
 
 _LOCAL_E2B: LocalE2BServer | None = None
+_LOCAL_BLAXEL: LocalBlaxelServer | None = None
 
 
 def local_e2b() -> LocalE2BServer:
@@ -78,6 +81,74 @@ async def _no_sandbox_left() -> AsyncIterator[None]:
         for info in left:
             await client.AsyncSandbox.kill(info.sandbox_id)
         pytest.fail(f"sandboxes left on the local E2B server: {[(i.sandbox_id, i.state.value) for i in left]}")
+
+
+def local_blaxel() -> LocalBlaxelServer:
+    """The session's local Blaxel server (started on first use)."""
+    global _LOCAL_BLAXEL
+    if _LOCAL_BLAXEL is None:
+        _LOCAL_BLAXEL = LocalBlaxelServer().start()
+    return _LOCAL_BLAXEL
+
+
+def blaxel_runtime(**options: Any) -> Any:
+    """A ``BlaxelRuntime`` on the local server (credentials as arguments: no global env)."""
+    from codemode.runtimes.blaxel import BlaxelRuntime
+
+    server = local_blaxel()
+    return BlaxelRuntime(api_key="local-test-key", workspace="local", api_url=server.url, region="local", **options)
+
+
+@contextlib.asynccontextmanager
+async def _blaxel() -> AsyncIterator[CodeRuntime]:
+    rt = blaxel_runtime()
+    try:
+        yield rt
+    finally:
+        await rt.aclose()
+
+
+async def blaxel_sandboxes(server: LocalBlaxelServer | None = None) -> dict[str, str]:
+    """Name -> status of every sandbox on the local Blaxel server, asked over HTTP."""
+    import aiohttp
+
+    server = server or local_blaxel()
+    headers = {"X-Blaxel-Authorization": "Bearer local-test-key", "X-Blaxel-Workspace": "local"}
+    async with aiohttp.ClientSession(headers=headers) as http, http.get(f"{server.url}/sandboxes") as resp:
+        listed = await resp.json()
+    return {s["metadata"]["name"]: s["status"] for s in listed["data"]}
+
+
+async def delete_blaxel_sandbox(name: str, server: LocalBlaxelServer | None = None) -> bool:
+    """Delete a sandbox behind the runtime's back (expired, deleted by someone)."""
+    import aiohttp
+
+    server = server or local_blaxel()
+    headers = {"X-Blaxel-Authorization": "Bearer local-test-key", "X-Blaxel-Workspace": "local"}
+    async with aiohttp.ClientSession(headers=headers) as http, http.delete(f"{server.url}/sandboxes/{name}") as resp:
+        return resp.status == 200
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_local_blaxel() -> Iterator[None]:
+    yield
+    global _LOCAL_BLAXEL
+    if _LOCAL_BLAXEL is not None:
+        _LOCAL_BLAXEL.stop()
+        _LOCAL_BLAXEL = None
+
+
+@pytest.fixture(autouse=True)
+async def _no_blaxel_sandbox_left() -> AsyncIterator[None]:
+    """After a test that used the local Blaxel server, nothing may be left on it."""
+    yield
+    if _LOCAL_BLAXEL is None:
+        return
+    left = await blaxel_sandboxes()
+    for name in left:
+        await delete_blaxel_sandbox(name)
+    if left:
+        pytest.fail(f"sandboxes left on the local Blaxel server: {left}")
 
 
 def docker_runtime(**options: Any) -> Any:
@@ -171,6 +242,7 @@ RUNTIME_FACTORIES: dict[str, Callable[[], Any]] = {
     "python-stdio": lambda: _python("stdio"),
     "python-http": lambda: _python("http"),
     "e2b": _e2b,
+    "blaxel": _blaxel,
     "docker": _docker,
     "pyodide": _pyodide,
 }
