@@ -67,6 +67,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
 from .constraints import CodeConstraints
 from .errors import SandboxError
 from .runner.driver import RunnerExit
+from .runner.fifo import LOADER, RELAY
 from .runner.mounts import check_mounts
 from .runner.provider import OwnSandbox, RunnerProcess, SandboxSpec, Stdio
 from .runner.sandbox_run import RUNNER_SOURCE
@@ -74,57 +75,6 @@ from .runner.sandbox_runtime import SandboxRuntime
 from .types import CheckpointTier, ExecutionLimits, RuntimeCapabilities, SandboxOptions
 
 log = logging.getLogger(__name__)
-
-#: Where the runner's input comes from: a FIFO in the container's private tmpfs. Not the
-#: container's stdin: podman closes that for good when the first client attached to it goes
-#: away (a worker that dies, or detaches before a pause), so no other worker could answer.
-INPUT_FIFO = "/tmp/.codemode-in"
-
-#: The container's command: make the FIFO, hold it open for reading and writing (so writers
-#: coming and going never look like an end of input) as fd 0, read ``<length>\\n<runner
-#: source>`` from it unbuffered (the bootstrap line after it stays for the runner) and run
-#: the runner as ``__main__``.
-LOADER = f"""\
-import os
-try:
-    os.mkfifo({INPUT_FIFO!r}, 0o600)
-except FileExistsError:
-    pass
-fd = os.open({INPUT_FIFO!r}, os.O_RDWR)
-os.dup2(fd, 0)
-os.close(fd)
-def take(n):
-    b = b""
-    while len(b) < n:
-        c = os.read(0, n - len(b))
-        if not c:
-            raise SystemExit(70)
-        b += c
-    return b
-h = b""
-while not h.endswith(b"\\n"):
-    h += take(1)
-src = take(int(h))
-exec(compile(src, "codemode-runner.py", "exec"), {{"__name__": "__main__", "__builtins__": __builtins__}})
-"""
-
-#: What a worker execs in the container to reach the runner: its stdin (the exec's attach
-#: stream) copied into the FIFO. It ends when the worker's connection does; the runner does not.
-RELAY = f"""\
-import os
-try:
-    os.mkfifo({INPUT_FIFO!r}, 0o600)
-except FileExistsError:
-    pass
-fd = os.open({INPUT_FIFO!r}, os.O_WRONLY)
-while True:
-    data = os.read(0, 1 << 16)
-    if not data:
-        break
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-"""
 
 #: Every container this runtime makes carries these labels (``sweep`` finds them by the first).
 LABEL = "codemode"

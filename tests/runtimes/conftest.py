@@ -11,6 +11,7 @@ session on first use; after every test that used one, no sandbox may be left on 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -19,9 +20,11 @@ import pytest
 from codemode.runtimes import CodeRuntime
 from tests.blaxel_local import LocalBlaxelServer
 from tests.e2b_local import LocalE2BServer
+from tests.modal_local import IMAGE_ID, LocalModalServer
 
 _LOCAL_E2B: LocalE2BServer | None = None
 _LOCAL_BLAXEL: LocalBlaxelServer | None = None
+_LOCAL_MODAL: LocalModalServer | None = None
 
 
 def local_e2b() -> LocalE2BServer:
@@ -151,6 +154,74 @@ async def _no_blaxel_sandbox_left() -> AsyncIterator[None]:
         pytest.fail(f"sandboxes left on the local Blaxel server: {left}")
 
 
+def local_modal() -> LocalModalServer:
+    """The session's local Modal server (started on first use). The SDK reads its server from
+    MODAL_SERVER_URL (no argument for it), so this process's environment points there."""
+    global _LOCAL_MODAL
+    if _LOCAL_MODAL is None:
+        _LOCAL_MODAL = LocalModalServer().start()
+        for key in ("MODAL_SERVER_URL", "MODAL_CONFIG_PATH"):
+            os.environ[key] = _LOCAL_MODAL.env[key]
+    return _LOCAL_MODAL
+
+
+def modal_runtime(**options: Any) -> Any:
+    """A ``ModalRuntime`` on the local server (the token as arguments)."""
+    from codemode.runtimes.modal import ModalRuntime
+
+    local_modal()
+    return ModalRuntime(token_id="ak-local", token_secret="as-local", image=IMAGE_ID, **options)
+
+
+@contextlib.asynccontextmanager
+async def _modal() -> AsyncIterator[CodeRuntime]:
+    rt = modal_runtime()
+    try:
+        yield rt
+    finally:
+        await rt.aclose()
+
+
+async def modal_sandboxes() -> list[str]:
+    """The ids of the local Modal server's running sandboxes (through the SDK)."""
+    import modal
+
+    local_modal()
+    client = await modal.Client.from_credentials.aio("ak-local", "as-local")
+    app = await modal.App.lookup.aio("codemode", create_if_missing=True, client=client)
+    return [s.object_id async for s in modal.Sandbox.list.aio(app_id=app.app_id, client=client)]
+
+
+async def terminate_modal_sandbox(sandbox_id: str) -> None:
+    """Terminate a sandbox behind the runtime's back (expired, terminated by someone)."""
+    import modal
+
+    client = await modal.Client.from_credentials.aio("ak-local", "as-local")
+    await (await modal.Sandbox.from_id.aio(sandbox_id, client=client)).terminate.aio()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_local_modal() -> Iterator[None]:
+    yield
+    global _LOCAL_MODAL
+    if _LOCAL_MODAL is not None:
+        _LOCAL_MODAL.stop()
+        _LOCAL_MODAL = None
+
+
+@pytest.fixture(autouse=True)
+async def _no_modal_sandbox_left() -> AsyncIterator[None]:
+    """After a test that used the local Modal server, no sandbox may still run on it."""
+    yield
+    if _LOCAL_MODAL is None:
+        return
+    left = await modal_sandboxes()
+    for sandbox_id in left:
+        await terminate_modal_sandbox(sandbox_id)
+    if left:
+        pytest.fail(f"sandboxes left running on the local Modal server: {left}")
+
+
 def docker_runtime(**options: Any) -> Any:
     """A ``DockerRuntime`` on the session's podman service and test image."""
     from codemode.runtimes.docker import DockerRuntime
@@ -243,6 +314,7 @@ RUNTIME_FACTORIES: dict[str, Callable[[], Any]] = {
     "python-http": lambda: _python("http"),
     "e2b": _e2b,
     "blaxel": _blaxel,
+    "modal": _modal,
     "docker": _docker,
     "pyodide": _pyodide,
 }
