@@ -46,6 +46,8 @@ class SandboxRuntime(RunnerRuntime, SandboxProvider):
     def __init__(self) -> None:
         super().__init__()
         self._destroying = set()
+        #: Why the last restore of a sandbox's checkpoint could not use it, by sandbox name.
+        self._refused: dict[str, str] = {}
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -90,12 +92,23 @@ class SandboxRuntime(RunnerRuntime, SandboxProvider):
             # Whatever is left cannot continue this run: the caller replays in a fresh sandbox.
             log.info("%s cannot continue this checkpoint (%s): destroying it", run.where, state)
             run.refused = state
+            self._refused[run.name] = {
+                "gone": f"{run.where} is gone (deleted, expired, or its runner exited)",
+                "silent": f"the runner in {run.where} did not answer",
+                "moved_on": f"the runner in {run.where} went on past this checkpoint",
+            }.get(state, state)
             run.discarded = True
             await run.close()
             return None
         run.parked = True
         run.start_watchdog()
         return run
+
+    def restore_refusal(self, checkpoint: bytes) -> str:
+        meta = self._decode(checkpoint)
+        if meta is None:
+            return super().restore_refusal(checkpoint)
+        return self._refused.pop(self.sandbox_of(meta), None) or f"{self.describe(meta)} cannot continue this run"
 
     async def restore(self, checkpoint: bytes) -> CodeExecution | None:
         meta = self._decode(checkpoint)

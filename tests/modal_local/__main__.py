@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import asyncio
+import logging
 import shutil
 import tempfile
 
