@@ -8,7 +8,7 @@ UNIMPLEMENTED and is logged on stderr ("modal local: unimplemented RPC ..."):
   check its signature), ``AppGetOrCreate``, ``ImageFromId``, ``SandboxCreateV2``,
   ``SandboxWaitV2``, ``SandboxGetTaskIdV2``, ``SandboxGetCommandRouterAccess`` (the router is
   this same port, plain http: the client accepts that on localhost only), ``SandboxListV2``,
-  ``SandboxTerminateV2``;
+  ``SandboxTagsGetV2``, ``SandboxTerminateV2``;
 * command router: ``SandboxStdioReadV2`` (the entrypoint's output from a byte offset, then
   live), ``SandboxStdinWriteV2`` (offset-idempotent: bytes before the offset already written
   are dropped, as a retried write), ``TaskExecStart``, ``TaskExecStdinWrite``,
@@ -66,6 +66,12 @@ def _jwt(**claims: Any) -> str:
     return f"{part({'alg': 'none', 'typ': 'JWT'})}.{part(claims)}.local"
 
 
+def _blocked(definition: api_pb2.Sandbox) -> bool:
+    """``block_network=True``: the SDK sends it as a BLOCKED network access (and the old field)."""
+    blocked = api_pb2.NetworkAccess.NetworkAccessType.BLOCKED
+    return definition.block_network or definition.network_access.network_access_type == blocked
+
+
 @dataclass
 class Box:
     """A Modal sandbox: the shared sandbox layer, its entrypoint and its execs."""
@@ -117,7 +123,7 @@ class LocalModal:
             timeout=NO_EXPIRY,
             metadata={},
             env_vars=env,
-            internet=not definition.block_network,
+            internet=not _blocked(definition),
             auto_pause=False,
         )
         box = Box(
@@ -276,6 +282,12 @@ class ControlPlane(api_grpc.ModalClientBase):
             and (not req.before_timestamp or box.created < req.before_timestamp)
         ]
         await stream.send_message(api_pb2.SandboxListResponse(sandboxes=found))
+
+    async def SandboxTagsGetV2(self, stream: Any) -> None:
+        req = await stream.recv_message()
+        box = self.state.box(req.sandbox_id)
+        tags = [api_pb2.SandboxTag(tag_name=k, tag_value=v) for k, v in box.tags.items()]
+        await stream.send_message(api_pb2.SandboxTagsGetResponse(tags=tags))
 
     async def SandboxTerminateV2(self, stream: Any) -> None:
         req = await stream.recv_message()
