@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
