@@ -11,8 +11,8 @@ UNIMPLEMENTED and is logged on stderr ("modal local: unimplemented RPC ..."):
   ``SandboxTagsGetV2``, ``SandboxTerminateV2``;
 * command router: ``SandboxStdioReadV2`` (the entrypoint's output from a byte offset, then
   live), ``SandboxStdinWriteV2`` (offset-idempotent: bytes before the offset already written
-  are dropped, as a retried write), ``TaskExecStart``, ``TaskExecStdinWrite``,
-  ``TaskExecStdioRead``, ``TaskExecPoll``, ``TaskExecWait``.
+  are dropped, as a retried write), ``TaskExecStart``, ``TaskExecStdinWrite`` (the relay
+  exec each attachment starts).
 
 Sandboxes are the local E2B server's (processes in bubblewrap, ``tests/e2b_local``); a
 sandbox runs until its entrypoint exits, its ``timeout`` passes or it is terminated.
@@ -337,30 +337,6 @@ class CommandRouter(task_command_router_grpc.TaskCommandRouterBase):
         box = self.state.task(req.task_id)
         await _take_stdin(box, req.exec_id, self._exec(box, req.exec_id), int(req.offset), req.data, req.eof)
         await stream.send_message(tcr.TaskExecStdinWriteResponse())
-
-    async def TaskExecStdioRead(self, stream: Any) -> None:
-        req = await stream.recv_message()
-        box = self.state.task(req.task_id)
-        proc = self._exec(box, req.exec_id)
-        async for _start, data in _follow(box, proc, int(req.file_descriptor), int(req.offset)):
-            await stream.send_message(tcr.TaskExecStdioReadResponse(data=data))
-
-    def _end(self, proc: Proc) -> dict[str, int]:
-        code = proc.popen.returncode
-        assert code is not None
-        return {"signal": -code} if code < 0 else {"code": code}
-
-    async def TaskExecPoll(self, stream: Any) -> None:
-        req = await stream.recv_message()
-        proc = self._exec(self.state.task(req.task_id), req.exec_id)
-        ended = proc.popen.returncode is not None
-        await stream.send_message(tcr.TaskExecPollResponse(**self._end(proc)) if ended else tcr.TaskExecPollResponse())
-
-    async def TaskExecWait(self, stream: Any) -> None:
-        req = await stream.recv_message()
-        proc = self._exec(self.state.task(req.task_id), req.exec_id)
-        await proc.popen.wait()
-        await stream.send_message(tcr.TaskExecWaitResponse(**self._end(proc)))
 
 
 async def serve(host: str, port: int, root: str) -> None:
