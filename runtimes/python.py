@@ -30,25 +30,14 @@ import asyncio
 import logging
 import os
 import shutil
-import signal
 import sys
 import tempfile
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from .base import CodeRuntime
 from .constraints import CodeConstraints
-from .errors import (
-    CapabilityError,
-    CodeExecutionError,
-    CodeResourceError,
-    CodeRuntimeError,
-    CodeSyntaxError,
-    CodeTimeoutError,
-    SandboxError,
-)
-from .execution import CodeExecution
+from .errors import CapabilityError, CodeExecutionError, SandboxError
 from .jail.bwrap import (
     RUNNER_DIR_IN_SANDBOX,
     SANDBOX_HOME,
@@ -62,12 +51,12 @@ from .jail.bwrap import (
 )
 from .jail.seccomp import filter_program
 from .jail.uids import UidLease, lease_uid
-from .runner.bootstrap import RUNNER_PATH, build_bootstrap, cell_message, compiled_runner, runner_limits
-from .runner.driver import RunnerDriver
+from .runner.bootstrap import RUNNER_PATH, build_bootstrap, compiled_runner, runner_limits
+from .runner.driver import RunnerDriver, RunnerExit, exit_error
 from .runner.mounts import check_mounts
 from .runner.process import OutputSink, SandboxProcess, exit_signal
-from .session import CodeSession
-from .signatures import FunctionsSpec, ToolSignature, normalize_functions
+from .runner.runtime import RunnerRuntime
+from .signatures import ToolSignature
 from .transports import CallbackChannel, CallbackTransport, get_transport
 from .types import CheckpointTier, Determinism, ExecutionLimits, RuntimeCapabilities, SandboxOptions
 
@@ -97,7 +86,9 @@ class _PythonRun(RunnerDriver):
         *,
         session: bool = False,
     ) -> None:
-        super().__init__(signatures, limits, kill_grace=runtime.kill_grace, session=session)
+        super().__init__(
+            signatures, limits, kill_grace=runtime.kill_grace, startup_timeout=runtime.startup_timeout, session=session
+        )
         self.runtime = runtime
         self.options = options or SandboxOptions()
         self._uid_lease: UidLease | None = None
@@ -107,9 +98,8 @@ class _PythonRun(RunnerDriver):
 
     # -- start --------------------------------------------------------------------------
 
-    async def start(self, code: str, inputs: Mapping[str, Any] | None, determinism: Determinism | None) -> None:
+    async def start(self, code: str, inputs: Mapping[str, Any] | None, determinism: Determinism) -> None:
         rt = self.runtime
-        determinism = determinism or Determinism.derived(code, inputs)
         interpreter = await asyncio.to_thread(probe_interpreter, rt.python)
         self.channel = channel = await rt.transport.open(sandboxed=rt.isolation == "bwrap", network=rt.network)
         self.process = process = await self._launch(interpreter, channel, determinism.hash_seed)
@@ -137,37 +127,10 @@ class _PythonRun(RunnerDriver):
 
     # -- session mode ---------------------------------------------------------------------
 
-    async def run_cell(self, code: str, functions: FunctionsSpec, inputs: Mapping[str, Any] | None) -> CodeExecution:
-        signatures = normalize_functions(functions)
-        self.begin_cell(signatures, self.limits)
-        assert self.channel is not None
-        try:
-            await self.channel.send_message(cell_message(code, signatures, inputs=inputs, limits=self.limits))
-            await self.expect_ready(self.runtime.startup_timeout, "the session's next cell")
-        except CodeExecutionError:
-            raise  # the cell cannot start (syntax): the session is as it was
-        except BaseException:
-            await self.close()
-            raise
-        return self.cell_execution()
-
     def reset_output(self) -> None:
         if self.process is not None:
             self.process.drain_output()  # anything left over belongs to the cell before
             self.process.output = OutputSink(self.limits.max_stdout_bytes)
-
-    async def session_variables(self) -> dict[str, str]:
-        return dict(self.variables)
-
-    def session(self) -> CodeSession:
-        return CodeSession(
-            runtime="python",
-            run_cell=self.run_cell,
-            variables=self.session_variables,
-            close=self.close,
-            alive=lambda: not self.closed,
-            busy=lambda: self.cell_open,
-        )
 
     async def _launch(self, interpreter: Interpreter, channel: CallbackChannel, hash_seed: int) -> SandboxProcess:
         """Start the runner: inside bubblewrap (with the seccomp filter on an inherited
@@ -240,31 +203,14 @@ class _PythonRun(RunnerDriver):
         assert self.process is not None
         code = await self.process.proc.wait()
         await self.process.wait_output(1.0)
-        tail = self.process.output.tail()
-        if not self.ready:
-            return SandboxError(f"the sandbox exited (status {code}) before the code started: {tail or 'no output'}")
-        limit = self.limits.timeout_seconds
-        if self.timed_out:
-            return CodeTimeoutError(f"the code exceeded its time limit of {limit:g} s and was killed", error_type="TimeoutError")
         sig = exit_signal(code, bwrap=self.runtime.isolation == "bwrap")
-        if sig == signal.SIGXCPU:
-            return CodeTimeoutError(f"the code exceeded its CPU time limit of {limit:g} s", error_type="TimeoutError")
-        if sig == signal.SIGKILL:
-            return CodeResourceError(
-                "the code's process was killed (SIGKILL): it exceeded its CPU time or the host ran out of memory",
-                error_type="ResourceError",
-                traceback=tail or None,
-            )
-        if sig is not None:
-            try:
-                name = signal.Signals(sig).name
-            except ValueError:
-                name = str(sig)
-            return CodeRuntimeError(f"the code's process died from signal {name}", error_type="Crash", traceback=tail or None)
-        return CodeRuntimeError(
-            f"the code ended the interpreter (exit status {code}) before finishing",
-            error_type="SystemExit",
-            traceback=tail or None,
+        return exit_error(
+            RunnerExit(status=code if sig is None else None, signal=sig),
+            where="the sandbox",
+            ready=self.ready,
+            timed_out=self.timed_out,
+            limits=self.limits,
+            tail=self.process.output.tail(),
         )
 
     # -- driver hooks -------------------------------------------------------------------
@@ -295,10 +241,9 @@ class _PythonRun(RunnerDriver):
             if self._workdir is not None:
                 shutil.rmtree(self._workdir, ignore_errors=True)
             self._release_uid()  # (the process is gone: aclose waited for it)
-            self.runtime._live.discard(self)
 
 
-class PythonRuntime(CodeRuntime):
+class PythonRuntime(RunnerRuntime):
     """Real CPython, one fresh process per execution.
 
     :param transport: ``"stdio"`` (default), ``"http"`` or a ``CallbackTransport``.
@@ -345,6 +290,7 @@ class PythonRuntime(CodeRuntime):
         startup_timeout: float = 30.0,
         kill_grace: float = 1.0,
     ) -> None:
+        super().__init__()
         if isolation not in ("bwrap", "none"):
             raise ValueError(f"isolation must be 'bwrap' or 'none', not {isolation!r}")
         self.transport = get_transport(transport)
@@ -378,51 +324,23 @@ class PythonRuntime(CodeRuntime):
                 "network_policies": ("none", "full") if network or isolation == "none" else ("none",),
             }
         )
-        self._live: set[_PythonRun] = set()
 
-    async def execute(
+    def new_run(
         self,
-        code: str,
+        signatures: dict[str, ToolSignature],
+        limits: ExecutionLimits,
+        options: SandboxOptions,
         *,
-        functions: FunctionsSpec,
-        inputs: Mapping[str, Any] | None = None,
-        limits: ExecutionLimits | None = None,
-        determinism: Determinism | None = None,
-        options: SandboxOptions | None = None,
-    ) -> CodeExecution:
-        options = self.check_options(options)
-        run = _PythonRun(self, normalize_functions(functions), limits or ExecutionLimits(), options)
-        self._live.add(run)
-        try:
-            await run.start(code, inputs, determinism)
-        except BaseException:
-            await run.close()
-            raise
-        return run.execution()
+        session: bool = False,
+    ) -> _PythonRun:
+        """A runner process; in session mode it serves cells until it dies with this worker
+        (there is no state to restore a process from: a lost session is rebuilt by replaying
+        its cells)."""
+        return _PythonRun(self, signatures, limits, options, session=session)
 
-    async def open_session(
-        self,
-        *,
-        limits: ExecutionLimits | None = None,
-        determinism: Determinism | None = None,
-        options: SandboxOptions | None = None,
-        state: bytes | None = None,
-    ) -> CodeSession | None:
-        """A runner process in session mode. There is no state to restore a process from
-        (``state`` gives None): a lost session is rebuilt by replaying its cells."""
-        options = self.check_options(options)
-        if state is not None:
-            return None
+    def check_session(self) -> None:
         if self.transport.name != "stdio":
             raise CapabilityError(f"sessions need the stdio transport, not {self.transport.name!r}")
-        run = _PythonRun(self, {}, limits or ExecutionLimits(), options, session=True)
-        self._live.add(run)
-        try:
-            await run.start("", None, determinism)
-        except BaseException:
-            await run.close()
-            raise
-        return run.session()
 
     def check_options(self, options: SandboxOptions | None) -> SandboxOptions:
         """What the capabilities refuse (the ratchet, network where the operator gave none),
@@ -430,20 +348,3 @@ class PythonRuntime(CodeRuntime):
         options = super().check_options(options)
         check_mounts(options.mounts, reserved=("/usr", SANDBOX_HOME, RUNNER_DIR_IN_SANDBOX))
         return options
-
-    async def type_check(self, code: str, signatures: FunctionsSpec) -> None:
-        """No static type checking for CPython; a syntax check without starting a process
-        (with this interpreter's grammar, the sandbox's unless ``python=`` differs)."""
-        import ast
-
-        try:
-            compile(code, "<code>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
-        except SyntaxError as exc:
-            raise CodeSyntaxError(str(exc.msg), error_type=type(exc).__name__, line=exc.lineno) from None
-        except ValueError as exc:  # a NUL byte
-            raise CodeSyntaxError(str(exc), error_type="SyntaxError") from None
-
-    async def aclose(self) -> None:
-        """Kill every live execution of this runtime."""
-        for run in list(self._live):
-            await run.close()

@@ -2,16 +2,21 @@
 
 ``RunnerDriver`` turns the runner's messages (``call``, ``blocked``, ``done``, ``error``)
 into ``CodeExecution`` steps and answers into the channel, with the same limits and error
-mapping whichever sandbox holds the process: a local bubblewrap jail (``runtimes/python.py``)
-or a remote E2B sandbox (``runtimes/e2b.py``). A subclass says where the code's output is,
-how the process ends and why it died.
+mapping whichever sandbox holds the process: a local bubblewrap jail (``runtimes/python.py``),
+Deno (``runtimes/pyodide.py``) or a provider's sandbox (``runtimes/runner/sandbox_run.py``).
+It also holds what every run does the same way: a session's cells, the handles it gives
+out, and why a process that vanished died (``exit_error``). A subclass says how the runner
+starts, where the code's output is, how the process ends and how it is freed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import (
@@ -24,7 +29,8 @@ from ..errors import (
     SandboxError,
 )
 from ..execution import Blocked, CallOutcome, CodeExecution, Step
-from ..signatures import ToolSignature
+from ..session import CodeSession
+from ..signatures import FunctionsSpec, ToolSignature, normalize_functions
 from ..transports import CallbackChannel, MessageTooLarge
 from ..transports.protocol import (
     MAX_MESSAGE_BYTES,
@@ -35,7 +41,8 @@ from ..transports.protocol import (
     ReadyMessage,
     SandboxMessage,
 )
-from ..types import ExecutionLimits, ExecutionResult, FunctionCall
+from ..types import Determinism, ExecutionLimits, ExecutionResult, FunctionCall
+from .bootstrap import cell_message
 from .process import OutputSink
 
 _ERRORS: dict[str, type[CodeExecutionError]] = {
@@ -50,6 +57,79 @@ def code_error(msg: ErrorMessage) -> CodeExecutionError:
     """The runner's ``error`` message as our error hierarchy."""
     cls = _ERRORS.get(msg.kind, CodeRuntimeError)
     return cls(msg.message, error_type=msg.error_type, line=msg.line, traceback=msg.traceback)
+
+
+@dataclass
+class RunnerExit:
+    """How the runner's process ended, as its sandbox reports it (a local process's status,
+    a container's state, a provider's end event)."""
+
+    #: Exit status, when it exited by itself.
+    status: int | None = None
+    #: The signal that killed it.
+    signal: int | None = None
+    #: The sandbox's own memory limit killed it (a container's OOM killer).
+    oom: bool = False
+    #: The sandbox was deleted under the code (not the code's doing).
+    removed: bool = False
+    #: The stream to it dropped without an end: the process may well live on.
+    lost: str | None = None
+    #: The provider's own words about the end (its error string).
+    detail: str = ""
+
+
+def exit_error(
+    ended: RunnerExit,
+    *,
+    where: str,
+    ready: bool,
+    timed_out: bool,
+    limits: ExecutionLimits,
+    tail: str,
+    memory: str = "",
+    stopped: str = "killed",
+) -> CodeExecutionError | SandboxError:
+    """Why a runner vanished without a final message, in our error hierarchy. ``where``
+    names the sandbox ("the sandbox", "container 1a2b..."); ``tail`` is the end of what the
+    code printed; ``memory`` adds the limit to an out-of-memory message; ``stopped`` is how
+    a timed-out process was ended."""
+    if ended.lost is not None:
+        return SandboxError(f"lost the connection to the runner in {where}: {ended.lost}")
+    if ended.removed and not timed_out:
+        # Not the code's doing: the step fails, and the next one replays in a fresh sandbox.
+        return SandboxError(f"{where} was removed while the code ran")
+    how = ended.detail or (f"signal {ended.signal}" if ended.signal else f"status {ended.status}")
+    if not ready:
+        return SandboxError(f"the runner in {where} exited ({how}) before the code started: {tail or 'no output'}")
+    limit = limits.timeout_seconds
+    if timed_out:
+        return CodeTimeoutError(
+            f"the code exceeded its time limit of {limit:g} s and was {stopped}", error_type="TimeoutError"
+        )
+    if ended.signal == signal.SIGXCPU:
+        return CodeTimeoutError(f"the code exceeded its CPU time limit of {limit:g} s", error_type="TimeoutError")
+    trace = tail or None
+    if ended.oom:
+        return CodeResourceError(
+            f"{where} ran out of memory{memory} and the code was killed", error_type="MemoryError", traceback=trace
+        )
+    if ended.signal == signal.SIGKILL:
+        return CodeResourceError(
+            f"the code's process was killed (SIGKILL): it exceeded its CPU time or {where} ran out of memory",
+            error_type="ResourceError",
+            traceback=trace,
+        )
+    if ended.signal is not None:
+        try:
+            name = signal.Signals(ended.signal).name
+        except ValueError:
+            name = str(ended.signal)
+        return CodeRuntimeError(f"the code's process died from signal {name}", error_type="Crash", traceback=trace)
+    return CodeRuntimeError(
+        f"the code ended the interpreter (exit status {ended.status}) before finishing",
+        error_type="SystemExit",
+        traceback=trace,
+    )
 
 
 class ComputeClock:
@@ -90,13 +170,27 @@ class RunnerDriver(ABC):
     """
 
     runtime_name = "runner"
+    #: ``dump()`` gives a checkpoint another worker can ``restore`` (the sandbox outlives
+    #: this handle); False: the journal is the checkpoint.
+    checkpoints = False
 
     def __init__(
-        self, signatures: dict[str, ToolSignature], limits: ExecutionLimits, *, kill_grace: float, session: bool = False
+        self,
+        signatures: dict[str, ToolSignature],
+        limits: ExecutionLimits,
+        *,
+        kill_grace: float,
+        startup_timeout: float = 60.0,
+        session: bool = False,
     ) -> None:
         #: Session mode (``runtimes/session.py``): the runner serves one cell after another in
         #: one namespace; a cell's end (``done`` or ``error``) leaves the process running.
         self.session_mode = session
+        #: Session mode: cells begun in this runner (the runner's ``sync`` reports the same).
+        self.cells = 0
+        self.startup_timeout = startup_timeout
+        #: The runtime's set of live runs, which ``close`` leaves (``RunnerRuntime.track``).
+        self.live: set[RunnerDriver] | None = None
         #: A cell is running (session mode): between ``begin_cell`` and its end.
         self.cell_open = False
         #: The globals after the last cell (session mode): name -> type name.
@@ -120,6 +214,19 @@ class RunnerDriver(ABC):
         self._watching = False
 
     # -- hooks --------------------------------------------------------------------------
+
+    @abstractmethod
+    async def start(self, code: str, inputs: Mapping[str, Any] | None, determinism: Determinism) -> None:
+        """Start the runner with ``code`` (session mode: empty) and wait for its ``ready``."""
+
+    async def before_step(self) -> None:
+        """Called before the handle is used again (a step, an answer, a cell): a run whose
+        sandbox outlives it checks it is still where its checkpoint says."""
+        return None
+
+    def dump(self) -> bytes:
+        """The checkpoint of where the runner is (only when ``checkpoints``)."""
+        raise NotImplementedError
 
     @property
     @abstractmethod
@@ -308,6 +415,41 @@ class RunnerDriver(ABC):
 
     # -- session mode -------------------------------------------------------------------
 
+    async def run_cell(self, code: str, functions: FunctionsSpec, inputs: Mapping[str, Any] | None) -> CodeExecution:
+        """Send the session's next cell and wait until it runs."""
+        await self.before_step()
+        signatures = normalize_functions(functions)
+        self.begin_cell(signatures, self.limits)
+        self.cells += 1
+        assert self.channel is not None
+        try:
+            await self.channel.send_message(cell_message(code, signatures, inputs=inputs, limits=self.limits))
+            await self.expect_ready(self.startup_timeout, "the session's next cell")
+        except CodeExecutionError:
+            raise  # the cell cannot start (syntax): the session is as it was
+        except BaseException:
+            await self.close()
+            raise
+        return self.cell_execution()
+
+    async def session_variables(self) -> dict[str, str]:
+        return dict(self.variables)
+
+    async def session_dump(self) -> bytes:
+        return self.dump()
+
+    def session(self) -> CodeSession:
+        """The session handle of a runner started in session mode."""
+        return CodeSession(
+            runtime=self.runtime_name,
+            run_cell=self.run_cell,
+            dump=self.session_dump if self.checkpoints else None,
+            variables=self.session_variables,
+            close=self.close,
+            alive=lambda: not self.closed,
+            busy=lambda: self.cell_open,
+        )
+
     def begin_cell(self, signatures: dict[str, ToolSignature], limits: ExecutionLimits) -> None:
         """Reset what belongs to one cell (calls, clock, limits, output) before sending it."""
         self.signatures = signatures
@@ -325,12 +467,12 @@ class RunnerDriver(ABC):
         if self.cell_open:
             await self.close()
 
-    def cell_execution(self, *, dump: Any = None, pending: list[FunctionCall] | None = None) -> CodeExecution:
+    def cell_execution(self, *, pending: list[FunctionCall] | None = None) -> CodeExecution:
         """The handle of the cell just begun (session mode)."""
         return CodeExecution(
             advance=self.advance,
             answer=self.answer,
-            dump=dump,
+            dump=self.dump if self.checkpoints else None,
             close=self.close_cell,
             pending=pending or (),
             runtime=self.runtime_name,
@@ -351,6 +493,8 @@ class RunnerDriver(ABC):
         try:
             await self.release()
         finally:
+            if self.live is not None:
+                self.live.discard(self)
             for task in self.tasks:
                 if task is not current:
                     try:
@@ -361,13 +505,11 @@ class RunnerDriver(ABC):
     def read_stdout(self) -> str:
         return self.output.text()
 
-    def execution(
-        self, *, dump: Any = None, pending: list[FunctionCall] | None = None, cut_network: Any = None
-    ) -> CodeExecution:
+    def execution(self, *, pending: list[FunctionCall] | None = None, cut_network: Any = None) -> CodeExecution:
         return CodeExecution(
             advance=self.advance,
             answer=self.answer,
-            dump=dump,
+            dump=self.dump if self.checkpoints else None,
             close=self.close,
             pending=pending or (),
             runtime=self.runtime_name,

@@ -22,9 +22,10 @@ host: ``{"type": "answer", "call_id", "ok", "value" | "exc_type" + "message"}``.
 Two additions for hosts that reach the runner through a provider's API (E2B), stdio only:
 
 * **output marks** (bootstrap ``output_marks``): before each message the runner flushes
-  the code's output and writes ``\x1ecm:N\x1f`` on it, and the message carries
+  the code's output and writes ``\x1ecm:N\x1f\n`` on it, and the message carries
   ``"mark": N``, so a host that receives output and protocol on two unordered streams
-  can wait for the output that preceded a message.
+  can wait for the output that preceded a message. The newline lets a provider that
+  delivers output a line at a time (Blaxel's log stream) deliver the mark at once.
 * **sync**: ``{"type": "sync", "nonce"}`` from the host, answered at once from the reader
   thread with ``{"type": "synced", "nonce", "calls", "waiting"}``: call ids issued so far
   and those without an answer. A host re-attaching after a gap (output emitted while
@@ -283,7 +284,7 @@ class StdioChannel(_Channel):
     """JSON lines on private duplicates of the original stdin/stdout.
 
     ``marks``: before each message, flush the code's output and write an output mark
-    (``\x1ecm:N\x1f``) on it; the message carries ``"mark": N``. A host that receives the
+    (``\x1ecm:N\x1f\n``) on it; the message carries ``"mark": N``. A host that receives the
     output and the protocol as two streams with no order between them (E2B's envd reads
     stdout and stderr separately) waits for mark N before handling message N, so
     everything printed before a call is in the output when the call arrives.
@@ -324,7 +325,7 @@ class StdioChannel(_Channel):
         _flush_output()
         self.mark += 1
         try:
-            os.write(2, b"\x1ecm:%d\x1f" % self.mark)  # under PIPE_BUF: never split
+            os.write(2, b"\x1ecm:%d\x1f\n" % self.mark)  # under PIPE_BUF: never split
         except OSError:  # the code closed its output: nothing to wait for
             return data
         return _dumps(dict(msg, mark=self.mark)) + b"\n"

@@ -10,9 +10,13 @@ Two differences from a local pipe (``stdio.py``), both handled here:
 * **Output order.** The provider reads the process's stdout and stderr separately and
   delivers them on one stream with no order between them, so a call can arrive before
   the text the code printed just before it. The runner therefore writes an output mark
-  (``\\x1ecm:N\\x1f``) on its output before message N and the message carries
+  (``\\x1ecm:N\\x1f\\n``) on its output before message N and the message carries
   ``"mark": N``; ``receive()`` holds message N until mark N has come through the output.
-  Marks are stripped from the output.
+  Marks (and the newline after each) are stripped from the output.
+* **Replayed output.** A provider whose log stream starts again from the beginning on
+  every attach (Blaxel's ``stream_logs``) shows a re-attaching worker what earlier workers
+  already handled: ``skip_through(N)`` drops the messages up to mark N and the output
+  before it.
 * **A shell in front.** The provider starts the command through a login shell, whose
   profile may print; lines before the runner's first message that are not JSON are the
   code's output, not a protocol error.
@@ -39,7 +43,7 @@ from .protocol import MAX_MESSAGE_BYTES, MessageTooLarge, SandboxMessage, answer
 MARK_WAIT_SECONDS = 5.0
 #: Answers go out in pieces of at most this many bytes (one API request each).
 SEND_CHUNK_BYTES = 1 << 20
-_MARK = re.compile(r"\x1ecm:(\d{1,18})\x1f")
+_MARK = re.compile(r"\x1ecm:(\d{1,18})\x1f\n?")
 _MARK_PREFIX = "\x1ecm:"
 _EOF = object()
 
@@ -66,6 +70,11 @@ class CommandChannel(CallbackChannel):
         self._size = 0
         self._stderr = ""
         self._mark = 0
+        self._eat_newline = False  # a mark ended a chunk: its newline may open the next one
+        #: Messages up to this mark (and the output before it) were handled already.
+        self._skip = 0
+        #: The mark of the last message ``receive()`` handed out.
+        self.last_mark = 0
         self._mark_seen = asyncio.Event()
         self._marks_arrive = True
         self._started = False  # a valid message arrived (before it, non-JSON lines are shell noise)
@@ -78,6 +87,12 @@ class CommandChannel(CallbackChannel):
         self._queue = asyncio.Queue()
         self._parts, self._size = [], 0
         self._stderr = ""
+        self._eat_newline = False
+
+    def skip_through(self, mark: int) -> None:
+        """The stream replays from the start: drop the messages up to ``mark`` and the output
+        written before it (they were handled by whoever was attached then)."""
+        self._skip = mark
 
     @property
     def marks_arrive(self) -> bool:
@@ -99,9 +114,13 @@ class CommandChannel(CallbackChannel):
             if not line.strip():
                 continue
             if not self._started and not line.lstrip().startswith("{"):
-                self._on_output(line + "\n")  # a login shell's profile talking
+                if self._mark >= self._skip:
+                    self._on_output(line + "\n")  # a login shell's profile talking
                 continue
-            self._queue.put_nowait(self._parse(line))
+            item = self._parse(line)
+            if isinstance(item, tuple) and item[1] is not None and item[1] <= self._skip:
+                continue  # replayed: handled before this attachment
+            self._queue.put_nowait(item)
         if pieces[-1]:
             self._parts.append(pieces[-1])
             self._size += len(pieces[-1])
@@ -123,6 +142,9 @@ class CommandChannel(CallbackChannel):
 
     def feed_stderr(self, text: str) -> None:
         """The code's output, without the marks (which it records)."""
+        if self._eat_newline and text.startswith("\n"):
+            text = text[1:]
+        self._eat_newline = False
         text = self._stderr + text
         self._stderr = ""
         out: list[str] = []
@@ -130,24 +152,31 @@ class CommandChannel(CallbackChannel):
         while True:
             start = text.find(_MARK_PREFIX[0], pos)
             if start < 0:
-                out.append(text[pos:])
+                self._keep(out, text[pos:])
                 break
-            out.append(text[pos:start])
+            self._keep(out, text[pos:start])
             match = _MARK.match(text, start)
             if match is not None:
                 self._mark = max(self._mark, int(match.group(1)))
                 self._mark_seen.set()
                 pos = match.end()
+                if pos == len(text) and not text.endswith("\n"):
+                    self._eat_newline = True
                 continue
             rest = text[start:]
             if len(rest) < 24 and (_MARK_PREFIX.startswith(rest) or re.fullmatch(r"\x1ecm:\d*", rest)):
                 self._stderr = rest  # a mark cut in two: wait for the rest
                 break
-            out.append(text[start])
+            self._keep(out, text[start])
             pos = start + 1
         data = "".join(out)
         if data:
             self._on_output(data)
+
+    def _keep(self, out: list[str], text: str) -> None:
+        """The code's output, unless it is a replay of what was handled before."""
+        if text and self._mark >= self._skip:
+            out.append(text)
 
     def sandbox_exited(self) -> None:
         self._queue.put_nowait(_EOF)
@@ -178,6 +207,7 @@ class CommandChannel(CallbackChannel):
         message, mark = item
         if mark is not None:
             await self._wait_mark(mark)
+            self.last_mark = mark
         return message
 
     async def send(self, payload: dict[str, Any], *, fresh_line: bool = True) -> None:

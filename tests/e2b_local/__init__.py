@@ -23,7 +23,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 class LocalE2BServer:
-    """``python -m tests.e2b_local`` in a subprocess on an ephemeral port."""
+    """``python -m tests.e2b_local`` in a subprocess on an ephemeral port (the other local
+    servers, ``tests.blaxel_local`` and ``tests.modal_local``, start the same way)."""
+
+    #: The server's module, run with ``python -m``; it prints "... listening on URL".
+    module = "tests.e2b_local"
 
     def __init__(self, *, startup_timeout: float = 30.0) -> None:
         self.startup_timeout = startup_timeout
@@ -32,7 +36,7 @@ class LocalE2BServer:
 
     def start(self) -> LocalE2BServer:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.e2b_local", "--port", "0"],
+            [sys.executable, "-m", self.module, "--port", "0"],
             cwd=REPO,
             stdout=subprocess.PIPE,
             text=True,
@@ -42,7 +46,7 @@ class LocalE2BServer:
         line = self.proc.stdout.readline()  # blocks until it listens (or dies)
         if "listening on " not in line:
             self.stop()
-            raise RuntimeError(f"the local E2B server did not start: {line!r}")
+            raise RuntimeError(f"the local server {self.module} did not start: {line!r}")
         self.url = line.strip().rsplit(" ", 1)[-1]
         return self
 

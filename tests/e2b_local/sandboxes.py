@@ -70,6 +70,9 @@ class Proc:
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     end: dict[str, Any] | None = None
     stdin_open: bool = False
+    #: Everything it wrote, in order, for servers whose log streams replay (the Blaxel fake).
+    history: list[tuple[str, bytes]] | None = None
+    started: float = field(default_factory=time.time)
 
     def publish(self, event: tuple[str, Any]) -> None:
         for queue in list(self.subscribers):
@@ -249,7 +252,9 @@ class Sandbox:
             return pid, self.retained[pid][0]
         return None
 
-    async def start(self, request: dict[str, Any], *, user: str, deadline_ms: int | None) -> Proc:
+    async def start(
+        self, request: dict[str, Any], *, user: str, deadline_ms: int | None, keep_history: bool = False
+    ) -> Proc:
         spec = request.get("process") or {}
         cmd = spec.get("cmd")
         if not cmd:
@@ -287,6 +292,8 @@ class Sandbox:
         if spec.get("cwd"):
             config["cwd"] = spec["cwd"]
         proc = Proc(pid=pid, config=config, tag=request.get("tag"), popen=popen, stdin_open=stdin)
+        if keep_history:
+            proc.history = []
         self.procs[pid] = proc
         readers = [
             asyncio.create_task(self._read(proc, popen.stdout, "stdout")),
@@ -305,6 +312,8 @@ class Sandbox:
             chunk = await pipe.read(CHUNK)
             if not chunk:
                 return
+            if proc.history is not None:
+                proc.history.append((name, chunk))
             if proc.subscribers:  # nobody attached: envd discards the output
                 proc.publish(("data", (name, chunk)))
 
