@@ -61,3 +61,13 @@ async def test_a_worker_does_not_start_without_its_binaries(cli_env: dict[str, s
     bad.write_text(json.dumps({"cliTools": {"git": {"allow": ["log"], "approval": {"push": "always"}}}}))
     res = await codemode("tools", "--cli-config", str(bad), env=cli_env)
     assert res.rc == 2 and "approval names 'push', which is not in allow (log)" in res.err, res
+
+
+async def test_the_readme_example_runs(cli_env: dict[str, str]) -> None:
+    """`codemode run examples/repo_summary.py --cli-config examples/cli.json` in this checkout."""
+    env = {**cli_env, "CODEMODE_TASK_QUEUE": f"cli-readme-{uuid.uuid4().hex[:6]}"}
+    res = await codemode("run", "examples/repo_summary.py", "--cli-config", "examples/cli.json", "--json", env=env)
+    assert res.rc == 0, res
+    outcome = json.loads(res.out)
+    assert 1 <= len(outcome["output"]["recent"]) <= 5 and outcome["output"]["probe"] == 0
+    assert [c["tool"] for c in outcome["tool_calls"]] == ["cli:git/log", "cli:git/status", "cli:jq", "cli:git/log"]
