@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from .tools import current_call
+from .tools import ToolFailure, current_call
 
 
 def attempt() -> int:
@@ -35,3 +35,19 @@ def previous_attempt_unsent(key: str, number: int) -> bool:
         return False
     details = activity.info().heartbeat_details
     return bool(details) and isinstance(details[0], dict) and details[0].get(key) == number - 1
+
+
+def refuse_a_repeat(name: str, key: str, *, what: str, not_again: str) -> int:
+    """The attempt being served, after ``ToolFailure`` (``TimeoutError``, final) when it
+    repeats one that may have run: the attempt before it got no answer and left no note
+    that it sent nothing. For a tool that is not idempotent (``what``: "the tool"), the
+    ``not_again`` words say what does not happen ("the call is not sent again")."""
+    number = attempt()
+    if number > 1 and not previous_attempt_unsent(key, number):
+        raise ToolFailure(
+            "TimeoutError",
+            f"{name}: the previous attempt of this call got no answer (it timed out, or its worker stopped); "
+            f"{what} is not idempotent and may have run, so {not_again}",
+            retryable=False,
+        )
+    return number

@@ -109,14 +109,10 @@ class CliTools:
         saying what the code gets and whether the call may be retried."""
         s = spec.settings
         assert s is not None
-        attempt = call_attempts.attempt()
-        if not s.idempotent and attempt > 1 and not call_attempts.previous_attempt_unsent(UNSENT, attempt):
-            raise ToolFailure(
-                "TimeoutError",
-                f"{spec.name}: the previous attempt of this call got no answer (it timed out, or its worker stopped); "
-                "the command is not idempotent and may have run, so it is not run again",
-                retryable=False,
-            )
+        if s.idempotent:
+            attempt = call_attempts.attempt()
+        else:
+            attempt = call_attempts.refuse_a_repeat(spec.name, UNSENT, what="the command", not_again="it is not run again")
         try:
             argv, stdin = spec.argv(kwargs)
         except ArgumentError as err:

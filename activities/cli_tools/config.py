@@ -45,18 +45,16 @@ fails the load rather than leaving ``git push`` without its approval.
 
 from __future__ import annotations
 
-import json
 import keyword
 import os
 import re
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..config_vars import MissingVariable, expand_vars
+from ..config_files import ConfigProblem, checked_entry, read_config_file
 
 Approval = Literal["always", "never"]
 JsonMode = bool | Literal["stream"]
@@ -217,7 +215,10 @@ def load_cli_config(
         where = "<config>"
     else:
         where = str(source)
-        data = _read(Path(source))
+        try:
+            data = read_config_file(Path(source))
+        except ConfigProblem as err:
+            raise CliConfigError(str(err)) from None
     if not isinstance(data, Mapping) or not isinstance(data.get("cliTools"), Mapping):
         raise CliConfigError(f'{where}: expected an object with "cliTools": {{"git": {{"allow": [...]}}}}')
     tools: dict[str, CliToolConfig] = {}
@@ -228,17 +229,11 @@ def load_cli_config(
         if not isinstance(entry, Mapping):
             raise CliConfigError(f"{where}: tool {name!r}: expected an object")
         try:
-            expanded = {k: expand_vars(v, environ, f"{name}.{k}") if k in _EXPANDED else v for k, v in entry.items()}
-            if isinstance(expanded.get("env"), list):  # names passed through: only those that are set
-                expanded["env"] = {k: environ[k] for k in expanded["env"] if k in environ}
-            tools[name] = CliToolConfig.model_validate(expanded)
-        except MissingVariable as err:
-            raise CliConfigError(f"{where}: tool {name!r}: {err}") from None
-        except ValidationError as err:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'entry'}: {e['msg']}" for e in err.errors(include_url=False)
+            tools[name] = checked_entry(
+                CliToolConfig, name, entry, environ=environ, expand=_EXPANDED, prepare=lambda e: _pass_through(e, environ)
             )
-            raise CliConfigError(f"{where}: tool {name!r}: {problems}") from None
+        except ConfigProblem as err:
+            raise CliConfigError(f"{where}: tool {name!r}: {err}") from None
     return CliConfig(tools=tools, source=where)
 
 
@@ -246,23 +241,11 @@ def load_cli_config(
 _EXPANDED = frozenset({"command", "cwd", "env", "args"})
 
 
-def _read(path: Path) -> Any:
-    where = str(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise CliConfigError(f"{where}: no such file") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise CliConfigError(f"{where}: cannot read it: {err}") from None
-    if path.suffix.lower() == ".toml":
-        try:
-            return tomllib.loads(text)
-        except tomllib.TOMLDecodeError as err:
-            raise CliConfigError(f"{where}: not TOML: {err}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise CliConfigError(f"{where}: not JSON: {err.msg} (line {err.lineno}, column {err.colno})") from None
+def _pass_through(entry: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
+    """``"env": ["HOME"]``: the names' values in the worker's environment (those that are set)."""
+    if isinstance(entry.get("env"), list):
+        entry["env"] = {k: environ[k] for k in entry["env"] if isinstance(k, str) and k in environ}
+    return entry
 
 
 def _size(value: Any) -> Any:

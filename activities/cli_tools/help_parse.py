@@ -40,6 +40,11 @@ _NUMERIC = frozenset({"n", "num", "number", "count", "depth", "width", "lines", 
 #: Placeholders that stand for options or a subcommand, not for a positional argument.
 _NOT_POSITIONAL = frozenset({"options", "option", "flags", "command", "cmd", "args", "arguments", "subcommand"})
 _UNWANTED = frozenset({"help", "h"})
+_REPEATABLE = re.compile(
+    r"can be (?:given|used|specified|repeated)[^.]*(?:more than once|multiple times)"
+    r"|may be (?:given|repeated|specified) (?:more than once|multiple times)|repeatable",
+    re.IGNORECASE,
+)
 #: What an option's value looks like in a help text: ``<pattern>``, ``COMMAND``, ``ARGS...``,
 #: or a single letter (jq's ``--arg a v``).
 _VALUE_WORD = re.compile(r"<[^>]*>(?:\.\.\.)?|[A-Z][A-Z0-9_:-]*(?:\.\.\.)?|[a-z](?:\.\.\.)?")
@@ -221,8 +226,7 @@ def _choices(text: str) -> list[str] | None:
 
 
 def _says_repeatable(text: str) -> bool:
-    return bool(re.search(r"can be (?:given|used|specified|repeated)[^.]*(?:more than once|multiple times)|"
-                          r"may be (?:given|repeated|specified) (?:more than once|multiple times)|repeatable", text, re.I))
+    return bool(_REPEATABLE.search(text))
 
 
 # -- usage -------------------------------------------------------------------------------------

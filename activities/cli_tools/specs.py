@@ -131,11 +131,11 @@ class CliToolSpec(ToolSpec):
             "--max-count 5 is max_count=5, a flag is True."
         )
         returns = "the JSON it prints, parsed" if s.json else _RESULT
-        lines = [
-            head,
+        raises = (
             f"Returns {returns}; a nonzero exit raises CalledProcessError with its stderr "
-            "(a RuntimeError whose message starts 'CalledProcessError:').",
-        ]
+            "(a RuntimeError whose message starts 'CalledProcessError:')."
+        )
+        lines = [head, raises]
         if s.stdin:
             lines.append("input: text the command reads on stdin.")
         added = [self._arguments.flags[n] for n in self._arguments.added if n in self._arguments.flags]

@@ -41,15 +41,14 @@ ignored (approvals here are decided by ``approval``).
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..config_vars import MissingVariable, expand_vars
+from ..config_files import ConfigProblem, checked_entry, read_config_file
 
 Approval = Literal["annotations", "always", "never"]
 
@@ -181,13 +180,9 @@ def load_mcp_config(
     else:
         where = str(source)
         try:
-            data = json.loads(Path(source).read_text())
-        except FileNotFoundError:
-            raise McpConfigError(f"{where}: no such file") from None
-        except (OSError, UnicodeDecodeError) as err:
-            raise McpConfigError(f"{where}: cannot read it: {err}") from None
-        except json.JSONDecodeError as err:
-            raise McpConfigError(f"{where}: not JSON: {err.msg} (line {err.lineno}, column {err.colno})") from None
+            data = read_config_file(Path(source))
+        except ConfigProblem as err:
+            raise McpConfigError(str(err)) from None
     if not isinstance(data, Mapping) or not isinstance(data.get("mcpServers"), Mapping):
         raise McpConfigError(f'{where}: expected an object with "mcpServers": {{"name": {{...}}}}')
     servers: dict[str, ServerConfig] = {}
@@ -198,15 +193,9 @@ def load_mcp_config(
         if not isinstance(entry, Mapping):
             raise McpConfigError(f"{where}: server {name!r}: expected an object")
         try:
-            expanded = {k: expand_vars(v, environ, f"{name}.{k}") if k in _EXPANDED else v for k, v in entry.items()}
-            server = ServerConfig.model_validate(expanded)
-        except MissingVariable as err:
+            server = checked_entry(ServerConfig, name, entry, environ=environ, expand=_EXPANDED)
+        except ConfigProblem as err:
             raise McpConfigError(f"{where}: server {name!r}: {err}") from None
-        except ValidationError as err:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'entry'}: {e['msg']}" for e in err.errors(include_url=False)
-            )
-            raise McpConfigError(f"{where}: server {name!r}: {problems}") from None
         if not server.disabled:
             servers[name] = server
     return McpConfig(servers=servers, source=where, raw={k: v for k, v in raw.items() if k in servers})

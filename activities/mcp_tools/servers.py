@@ -189,14 +189,10 @@ class McpServers:
     async def call(self, spec: McpToolSpec, kwargs: Mapping[str, Any]) -> Any:
         """Call the tool (arguments by their Python names); its result as a Python value, or
         ``ToolFailure`` saying what the code gets and whether the call may be retried."""
-        attempt = call_attempts.attempt()
-        if not spec.idempotent and attempt > 1 and not call_attempts.previous_attempt_unsent(UNSENT, attempt):
-            raise ToolFailure(
-                "TimeoutError",
-                f"{spec.name}: the previous attempt of this call got no answer (it timed out, or its worker stopped); "
-                "the tool is not idempotent and may have run, so the call is not sent again",
-                retryable=False,
-            )
+        if spec.idempotent:
+            attempt = call_attempts.attempt()
+        else:
+            attempt = call_attempts.refuse_a_repeat(spec.name, UNSENT, what="the tool", not_again="the call is not sent again")
         arguments = {spec.wire_names.get(k, k): v for k, v in kwargs.items()}
         seconds = spec.options.timeout.total_seconds()
         try:

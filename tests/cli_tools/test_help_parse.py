@@ -13,7 +13,7 @@ from codemode.activities.cli_tools.help_parse import Positional, parse_help, pos
 
 
 def help_of(argv: list[str], cwd: Path) -> str:
-    done = subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env={"PATH": "/usr/bin:/bin"})
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env={"PATH": "/usr/bin:/bin"}, check=False)
     return done.stdout or done.stderr
 
 
