@@ -9,6 +9,7 @@ configuration)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import tomllib
 from collections.abc import Callable, Collection, Mapping
@@ -28,6 +29,32 @@ class ConfigProblem(ValueError):
 
 class MissingVariable(ConfigProblem):
     """A value names ``${VAR}`` that is not set (and has no default)."""
+
+
+def config_section(
+    source: str | os.PathLike[str] | Mapping[str, Any], key: str, *, kind: str, example: str
+) -> tuple[str, dict[str, Mapping[str, Any]]]:
+    """(where, name -> entry) of ``source``'s ``key`` object (``mcpServers``, ``cliTools``):
+    ``source`` is a path or the parsed mapping; other top-level keys are left alone. A name
+    may not be empty nor hold ``/`` or ``:`` (it goes into canonical ids); ``kind`` names
+    the entries in messages (``server``, ``tool``)."""
+    if isinstance(source, Mapping):
+        data: Any = source
+        where = "<config>"
+    else:
+        where = str(source)
+        data = read_config_file(Path(source))
+    if not isinstance(data, Mapping) or not isinstance(data.get(key), Mapping):
+        raise ConfigProblem(f'{where}: expected an object with "{key}": {example}')
+    entries: dict[str, Mapping[str, Any]] = {}
+    for name, entry in data[key].items():
+        name = str(name)
+        if not name or "/" in name or ":" in name:
+            raise ConfigProblem(f"{where}: {kind} name {name!r} may not be empty or contain '/' or ':'")
+        if not isinstance(entry, Mapping):
+            raise ConfigProblem(f"{where}: {kind} {name!r}: expected an object")
+        entries[name] = entry
+    return where, entries
 
 
 def read_config_file(path: Path) -> Any:

@@ -49,12 +49,11 @@ import keyword
 import os
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..config_files import ConfigProblem, checked_entry, read_config_file
+from ..config_files import ConfigProblem, checked_entry, config_section
 
 Approval = Literal["always", "never"]
 JsonMode = bool | Literal["stream"]
@@ -210,24 +209,12 @@ def load_cli_config(
     """Read and check a configuration: a path to the JSON (or ``.toml``) file, or the parsed
     mapping. ``environ`` (default: the process's) answers ``${VAR}``. Raises ``CliConfigError``."""
     environ = os.environ if environ is None else environ
-    if isinstance(source, Mapping):
-        data: Any = source
-        where = "<config>"
-    else:
-        where = str(source)
-        try:
-            data = read_config_file(Path(source))
-        except ConfigProblem as err:
-            raise CliConfigError(str(err)) from None
-    if not isinstance(data, Mapping) or not isinstance(data.get("cliTools"), Mapping):
-        raise CliConfigError(f'{where}: expected an object with "cliTools": {{"git": {{"allow": [...]}}}}')
+    try:
+        where, entries = config_section(source, "cliTools", kind="tool", example='{"git": {"allow": [...]}}')
+    except ConfigProblem as err:
+        raise CliConfigError(str(err)) from None
     tools: dict[str, CliToolConfig] = {}
-    for name, entry in data["cliTools"].items():
-        name = str(name)
-        if not name or "/" in name or ":" in name:
-            raise CliConfigError(f"{where}: tool name {name!r} may not be empty or contain '/' or ':'")
-        if not isinstance(entry, Mapping):
-            raise CliConfigError(f"{where}: tool {name!r}: expected an object")
+    for name, entry in entries.items():
         try:
             tools[name] = checked_entry(
                 CliToolConfig, name, entry, environ=environ, expand=_EXPANDED, prepare=lambda e: _pass_through(e, environ)

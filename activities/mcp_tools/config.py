@@ -43,12 +43,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..config_files import ConfigProblem, checked_entry, read_config_file
+from ..config_files import ConfigProblem, checked_entry, config_section
 
 Approval = Literal["annotations", "always", "never"]
 
@@ -174,24 +173,12 @@ def load_mcp_config(
     """Read and check a configuration: a path to the JSON file, or the parsed mapping.
     ``environ`` (default: the process's) answers ``${VAR}``. Raises ``McpConfigError``."""
     environ = os.environ if environ is None else environ
-    if isinstance(source, Mapping):
-        data: Any = source
-        where = "<config>"
-    else:
-        where = str(source)
-        try:
-            data = read_config_file(Path(source))
-        except ConfigProblem as err:
-            raise McpConfigError(str(err)) from None
-    if not isinstance(data, Mapping) or not isinstance(data.get("mcpServers"), Mapping):
-        raise McpConfigError(f'{where}: expected an object with "mcpServers": {{"name": {{...}}}}')
+    try:
+        where, raw = config_section(source, "mcpServers", kind="server", example='{"name": {...}}')
+    except ConfigProblem as err:
+        raise McpConfigError(str(err)) from None
     servers: dict[str, ServerConfig] = {}
-    raw = {str(k): v for k, v in data["mcpServers"].items()}
     for name, entry in raw.items():
-        if not name or "/" in name or ":" in name:
-            raise McpConfigError(f"{where}: server name {name!r} may not be empty or contain '/' or ':'")
-        if not isinstance(entry, Mapping):
-            raise McpConfigError(f"{where}: server {name!r}: expected an object")
         try:
             server = checked_entry(ServerConfig, name, entry, environ=environ, expand=_EXPANDED)
         except ConfigProblem as err:
