@@ -88,8 +88,13 @@ async def main() -> None:
     async def hand_written(i: int) -> dict:
         """The same command as a Python tool would run it (no checks, the worker's environment)."""
         proc = await asyncio.create_subprocess_exec(
-            git_path, "log", "--max-count=1", "--oneline", cwd=repo,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            git_path,
+            "log",
+            "--max-count=1",
+            "--oneline",
+            cwd=repo,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
         )
         out, err = await proc.communicate()
         return {"returncode": proc.returncode, "stdout": out.decode(), "stderr": err.decode()}
@@ -115,8 +120,13 @@ async def main() -> None:
     async def bare_processes() -> None:
         for _ in range(n):
             proc = await asyncio.create_subprocess_exec(
-                git_path, "log", "--max-count=1", "--oneline", cwd=repo,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                git_path,
+                "log",
+                "--max-count=1",
+                "--oneline",
+                cwd=repo,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
             )
             await proc.communicate()
             assert proc.returncode == 0
@@ -151,8 +161,14 @@ async def main() -> None:
     acts, procs = pairs.floors
     hand, pys, command_acts = pairs.beside
     print(
-        "samples ms/call: CLI command in code", ms(pairs.ours), "bare activity", ms(acts),
-        "bare subprocess", ms(procs), "Python tool in code", ms(pys),
+        "samples ms/call: CLI command in code",
+        ms(pairs.ours),
+        "bare activity",
+        ms(acts),
+        "bare subprocess",
+        ms(procs),
+        "Python tool in code",
+        ms(pys),
     )
     print(
         f"CLI command from code, durable: {median_ms(pairs.ours):.1f} ms/call; floor: bare activity "

@@ -109,12 +109,16 @@ class Arguments:
         ]
         if self.stdin:
             params.append(
-                ToolParameter(name=INPUT, annotation="str | None", kind="keyword_only", required=False, default_repr="None")
+                ToolParameter(
+                    name=INPUT, annotation="str | None", kind="keyword_only", required=False, default_repr="None"
+                )
             )
         for flag in self.flags.values():
             annotation, default = _annotation(flag)
             params.append(
-                ToolParameter(name=flag.name, annotation=annotation, kind="keyword_only", required=False, default_repr=default)
+                ToolParameter(
+                    name=flag.name, annotation=annotation, kind="keyword_only", required=False, default_repr=default
+                )
             )
         return params
 

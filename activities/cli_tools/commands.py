@@ -59,7 +59,9 @@ class CliStartError(RuntimeError):
 class CliTools:
     """The commands of a CLI configuration."""
 
-    def __init__(self, config: CliConfig | str | os.PathLike[str] | Mapping[str, Any], *, cache_dir: Path | None = None) -> None:
+    def __init__(
+        self, config: CliConfig | str | os.PathLike[str] | Mapping[str, Any], *, cache_dir: Path | None = None
+    ) -> None:
         self.config = config if isinstance(config, CliConfig) else load_cli_config(config)
         self.cache_dir = cache_dir if cache_dir is not None else data_dir() / "cli-help"
         self._specs: list[CliToolSpec] = []
@@ -87,11 +89,7 @@ class CliTools:
     def stubs(self, names: list[str] | None = None) -> str:
         """The full stubs (help read) of these commands (code names, canonical ids or
         namespaces; default: all)."""
-        chosen = [
-            s
-            for s in self.tool_specs()
-            if names is None or {s.name, s.code_name, s.namespace} & set(names)
-        ]
+        chosen = [s for s in self.tool_specs() if names is None or {s.name, s.code_name, s.namespace} & set(names)]
         return render_stubs([s.signature for s in chosen])
 
     # -- one call -------------------------------------------------------------------------
@@ -112,14 +110,18 @@ class CliTools:
         if s.idempotent:
             attempt = call_attempts.attempt()
         else:
-            attempt = call_attempts.refuse_a_repeat(spec.name, UNSENT, what="the command", not_again="it is not run again")
+            attempt = call_attempts.refuse_a_repeat(
+                spec.name, UNSENT, what="the command", not_again="it is not run again"
+            )
         try:
             argv, stdin = spec.argv(kwargs)
         except ArgumentError as err:
             raise ToolFailure("ValueError", str(err), retryable=False) from None
         shown = _shown(s.key, argv)
         try:
-            done = await run_process(argv, cwd=s.cwd, env=s.env, stdin=stdin, timeout=s.timeout, max_output=s.max_output)
+            done = await run_process(
+                argv, cwd=s.cwd, env=s.env, stdin=stdin, timeout=s.timeout, max_output=s.max_output
+            )
         except CommandTimedOut as err:
             raise ToolFailure("TimeoutError", f"{spec.name}: `{shown}` {err}", retryable=False) from None
         except OSError as err:
@@ -139,7 +141,9 @@ def _outcome(spec: CliToolSpec, shown: str, done: Finished) -> Any:
         note = f"\n[output cut at {human_bytes(s.max_output)}: the command printed more and was stopped]"
         return {"returncode": done.returncode, "stdout": stdout + note, "stderr": stderr, "truncated": True}
     if done.returncode != 0:
-        tail = stderr.strip()[-STDERR_TAIL:] or (f"(stderr empty; stdout: {stdout.strip()[-STDERR_TAIL:]})" if stdout.strip() else "(no output)")
+        tail = stderr.strip()[-STDERR_TAIL:] or (
+            f"(stderr empty; stdout: {stdout.strip()[-STDERR_TAIL:]})" if stdout.strip() else "(no output)"
+        )
         raise ToolFailure(
             "CalledProcessError",
             f"{spec.name}: `{shown}` exited with status {done.returncode}: {tail}",
@@ -151,7 +155,9 @@ def _outcome(spec: CliToolSpec, shown: str, done: Finished) -> Any:
         return _json(stdout, stream=s.json == "stream")
     except ValueError as err:
         raise ToolFailure(
-            "ValueError", f"{spec.name}: `{shown}` printed what is not JSON ({err}): {clip(stdout, 300)}", retryable=False
+            "ValueError",
+            f"{spec.name}: `{shown}` printed what is not JSON ({err}): {clip(stdout, 300)}",
+            retryable=False,
         ) from None
 
 

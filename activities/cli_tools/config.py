@@ -176,7 +176,16 @@ class CliToolConfig(BaseModel):
     @model_validator(mode="after")
     def _keys_name_allowed_subcommands(self) -> CliToolConfig:
         known = set(self.allow or ()) | {"*"}
-        for key in ("approval", "idempotent", "timeout", "max_attempts", "max_output", "json_output", "stdin", "private"):
+        for key in (
+            "approval",
+            "idempotent",
+            "timeout",
+            "max_attempts",
+            "max_output",
+            "json_output",
+            "stdin",
+            "private",
+        ):
             value = getattr(self, key)
             if isinstance(value, Mapping):
                 self._check_keys(key, value, known)
@@ -217,7 +226,12 @@ def load_cli_config(
     for name, entry in entries.items():
         try:
             tools[name] = checked_entry(
-                CliToolConfig, name, entry, environ=environ, expand=_EXPANDED, prepare=lambda e: _pass_through(e, environ)
+                CliToolConfig,
+                name,
+                entry,
+                environ=environ,
+                expand=_EXPANDED,
+                prepare=lambda e: _pass_through(e, environ),
             )
         except ConfigProblem as err:
             raise CliConfigError(f"{where}: tool {name!r}: {err}") from None

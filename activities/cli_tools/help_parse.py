@@ -327,5 +327,7 @@ def _walk(nodes: list[object], *, optional: bool, after: bool, out: list[Positio
             continue  # a literal word or an option
         if name.lower() in _NOT_POSITIONAL:
             continue
-        out.append(Positional(name=python_name(name.lower()), required=not optional, variadic=variadic, after_dashdash=after))
+        out.append(
+            Positional(name=python_name(name.lower()), required=not optional, variadic=variadic, after_dashdash=after)
+        )
     return after

@@ -60,7 +60,9 @@ def read_help(
     return cached
 
 
-def _read(binary: str, words: Sequence[str], tries: list[tuple[str, ...]], cwd: str | None, env: Mapping[str, str]) -> CommandHelp:
+def _read(
+    binary: str, words: Sequence[str], tries: list[tuple[str, ...]], cwd: str | None, env: Mapping[str, str]
+) -> CommandHelp:
     program = os.path.basename(binary)
     best = CommandHelp()
     for args in tries:

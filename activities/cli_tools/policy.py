@@ -93,9 +93,11 @@ def commands_of(config: CliConfig) -> list[CommandSettings]:
                 raise CliSetupError(f"{key}: its cwd {cwd!r} is not a directory")
             ns = entry.namespace or python_parameter_name(key)
             if keyword.iskeyword(ns) or ns in vars(builtins):
-                raise CliSetupError(f'{key}: its namespace {ns!r} would hide Python\'s own; give another with "namespace"')
+                raise CliSetupError(
+                    f'{key}: its namespace {ns!r} would hide Python\'s own; give another with "namespace"'
+                )
             if ns in namespaces:
-                raise CliSetupError(f"{namespaces[ns]} and {key} both use the namespace {ns!r}; give one a \"namespace\"")
+                raise CliSetupError(f'{namespaces[ns]} and {key} both use the namespace {ns!r}; give one a "namespace"')
             namespaces[ns] = key
             profile = _profile(entry, binary)
         except CliSetupError as err:

@@ -76,8 +76,24 @@ _GIT_REFUSED: dict[str, FlagSpec | None] = {
 GIT = Profile(
     read_only=frozenset(
         {
-            "log", "show", "diff", "status", "blame", "shortlog", "describe", "grep", "ls-files", "ls-tree",
-            "rev-parse", "rev-list", "cat-file", "show-ref", "merge-base", "name-rev", "diff-tree", "whatchanged",
+            "log",
+            "show",
+            "diff",
+            "status",
+            "blame",
+            "shortlog",
+            "describe",
+            "grep",
+            "ls-files",
+            "ls-tree",
+            "rev-parse",
+            "rev-list",
+            "cat-file",
+            "show-ref",
+            "merge-base",
+            "name-rev",
+            "diff-tree",
+            "whatchanged",
         }
     ),
     flags={"*": _GIT_REFUSED, "log": _GIT_REVISIONS, "show": _GIT_REVISIONS, "shortlog": _GIT_REVISIONS},

@@ -115,9 +115,7 @@ class CliToolSpec(ToolSpec):
     def _load(self) -> ToolSignature:
         s = self.settings
         assert s is not None
-        parsed = read_help(
-            s.binary, s.words, help_args=s.help_args, cwd=s.cwd, env=s.env, cache_dir=self.cache_dir
-        )
+        parsed = read_help(s.binary, s.words, help_args=s.help_args, cwd=s.cwd, env=s.env, cache_dir=self.cache_dir)
         self._arguments = Arguments.build(
             s.code_name,
             parsed,

@@ -54,6 +54,7 @@ Approval = Literal["annotations", "always", "never"]
 #: Keys other MCP clients put in the same file, accepted and not acted on.
 FOREIGN_KEYS = frozenset({"autoApprove", "alwaysAllow", "description", "transportType", "timeout_ms", "icon"})
 
+
 class McpConfigError(ValueError):
     """The MCP configuration cannot be used; the message says where and why."""
 

@@ -192,7 +192,9 @@ class McpServers:
         if spec.idempotent:
             attempt = call_attempts.attempt()
         else:
-            attempt = call_attempts.refuse_a_repeat(spec.name, UNSENT, what="the tool", not_again="the call is not sent again")
+            attempt = call_attempts.refuse_a_repeat(
+                spec.name, UNSENT, what="the tool", not_again="the call is not sent again"
+            )
         arguments = {spec.wire_names.get(k, k): v for k, v in kwargs.items()}
         seconds = spec.options.timeout.total_seconds()
         try:

@@ -28,7 +28,10 @@ async def test_tools_lists_commands_with_ids_policies_and_stubs(cli_env: dict[st
     res = await codemode("tools", "--tools", "examples.tools", "--cli-config", str(cli_config), env=cli_env)
     assert res.rc == 0, res
     assert "# 8 tools from examples.tools and CLI tools git (runtime: monty)" in res.out
-    assert "#   git.log                  cli:git/log  no approval: read-only; retried up to 3 attempts; timeout=60s" in res.out
+    assert (
+        "#   git.log                  cli:git/log  no approval: read-only; retried up to 3 attempts; timeout=60s"
+        in res.out
+    )
     assert "#   git.commit               cli:git/commit  approval: always (configured); never run twice" in res.out
     prompt, _, stubs = res.out.partition("# The full stubs of the commands")
     # The prompt lists the namespace and its subcommands; the full signatures follow it.
@@ -42,7 +45,11 @@ async def test_tools_lists_commands_with_ids_policies_and_stubs(cli_env: dict[st
 async def test_run_calls_git_from_code(cli_env: dict[str, str], cli_config: Path, tmp_path: Path) -> None:
     code = tmp_path / "code.py"
     code.write_text("r = git.log(max_count=1, format='%s')\nr['stdout'].strip()\n")
-    env = {**cli_env, "CODEMODE_CLI_CONFIG": str(cli_config), "CODEMODE_TASK_QUEUE": f"cli-tools-{uuid.uuid4().hex[:6]}"}
+    env = {
+        **cli_env,
+        "CODEMODE_CLI_CONFIG": str(cli_config),
+        "CODEMODE_TASK_QUEUE": f"cli-tools-{uuid.uuid4().hex[:6]}",
+    }
     res = await codemode("run", str(code), "--json", env=env)
     assert res.rc == 0, res
     outcome = json.loads(res.out)

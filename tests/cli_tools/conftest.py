@@ -49,7 +49,11 @@ def repo(tmp_path: Path) -> Path:
 
 def git_config(repo: Path, **extra: Any) -> dict[str, Any]:
     """The issue's shape: git with an allow-list, commit approved by a person, a cwd."""
-    entry = {"allow": ["log", "status", "diff", "show", "add", "commit"], "approval": {"commit": "always"}, "cwd": str(repo)}
+    entry = {
+        "allow": ["log", "status", "diff", "show", "add", "commit"],
+        "approval": {"commit": "always"},
+        "cwd": str(repo),
+    }
     return {"cliTools": {"git": {**entry, **extra}}}
 
 

@@ -16,7 +16,15 @@ from .conftest import git_config
 
 def test_the_issue_shape_and_its_policies(repo: Path) -> None:
     cli = CliTools(
-        {"cliTools": {"git": {"allow": ["log", "status", "diff", "commit"], "approval": {"commit": "always"}, "cwd": str(repo)}}}
+        {
+            "cliTools": {
+                "git": {
+                    "allow": ["log", "status", "diff", "commit"],
+                    "approval": {"commit": "always"},
+                    "cwd": str(repo),
+                }
+            }
+        }
     ).start()
     specs = {s.name: s for s in cli.tool_specs()}
     assert list(specs) == ["cli:git/log", "cli:git/status", "cli:git/diff", "cli:git/commit"]
@@ -25,7 +33,10 @@ def test_the_issue_shape_and_its_policies(repo: Path) -> None:
     # Read-only defaults: no approval, retried; anything else: approval, never run twice.
     assert not log.options.requires_approval and log.settings.idempotent and log.options.max_attempts == 3
     assert commit.options.requires_approval and not commit.settings.idempotent
-    assert commit.policy_notes == ["approval: always (configured)", "never run twice: retried only when it could not start"]
+    assert commit.policy_notes == [
+        "approval: always (configured)",
+        "never run twice: retried only when it could not start",
+    ]
     # The environment is an allow-list: PATH, git's own fixed variables, nothing of the worker's.
     assert set(log.settings.env) == {"PATH", "GIT_TERMINAL_PROMPT", "GIT_EDITOR", "GIT_PAGER", "GIT_OPTIONAL_LOCKS"}
     assert log.settings.cwd == str(repo) and log.settings.timeout == 60 and log.settings.max_output == 1024 * 1024
@@ -47,7 +58,10 @@ env = { GIT_SSH_COMMAND = "ssh -o BatchMode=yes", HOME = "${HOME:-/nonexistent}"
     config = load_cli_config(path, environ={"HOME": "/home/ana"})
     specs = {s.code_name: s for s in CliTools(config).start().tool_specs()}
     assert list(specs) == ["git.log", "git.push", "git.stash_list"]
-    assert specs["git.stash_list"].name == "cli:git/stash_list" and specs["git.stash_list"].settings.words == ("stash", "list")
+    assert specs["git.stash_list"].name == "cli:git/stash_list" and specs["git.stash_list"].settings.words == (
+        "stash",
+        "list",
+    )
     assert not specs["git.stash_list"].options.requires_approval  # "*": never
     push = specs["git.push"]
     assert push.options.requires_approval and push.settings.timeout == 120 and push.settings.max_output == 256 * 1024
@@ -85,11 +99,15 @@ def test_a_file_that_is_not_one(tmp_path: Path) -> None:
 def test_collisions_fail_loudly(repo: Path) -> None:
     # A binary's namespace named like a tool of a module.
     clash = CliTools({"cliTools": {"get_weather": {"command": "git", "allow": ["log"], "cwd": str(repo)}}}).start()
-    with pytest.raises(ValueError, match=r"tool 'cli:get_weather/log' \(get_weather\.log from CLI tool 'get_weather'\) collides"):
+    with pytest.raises(
+        ValueError, match=r"tool 'cli:get_weather/log' \(get_weather\.log from CLI tool 'get_weather'\) collides"
+    ):
         ToolRegistry.from_module(example_tools).include(clash.tool_specs())
     # Two binaries in one namespace; two subcommands with one Python name.
     with pytest.raises(CliStartError, match="git and vcs both use the namespace 'git'"):
-        CliTools({"cliTools": {"git": {"allow": ["log"]}, "vcs": {"command": "git", "namespace": "git", "allow": ["log"]}}}).start()
+        CliTools(
+            {"cliTools": {"git": {"allow": ["log"]}, "vcs": {"command": "git", "namespace": "git", "allow": ["log"]}}}
+        ).start()
     with pytest.raises(CliStartError, match="'rev-parse' and 'rev_parse' would both be git.rev_parse in the code"):
         CliTools({"cliTools": {"git": {"allow": ["rev-parse", "rev_parse"]}}}).start()
     with pytest.raises(CliStartError, match="its namespace 'list' would hide Python's own"):

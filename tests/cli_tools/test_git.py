@@ -49,7 +49,12 @@ async def test_log_status_and_diff_from_code(client, repo: Path) -> None:
         for e in history.events
         if e.HasField("activity_task_scheduled_event_attributes")
     ]
-    assert [t for t in scheduled if t.startswith("cli:")] == ["cli:git/log", "cli:git/status", "cli:git/diff", "cli:git/log"]
+    assert [t for t in scheduled if t.startswith("cli:")] == [
+        "cli:git/log",
+        "cli:git/status",
+        "cli:git/diff",
+        "cli:git/log",
+    ]
 
 
 PROBE = """
@@ -85,7 +90,9 @@ async def test_injection_probe(client, repo: Path, tmp_path: Path) -> None:
     sentinel.write_text("still here")
     written = tmp_path / "written.txt"
     async with cli_worker(client, git_config(repo)) as worker:
-        req = CodeExecutionRequest(code=PROBE, runtime="python", inputs={"sentinel": str(sentinel), "written": str(written)})
+        req = CodeExecutionRequest(
+            code=PROBE, runtime="python", inputs={"sentinel": str(sentinel), "written": str(written)}
+        )
         handle = await start_execution(client, req, task_queue=worker.task_queue)
         outcome = await asyncio.wait_for(handle.result(), 60)
     assert outcome.success, outcome.error

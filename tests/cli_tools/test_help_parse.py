@@ -67,18 +67,41 @@ def test_argv_rendering(repo: Path) -> None:
     args = Arguments.build(
         "git.log",
         parsed,
-        flags={"max_count": FlagSpec(type="int"), "oneline": FlagSpec(type="bool"), "grep": FlagSpec(type="list[str]"),
-               "quiet": None},
+        flags={
+            "max_count": FlagSpec(type="int"),
+            "oneline": FlagSpec(type="bool"),
+            "grep": FlagSpec(type="list[str]"),
+            "quiet": None,
+        },
         positionals=None,
         inline_values=True,
         stdin=False,
     )
     argv, stdin = args.argv(
-        {"revision_range": "HEAD~2..HEAD", "path": ["src", "-odd name"], "max_count": 3, "oneline": True,
-         "grep": ["a b", "c"], "decorate": True, "decorate_refs": "refs/heads/*"}
+        {
+            "revision_range": "HEAD~2..HEAD",
+            "path": ["src", "-odd name"],
+            "max_count": 3,
+            "oneline": True,
+            "grep": ["a b", "c"],
+            "decorate": True,
+            "decorate_refs": "refs/heads/*",
+        }
     )
-    assert argv == [
-        "--max-count=3", "--oneline", "--grep=a b", "--grep=c", "--decorate", "--decorate-refs=refs/heads/*",
-        "HEAD~2..HEAD", "--", "src", "-odd name",
-    ] and stdin is None
+    assert (
+        argv
+        == [
+            "--max-count=3",
+            "--oneline",
+            "--grep=a b",
+            "--grep=c",
+            "--decorate",
+            "--decorate-refs=refs/heads/*",
+            "HEAD~2..HEAD",
+            "--",
+            "src",
+            "-odd name",
+        ]
+        and stdin is None
+    )
     assert "quiet" not in args.flags  # the host removed it

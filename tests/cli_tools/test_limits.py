@@ -49,7 +49,9 @@ except RuntimeError as e:
 [top, names, wrote]
 """
     async with cli_worker(client, sqlite_config()) as worker:
-        handle = await start_execution(client, CodeExecutionRequest(code="import json\n" + code), task_queue=worker.task_queue)
+        handle = await start_execution(
+            client, CodeExecutionRequest(code="import json\n" + code), task_queue=worker.task_queue
+        )
         outcome = await asyncio.wait_for(handle.result(), 60)
     assert outcome.success, outcome.error
     top, names, wrote = outcome.output
@@ -64,7 +66,9 @@ except RuntimeError as e:
 
 
 async def test_a_timeout_ends_the_call_with_a_clear_error(client) -> None:
-    code = f"try:\n    sqlite3.run(filename=':memory:', sql={ENDLESS!r})\nexcept TimeoutError as e:\n    out = str(e)\nout"
+    code = (
+        f"try:\n    sqlite3.run(filename=':memory:', sql={ENDLESS!r})\nexcept TimeoutError as e:\n    out = str(e)\nout"
+    )
     async with cli_worker(client, sqlite_config(timeout=1)) as worker:
         began = time.monotonic()
         handle = await start_execution(client, CodeExecutionRequest(code=code), task_queue=worker.task_queue)

@@ -49,7 +49,9 @@ async def worker(client, tmp_path_factory) -> AsyncIterator[CodeModeWorker]:
 
 @pytest.mark.parametrize("runtime", ["monty", "python", "pyodide"])
 async def test_same_outcome_on_every_runtime(client, worker, runtime: str) -> None:
-    handle = await start_execution(client, CodeExecutionRequest(code=CODE, runtime=runtime), task_queue=worker.task_queue)
+    handle = await start_execution(
+        client, CodeExecutionRequest(code=CODE, runtime=runtime), task_queue=worker.task_queue
+    )
     outcome = await asyncio.wait_for(handle.result(), 120)
     assert outcome.success, outcome.error
     status, count, rows, picked, bad, cls = outcome.output
@@ -57,7 +59,13 @@ async def test_same_outcome_on_every_runtime(client, worker, runtime: str) -> No
     assert rows == [{"answer": 42, "tag": "x"}]
     assert picked == ["b"]
     assert bad == "ValueError" and cls == "GitTools"
-    assert [c.tool for c in outcome.tool_calls] == ["cli:git/status", "cli:git/log", "cli:sqlite3", "cli:jq", "cli:git/log"]
+    assert [c.tool for c in outcome.tool_calls] == [
+        "cli:git/status",
+        "cli:git/log",
+        "cli:sqlite3",
+        "cli:jq",
+        "cli:git/log",
+    ]
     assert [c.status for c in outcome.tool_calls] == ["ok", "ok", "ok", "ok", "error"]
     assert outcome.tool_calls[-1].error.message == "git.log(): max_count takes a whole number, not 'five'"
 

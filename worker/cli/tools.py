@@ -53,7 +53,11 @@ def tools(tools_module: str | None, mcp_config: str | None, cli_config: str | No
     assert registry is not None
     sources = [
         s
-        for s in (tools_module, config and f"MCP servers {', '.join(config.servers)}", cli and f"CLI tools {', '.join(cli.tools)}")
+        for s in (
+            tools_module,
+            config and f"MCP servers {', '.join(config.servers)}",
+            cli and f"CLI tools {', '.join(cli.tools)}",
+        )
         if s
     ]
     click.echo(f"# {len(registry)} tools from {' and '.join(sources)} (runtime: {runtime})")

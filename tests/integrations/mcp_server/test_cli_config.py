@@ -46,7 +46,10 @@ def test_a_small_catalog_lists_subcommands_and_get_schema_shows_flags(tmp_path: 
     cli = CliTools({"cliTools": {"git": {"allow": ["log", "status"], "cwd": str(repo)}}}).start()
     catalog = ToolCatalog.of(ToolRegistry().include(cli.tool_specs()))
     described = catalog.execute_description()
-    assert "class GitTools:" in described and "    def status(self, *args: str, **flags: Any) -> dict[str, Any]:" in described
+    assert (
+        "class GitTools:" in described
+        and "    def status(self, *args: str, **flags: Any) -> dict[str, Any]:" in described
+    )
     assert "max_count: int" not in described and not any(s.loaded for s in cli.tool_specs())
     stubs = catalog.stubs(["git.status"])
     assert "porcelain: bool | str | None = None" in stubs and "usage: git status" in stubs
