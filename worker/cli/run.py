@@ -420,7 +420,7 @@ def run(
     config = load_mcp_config_file(mcp_config)
     registry = open_cli(registry, load_cli_config_file(cli_config))
     if registry is not None and allowed_tools and config is None:
-        _check_allowed(registry, allowed_tools, "the tools module or the CLI tools")
+        _check_allowed(registry, allowed_tools, " or ".join(s for s in (tools_module, cli_config and "the CLI tools") if s))
     opts = RunOptions(
         request=request,
         registry=registry,
