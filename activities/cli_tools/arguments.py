@@ -14,7 +14,9 @@ module alone decides what reaches ``argv``:
 - a positional argument that starts with ``-`` is refused, unless the command takes it
   after ``--`` (git's paths), where it is put;
 - a value never becomes two arguments: ``--grep=x; rm -rf /`` is one argument, and there is
-  no shell.
+  no shell; a text value that goes in an argument of its own (``--flag value``, not
+  ``--flag=value``) may not start with ``-``, so a flag misread as taking a value cannot
+  carry an option in.
 
 Rendering uses cli-to-py's ``options_to_args`` (``--flag``, ``--flag value``,
 ``--flag=value``, repeated flags) with keys we build from the help's own spellings; the forms
@@ -193,6 +195,13 @@ class Arguments:
         texts = [self._value(flag, v) for v in values]
         if flag.inline and not flag.spelling.startswith("--"):  # -Svalue
             return [f"{flag.spelling}{t}" for t in texts]
+        if not flag.inline and flag.value_type == "str":
+            for text in texts:
+                if text.startswith("-"):
+                    raise ArgumentError(
+                        f"{self.code_name}(): {name}={text!r} would be an argument of its own after {flag.spelling} "
+                        "and starts with '-'; it is refused (should the help text be misread, it would be an option)"
+                    )
         equals = {flag.spelling} if flag.inline else set()
         return options_to_args({flag.spelling: texts}, equals)
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from codemode.activities.cli_tools.arguments import Arguments
+import pytest
+
+from codemode.activities.cli_tools.arguments import ArgumentError, Arguments
 from codemode.activities.cli_tools.config import FlagSpec
 from codemode.activities.cli_tools.help_parse import Positional, parse_help, positionals_of
 
@@ -42,6 +44,12 @@ def test_sqlite3_single_dash_long_options(tmp_path: Path) -> None:
     assert flags["cmd"].spelling == "-cmd" and flags["cmd"].arity == 1
     assert {"header", "noheader", "readonly", "safe"} <= set(flags)  # -[no]header: two flags
     assert parsed.positionals == [Positional(name="filename", required=True), Positional(name="sql")]
+    # A value in an argument of its own (-separator SEP) may not start with '-': were the help
+    # misread (a switch taken for one with a value), it would be an option.
+    args = Arguments.build("sqlite3.run", parsed, flags={}, positionals=None, inline_values=False, stdin=False)
+    assert args.argv({"filename": "x.db", "separator": ";"})[0] == ["-separator", ";", "x.db"]
+    with pytest.raises(ArgumentError, match=r"separator='-cmd' would be an argument of its own after -separator"):
+        args.argv({"filename": "x.db", "separator": "-cmd"})
 
 
 def test_jq_two_value_options(tmp_path: Path) -> None:
