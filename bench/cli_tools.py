@@ -118,18 +118,8 @@ async def main() -> None:
         await client.execute_workflow(BareCommandWorkflow.run, args=[n], id=uuid.uuid4().hex, task_queue=tq + "-bare")
 
     async def bare_processes() -> None:
-        for _ in range(n):
-            proc = await asyncio.create_subprocess_exec(
-                git_path,
-                "log",
-                "--max-count=1",
-                "--oneline",
-                cwd=repo,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-            )
-            await proc.communicate()
-            assert proc.returncode == 0
+        for i in range(n):
+            assert (await hand_written(i))["returncode"] == 0
 
     async with cm.running():
         bare_task = asyncio.create_task(bare.run())
