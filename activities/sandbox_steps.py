@@ -1093,7 +1093,7 @@ def _call_request(call: FunctionCall, spec: ToolSpec) -> CallRequest:
         tool=call.function_name,
         args=call.args,
         kwargs=call.kwargs,
-        summary=spec.signature.format_call(call.args, call.kwargs),
+        summary=spec.summarize(call.args, call.kwargs),
         line=call.line,
         requires_approval=opts.requires_approval,
         max_attempts=opts.max_attempts,

@@ -139,6 +139,21 @@ class ToolSpec:
         """How the code calls it: ``get_weather``, ``memory.read_graph``."""
         return self.signature.code_name
 
+    @property
+    def namespace(self) -> str | None:
+        """The namespace it lives in (``memory``), or None for a plain function."""
+        return self.signature.namespace
+
+    @property
+    def listed_signature(self) -> ToolSignature:
+        """What a prompt shows of the tool: its signature. A CLI command shows a short one
+        (its flags are many; ``get_schema`` shows them), read without running its help."""
+        return self.signature
+
+    def summarize(self, args: list[Any], kwargs: Mapping[str, Any]) -> str:
+        """A call as summaries, approvals and the audit name it: ``get_weather(city='Paris')``."""
+        return self.signature.format_call(args, kwargs)
+
     def validate(self, args: list[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         """Bind and validate a call's arguments. Raises ``TypeError`` (wrong arity/names) or
         ``ValueError`` (a value of the wrong type), worded for the code's author."""
@@ -239,26 +254,26 @@ class ToolRegistry:
         if name in self._tools:
             first = self._describe(self._tools[name])
             raise ValueError(f"two tools are named {name!r}: {first} and {self._describe(spec)}")
-        namespace = spec.signature.namespace
+        namespace = spec.namespace
         owner = self._code_names.get(spec.code_name)
         if owner is None and namespace is not None:
             owner = self._code_names.get(namespace)
-            if owner is not None and self._tools[owner].signature.namespace == namespace:
+            if owner is not None and self._tools[owner].namespace == namespace:
                 owner = None  # another function of the same namespace
         if owner is not None:
             other = self._tools[owner]
-            claim = spec.code_name if spec.code_name in (other.code_name, other.signature.namespace) else namespace
+            claim = spec.code_name if spec.code_name in (other.code_name, other.namespace) else namespace
             raise ValueError(
                 f"{self._describe(spec)} collides with {self._describe(other)}: both are {claim!r} in the code"
             )
         self._tools[name] = spec
         self._code_names[spec.code_name] = name
-        if spec.signature.namespace:
-            self._code_names.setdefault(spec.signature.namespace, name)
+        if namespace:
+            self._code_names.setdefault(namespace, name)
         return spec
 
     def include(self, specs: Iterable[ToolSpec]) -> ToolRegistry:
-        """Add several prepared tools (e.g. ``McpServers.tool_specs()``); returns self."""
+        """Add several prepared tools (``McpServers.tool_specs()``, ``CliTools.tool_specs()``); returns self."""
         for spec in specs:
             self.add(spec)
         return self
@@ -314,7 +329,7 @@ class ToolRegistry:
             return []
         if self._tools[owner].code_name == name:
             return [owner]
-        return [n for n, s in self._tools.items() if s.signature.namespace == name]
+        return [n for n, s in self._tools.items() if s.namespace == name]
 
     def select(self, allow: Iterable[str] | None) -> dict[str, ToolSpec]:
         """The tools an execution may call. Unknown names in the allow-list raise ``KeyError``."""
@@ -327,5 +342,10 @@ class ToolRegistry:
         chosen = [t for n in allow for t in self.resolve(n)]
         return {n: self._tools[n] for n in dict.fromkeys(chosen)}
 
-    def signatures(self, allow: Iterable[str] | None = None) -> dict[str, ToolSignature]:
-        return {n: s.signature for n, s in self.select(allow).items()}
+    def signatures(self, allow: Iterable[str] | None = None, *, listed: bool = False) -> dict[str, ToolSignature]:
+        """Tool name -> signature. ``listed``: what a prompt shows (``ToolSpec.listed_signature``),
+        for a front that also answers ``get_schema``."""
+        chosen = self.select(allow)
+        if listed:
+            return {n: s.listed_signature for n, s in chosen.items()}
+        return {n: s.signature for n, s in chosen.items()}

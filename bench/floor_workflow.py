@@ -48,3 +48,15 @@ class BareLocalWorkflow:
 @activity.defn(name="bench_echo")
 async def echo(blob: str) -> str:
     return blob
+
+
+@workflow.defn(name="BenchBareCommandWorkflow")
+class BareCommandWorkflow:
+    """N sequential activities named ``bench_command``, each running a command (its worker
+    defines it: ``bench/cli_tools.py``): a durable CLI call's floor as one piece."""
+
+    @workflow.run
+    async def run(self, calls: int) -> int:
+        for i in range(calls):
+            await workflow.execute_activity("bench_command", i, start_to_close_timeout=timedelta(seconds=30))
+        return calls

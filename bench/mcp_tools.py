@@ -20,11 +20,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import statistics
 import sys
-import time
 import uuid
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -34,6 +31,7 @@ from mcp.client.stdio import stdio_client  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 
 from bench.floor_workflow import BareWorkflow, noop  # noqa: E402
+from bench.paired import median_ms, ms, run_pairs  # noqa: E402
 from codemode.activities import ToolRegistry  # noqa: E402
 from codemode.activities.mcp_tools import McpServers  # noqa: E402
 from codemode.worker.client.executions import start_execution  # noqa: E402
@@ -73,11 +71,6 @@ async def main() -> None:
     async def floor_activities() -> None:
         await client.execute_workflow(BareWorkflow.run, args=[n], id=uuid.uuid4().hex, task_queue=tq + "-bare")
 
-    async def timed(work: Callable[[], Awaitable[object]]) -> float:
-        t0 = time.perf_counter()
-        await work()
-        return (time.perf_counter() - t0) / n
-
     quiet = open(os.devnull, "w")  # noqa: SIM115 - the server's banner on stderr
     async with (
         cm.running(),
@@ -95,29 +88,22 @@ async def main() -> None:
             await codemode(py_code(2))
             await floor_activities()
             await direct_calls()
-            ratios, ours, acts, calls, pys = [], [], [], [], []
-            for r in range(args.repeat):
-                if r % 2:
-                    a, d = await timed(floor_activities), await timed(direct_calls)
-                    o = await timed(lambda: codemode(mcp_code(n)))
-                else:
-                    o = await timed(lambda: codemode(mcp_code(n)))
-                    a, d = await timed(floor_activities), await timed(direct_calls)
-                p = await timed(lambda: codemode(py_code(n)))
-                ours.append(o)
-                acts.append(a)
-                calls.append(d)
-                pys.append(p)
-                ratios.append(o / (a + d))
+            pairs = await run_pairs(
+                n,
+                args.repeat,
+                lambda: codemode(mcp_code(n)),
+                [floor_activities, direct_calls],
+                [lambda: codemode(py_code(n))],
+            )
         finally:
             await bare.shutdown()
             await bare_task
     await env.shutdown()
-    ms = lambda xs: [round(x * 1000, 2) for x in xs]  # noqa: E731
-    med = lambda xs: statistics.median(xs) * 1000  # noqa: E731
+    acts, calls = pairs.floors
+    (pys,) = pairs.beside
     print(
         "samples ms/call: MCP tool in code",
-        ms(ours),
+        ms(pairs.ours),
         "bare activity",
         ms(acts),
         "direct MCP call",
@@ -126,13 +112,13 @@ async def main() -> None:
         ms(pys),
     )
     print(
-        f"MCP tool call from code, durable: {med(ours):.1f} ms/call; floor: bare activity {med(acts):.1f} ms + "
-        f"direct MCP call {med(calls):.2f} ms; ratio {statistics.median(ratios):.2f}x "
-        f"(median of {len(ratios)} paired runs of {n} calls; target <= 1.10x)"
+        f"MCP tool call from code, durable: {median_ms(pairs.ours):.1f} ms/call; floor: bare activity "
+        f"{median_ms(acts):.1f} ms + direct MCP call {median_ms(calls):.2f} ms; ratio {pairs.ratio:.2f}x "
+        f"(median of {len(pairs.ratios)} paired runs of {n} calls; target <= 1.10x)"
     )
     print(
-        f"  a durable Python tool call in the same run: {med(pys):.1f} ms/call "
-        f"(the MCP part of a call: {med(ours) - med(pys):.2f} ms)"
+        f"  a durable Python tool call in the same run: {median_ms(pys):.1f} ms/call "
+        f"(the MCP part of a call: {median_ms(pairs.ours) - median_ms(pys):.2f} ms)"
     )
 
 

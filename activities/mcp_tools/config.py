@@ -41,21 +41,18 @@ ignored (approvals here are decided by ``approval``).
 
 from __future__ import annotations
 
-import json
 import os
-import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ..config_files import ConfigProblem, checked_entry, config_section
 
 Approval = Literal["annotations", "always", "never"]
 
 #: Keys other MCP clients put in the same file, accepted and not acted on.
 FOREIGN_KEYS = frozenset({"autoApprove", "alwaysAllow", "description", "transportType", "timeout_ms", "icon"})
-
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
 class McpConfigError(ValueError):
@@ -177,38 +174,16 @@ def load_mcp_config(
     """Read and check a configuration: a path to the JSON file, or the parsed mapping.
     ``environ`` (default: the process's) answers ``${VAR}``. Raises ``McpConfigError``."""
     environ = os.environ if environ is None else environ
-    if isinstance(source, Mapping):
-        data: Any = source
-        where = "<config>"
-    else:
-        where = str(source)
-        try:
-            data = json.loads(Path(source).read_text())
-        except FileNotFoundError:
-            raise McpConfigError(f"{where}: no such file") from None
-        except (OSError, UnicodeDecodeError) as err:
-            raise McpConfigError(f"{where}: cannot read it: {err}") from None
-        except json.JSONDecodeError as err:
-            raise McpConfigError(f"{where}: not JSON: {err.msg} (line {err.lineno}, column {err.colno})") from None
-    if not isinstance(data, Mapping) or not isinstance(data.get("mcpServers"), Mapping):
-        raise McpConfigError(f'{where}: expected an object with "mcpServers": {{"name": {{...}}}}')
+    try:
+        where, raw = config_section(source, "mcpServers", kind="server", example='{"name": {...}}')
+    except ConfigProblem as err:
+        raise McpConfigError(str(err)) from None
     servers: dict[str, ServerConfig] = {}
-    raw = {str(k): v for k, v in data["mcpServers"].items()}
     for name, entry in raw.items():
-        if not name or "/" in name or ":" in name:
-            raise McpConfigError(f"{where}: server name {name!r} may not be empty or contain '/' or ':'")
-        if not isinstance(entry, Mapping):
-            raise McpConfigError(f"{where}: server {name!r}: expected an object")
         try:
-            expanded = {k: _expand(v, environ, f"{name}.{k}") if k in _EXPANDED else v for k, v in entry.items()}
-            server = ServerConfig.model_validate(expanded)
-        except _MissingVariable as err:
+            server = checked_entry(ServerConfig, name, entry, environ=environ, expand=_EXPANDED)
+        except ConfigProblem as err:
             raise McpConfigError(f"{where}: server {name!r}: {err}") from None
-        except ValidationError as err:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'entry'}: {e['msg']}" for e in err.errors(include_url=False)
-            )
-            raise McpConfigError(f"{where}: server {name!r}: {problems}") from None
         if not server.disabled:
             servers[name] = server
     return McpConfig(servers=servers, source=where, raw={k: v for k, v in raw.items() if k in servers})
@@ -216,26 +191,3 @@ def load_mcp_config(
 
 #: The entry keys whose values may name environment variables.
 _EXPANDED = frozenset({"command", "args", "env", "cwd", "url", "headers"})
-
-
-class _MissingVariable(Exception):
-    pass
-
-
-def _expand(value: Any, environ: Mapping[str, str], where: str) -> Any:
-    if isinstance(value, str):
-
-        def sub(m: re.Match[str]) -> str:
-            name, default = m.group(1), m.group(2)
-            if name in environ:
-                return environ[name]
-            if default is not None:
-                return default
-            raise _MissingVariable(f"{where} names ${{{name}}}, which is not set in the environment")
-
-        return _VAR.sub(sub, value)
-    if isinstance(value, list):
-        return [_expand(v, environ, where) for v in value]
-    if isinstance(value, Mapping):
-        return {k: _expand(v, environ, f"{where}.{k}") for k, v in value.items()}
-    return value

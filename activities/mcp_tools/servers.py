@@ -56,6 +56,7 @@ from temporalio import activity
 
 from codemode.runtimes.paths import data_dir
 
+from .. import call_attempts
 from ..checkpoints import CheckpointScope, CheckpointStore
 from ..models import CheckpointRef
 from ..tools import ToolFailure, current_call
@@ -188,13 +189,11 @@ class McpServers:
     async def call(self, spec: McpToolSpec, kwargs: Mapping[str, Any]) -> Any:
         """Call the tool (arguments by their Python names); its result as a Python value, or
         ``ToolFailure`` saying what the code gets and whether the call may be retried."""
-        attempt = _attempt()
-        if not spec.idempotent and attempt > 1 and not _previous_attempt_unsent(attempt):
-            raise ToolFailure(
-                "TimeoutError",
-                f"{spec.name}: the previous attempt of this call got no answer (it timed out, or its worker stopped); "
-                "the tool is not idempotent and may have run, so the call is not sent again",
-                retryable=False,
+        if spec.idempotent:
+            attempt = call_attempts.attempt()
+        else:
+            attempt = call_attempts.refuse_a_repeat(
+                spec.name, UNSENT, what="the tool", not_again="the call is not sent again"
             )
         arguments = {spec.wire_names.get(k, k): v for k, v in kwargs.items()}
         seconds = spec.options.timeout.total_seconds()
@@ -206,8 +205,7 @@ class McpServers:
             async with asyncio.timeout(seconds):
                 result = await self.pool.call_tool(spec.server, spec.tool, arguments, meta)
         except McpUnreachable as err:
-            if activity.in_activity():
-                activity.heartbeat({UNSENT: attempt})
+            call_attempts.note_unsent(UNSENT, attempt)
             raise ToolFailure("OSError", f"{spec.name}: {err}; the call was not sent", retryable=True) from None
         except TimeoutError:
             raise _unknown(spec, "TimeoutError", f"no answer within {seconds:g}s") from None
@@ -243,21 +241,6 @@ class McpServers:
             }
 
         return save
-
-
-def _attempt() -> int:
-    try:
-        return current_call().attempt
-    except LookupError:
-        return 1
-
-
-def _previous_attempt_unsent(attempt: int) -> bool:
-    """Whether the attempt before this one left the note that it sent nothing."""
-    if not activity.in_activity():
-        return False
-    details = activity.info().heartbeat_details
-    return bool(details) and isinstance(details[0], dict) and details[0].get(UNSENT) == attempt - 1
 
 
 def _unknown(spec: McpToolSpec, type_name: str, what: str) -> ToolFailure:

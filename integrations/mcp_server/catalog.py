@@ -6,7 +6,7 @@ for a name that is not a tool."""
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from codemode.activities.tools import ToolRegistry
@@ -48,9 +48,14 @@ class ToolCatalog:
         *,
         runtime: str = "monty",
         stubs_max: int = STUBS_IN_DESCRIPTION_MAX,
+        full: Callable[[str], ToolSignature] | None = None,
     ) -> None:
+        """``signatures``: what the description and ``search`` show; ``full`` (tool name ->
+        signature): what ``get_schema`` shows when that is more (a CLI command's flags, its
+        help read when first asked for)."""
         self.runtime = runtime
         self.stubs_max = stubs_max
+        self._full = full
         #: By tool name (a canonical id such as ``mcp:memory/read_graph`` for an MCP tool).
         self.signatures: dict[str, ToolSignature] = dict(signatures)
         #: By the name the code calls (``get_weather``, ``memory.read_graph``): what search
@@ -63,7 +68,7 @@ class ToolCatalog:
     def of(cls, registry: ToolRegistry, **options: Any) -> ToolCatalog:
         """The catalog of a worker's tools (the MCP servers' tools of ``--mcp-config`` join
         the registry, and so this catalog, when they land)."""
-        return cls(registry.signatures(), **options)
+        return cls(registry.signatures(listed=True), full=lambda name: registry[name].signature, **options)
 
     def __len__(self) -> int:
         return len(self.signatures)
@@ -113,7 +118,10 @@ class ToolCatalog:
             chosen.update((s.code_name, s) for s in found)
         if unknown:
             raise UnknownTools({n: self.close_matches(n) for n in unknown})
-        return render_stubs(list(chosen.values()))
+        found = list(chosen.values())
+        if self._full is not None:
+            found = [self._full(s.name) for s in found]
+        return render_stubs(found)
 
     def _resolve(self, name: str) -> list[ToolSignature]:
         if name in self.by_code_name:

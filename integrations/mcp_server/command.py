@@ -24,10 +24,13 @@ from codemode.worker.cli.common import (
     Duration,
     Fail,
     address_option,
+    cli_config_option,
+    load_cli_config_file,
     load_mcp_config_file,
     load_tools,
     mcp_config_option,
     note,
+    open_cli,
     open_mcp,
     require_tools,
     task_queue_option,
@@ -43,6 +46,7 @@ DEFAULT_PORT = 8765
 class McpOptions:
     tools_module: str | None
     mcp_config: str | None
+    cli_config: str | None
     runtime: str
     transport: str
     host: str
@@ -59,6 +63,7 @@ class McpOptions:
 @click.command(name="mcp")
 @tools_option
 @mcp_config_option
+@cli_config_option
 @click.option(
     "--runtime",
     type=click.Choice(sorted(RUNTIMES)),
@@ -107,6 +112,7 @@ class McpOptions:
 def mcp(
     tools_module: str | None,
     mcp_config: str | None,
+    cli_config: str | None,
     runtime: str,
     transport: str,
     host: str,
@@ -126,8 +132,9 @@ def mcp(
     person through the client's elicitation. Starts the embedded Temporal server and a worker
     in this process when none is there, like `codemode run`."""
     opts = McpOptions(
-        tools_module=require_tools(tools_module, mcp_config),
+        tools_module=require_tools(tools_module, mcp_config, cli_config),
         mcp_config=mcp_config,
+        cli_config=cli_config,
         runtime=runtime,
         transport=transport,
         host=host,
@@ -182,6 +189,8 @@ def _config(opts: McpOptions, tokens: list[Any], client_config: Any, http: Any) 
     args = ["--tools", opts.tools_module] if opts.tools_module else []
     if opts.mcp_config:
         args += ["--mcp-config", os.path.abspath(opts.mcp_config)]
+    if opts.cli_config:
+        args += ["--cli-config", os.path.abspath(opts.cli_config)]
     if opts.runtime != "monty":
         args += ["--runtime", opts.runtime]
     if opts.name != "codemode":
@@ -214,6 +223,7 @@ async def _serve(opts: McpOptions, tokens: list[Any]) -> int:
         raise Fail(f"{INSTALL_HINT} ({err})") from None
 
     registry = load_tools(opts.tools_module) if opts.tools_module else None
+    registry = open_cli(registry, load_cli_config_file(opts.cli_config))
     # The MCP servers of --mcp-config start first: their tools are part of what clients are shown.
     registry, servers = await open_mcp(registry, load_mcp_config_file(opts.mcp_config))
     catalog = ToolCatalog.of(registry, runtime=opts.runtime)
@@ -223,7 +233,15 @@ async def _serve(opts: McpOptions, tokens: list[Any]) -> int:
         slot.run(opts.address, registry, task_queue=opts.task_queue, stop=stop, mcp=servers)
     )
     executions = Executions(slot, runtime=opts.runtime, approval_wait=opts.approval_wait, max_wait=opts.max_wait)
-    sources = " and ".join(s for s in (opts.tools_module, servers and "the MCP servers of --mcp-config") if s)
+    sources = " and ".join(
+        s
+        for s in (
+            opts.tools_module,
+            servers and "the MCP servers of --mcp-config",
+            opts.cli_config and "the CLI tools of --cli-config",
+        )
+        if s
+    )
     what = f"{len(catalog)} tools from {sources}, runtime {opts.runtime}"
     try:
         if opts.transport == "stdio":

@@ -37,6 +37,7 @@ from codemode.worker.dev_server import (
 from codemode.workflows.models import TASK_QUEUE, ExecutionOutcome
 
 if TYPE_CHECKING:
+    from codemode.activities.cli_tools import CliConfig
     from codemode.activities.mcp_tools import McpConfig, McpServers
 
 EXIT_OK, EXIT_CODE_ERROR, EXIT_USAGE, EXIT_AWAITING_APPROVAL = 0, 1, 2, 3
@@ -85,6 +86,14 @@ mcp_config_option = click.option(
     envvar="CODEMODE_MCP_CONFIG",
     show_envvar=True,
     help='MCP servers whose tools the code may call (the {"mcpServers": ...} JSON of MCP clients).',
+)
+cli_config_option = click.option(
+    "--cli-config",
+    "cli_config",
+    metavar="FILE",
+    envvar="CODEMODE_CLI_CONFIG",
+    show_envvar=True,
+    help='Command-line tools the code may run (a {"cliTools": ...} JSON or TOML file).',
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 port_option = click.option("--port", type=int, default=7233, show_default=True, help="gRPC port of the server.")
@@ -176,13 +185,44 @@ def load_tools(module: str) -> ToolRegistry:
         raise Fail(f"importing tools module {module!r} failed: {type(err).__name__}: {err}") from None
 
 
-def require_tools(tools_module: str | None, mcp_config: str | None = None) -> str | None:
-    if not tools_module and not mcp_config:
+def require_tools(tools_module: str | None, mcp_config: str | None = None, cli_config: str | None = None) -> str | None:
+    if not tools_module and not mcp_config and not cli_config:
         raise Fail(
-            "missing --tools MODULE (the module whose public functions are the tools) "
-            "or --mcp-config FILE (MCP servers whose tools the code may call)"
+            "missing --tools MODULE (the module whose public functions are the tools), "
+            "--mcp-config FILE (MCP servers whose tools the code may call) "
+            "or --cli-config FILE (command-line tools the code may run)"
         )
     return tools_module
+
+
+def load_cli_config_file(path: str | None) -> CliConfig | None:
+    """The ``--cli-config`` file, checked (a usage error names what is wrong), or None."""
+    if not path:
+        return None
+    from codemode.activities.cli_tools import CliConfigError, load_cli_config
+
+    try:
+        return load_cli_config(path)
+    except CliConfigError as err:
+        raise Fail(f"--cli-config: {err}") from None
+
+
+def open_cli(registry: ToolRegistry | None, config: CliConfig | None) -> ToolRegistry | None:
+    """Add the configured command-line tools to ``registry`` (a new one when None). Every
+    binary must be there: one that is not fails the start, naming it. Runs no command."""
+    if config is None:
+        return registry
+    from codemode.activities.cli_tools import CliStartError, CliTools
+
+    try:
+        specs = CliTools(config).start().tool_specs()
+    except CliStartError as err:
+        raise Fail(f"--cli-config: {err}") from None
+    registry = registry if registry is not None else ToolRegistry()
+    try:
+        return registry.include(specs)
+    except ValueError as err:
+        raise Fail(f"--cli-config: {err}") from None
 
 
 def load_mcp_config_file(path: str | None) -> McpConfig | None:

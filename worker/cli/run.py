@@ -33,13 +33,16 @@ from codemode.worker.cli.common import (
     Fail,
     Size,
     address_option,
+    cli_config_option,
     existing_handle,
     interactive_terminal,
     json_option,
+    load_cli_config_file,
     load_mcp_config_file,
     load_tools,
     mcp_config_option,
     note,
+    open_cli,
     open_client,
     open_mcp,
     os_user,
@@ -256,6 +259,7 @@ async def follow(
 @click.argument("file", metavar="FILE|-")
 @tools_option
 @mcp_config_option
+@cli_config_option
 @click.option("--runtime", type=click.Choice(sorted(RUNTIMES)), default="monty", show_default=True)
 @click.option("--input", "inputs", multiple=True, metavar="NAME=JSON", help="A variable for the code (repeatable).")
 @click.option("--id", "execution_id", help="Execution id [default: exec-<random>].")
@@ -354,6 +358,7 @@ def run(
     file: str,
     tools_module: str | None,
     mcp_config: str | None,
+    cli_config: str | None,
     runtime: str,
     inputs: tuple[str, ...],
     execution_id: str | None,
@@ -413,13 +418,15 @@ def run(
         raise Fail(f"bad request: {err.errors()[0]['msg']}") from None
     registry = load_tools(tools_module) if tools_module else None
     config = load_mcp_config_file(mcp_config)
+    registry = open_cli(registry, load_cli_config_file(cli_config))
     if registry is not None and allowed_tools and config is None:
-        _check_allowed(registry, allowed_tools, tools_module or "")
+        _check_allowed(registry, allowed_tools, " or ".join(s for s in (tools_module, cli_config and "the CLI tools") if s))
     opts = RunOptions(
         request=request,
         registry=registry,
         mcp_config=config,
         mcp_config_file=mcp_config,
+        cli_config_file=cli_config,
         tools_module=tools_module,
         execution_id=execution_id,
         as_json=as_json,
@@ -457,6 +464,7 @@ class RunOptions:
     #: The checked ``--mcp-config`` (servers start only if this process runs the worker).
     mcp_config: McpConfig | None = None
     mcp_config_file: str | None = None
+    cli_config_file: str | None = None
     session: str | None = None
     restart: bool = False
     idle_timeout: timedelta | None = None
@@ -563,7 +571,7 @@ async def _client_and_worker_for_run(
         if not is_local(address):
             raise Fail(f"no Temporal server answers at {address}")
         if not can_serve:
-            raise Fail(f"no Temporal server answers at {address}; pass --tools MODULE to start one here with a worker")
+            raise Fail(f"no Temporal server answers at {address}; pass --tools MODULE (or --mcp-config, --cli-config) to start one here with a worker")
         server = await start_server(split_address(address)[1], None, None)
         stack.push_async_callback(server.stop)
         note(f"No Temporal server at {address}: started the embedded one (UI {server.ui_url}, db {server.db}).")
@@ -574,6 +582,7 @@ async def _client_and_worker_for_run(
             for f in (
                 opts.tools_module and f"--tools {opts.tools_module}",
                 opts.mcp_config_file and f"--mcp-config {opts.mcp_config_file}",
+                opts.cli_config_file and f"--cli-config {opts.cli_config_file}",
             )
             if f
         )
@@ -589,7 +598,7 @@ async def _client_and_worker_for_run(
         if servers is not None:
             stack.push_async_callback(servers.aclose)  # the worker closes them too; twice is harmless
             if opts.request.tools:
-                _check_allowed(registry, opts.request.tools, "the tools module or the MCP servers")
+                _check_allowed(registry, opts.request.tools, "the tools module, the CLI tools or the MCP servers")
         worker = CodeModeWorker(client, registry, task_queue=opts.task_queue, mcp=servers)
         await stack.enter_async_context(worker.running())
     return client, own_worker, parked_extra

@@ -19,12 +19,15 @@ from codemode.worker.cli.common import (
     EXIT_OK,
     Fail,
     address_option,
+    cli_config_option,
     codec_port_option,
     db_option,
+    load_cli_config_file,
     load_mcp_config_file,
     load_tools,
     mcp_config_option,
     note,
+    open_cli,
     open_client,
     open_mcp,
     port_option,
@@ -141,6 +144,7 @@ async def _serve_worker(
 @click.command()
 @tools_option
 @mcp_config_option
+@cli_config_option
 @address_option
 @task_queue_option
 @metrics_option
@@ -151,13 +155,20 @@ async def _serve_worker(
     help="The image the docker runtime runs code in (any image with python3 >= 3.9).",
 )
 def worker(
-    tools_module: str | None, mcp_config: str | None, address: str, task_queue: str, metrics: str | None, image: str | None
+    tools_module: str | None,
+    mcp_config: str | None,
+    cli_config: str | None,
+    address: str,
+    task_queue: str,
+    metrics: str | None,
+    image: str | None,
 ) -> int:
     """Run a worker for the workflow, the sandbox steps and the tools, until Ctrl-C."""
     if image:
         os.environ["CODEMODE_DOCKER_IMAGE"] = image
-    registry = load_tools(tools_module) if require_tools(tools_module, mcp_config) else None
+    registry = load_tools(tools_module) if require_tools(tools_module, mcp_config, cli_config) else None
     config = load_mcp_config_file(mcp_config)
+    registry = open_cli(registry, load_cli_config_file(cli_config))
     return asyncio.run(_worker(registry, config, address, task_queue, metrics))
 
 
@@ -198,6 +209,7 @@ async def _server(port: int, ui_port: int | None, db: str | None, codec_port: in
 @click.command()
 @tools_option
 @mcp_config_option
+@cli_config_option
 @port_option
 @ui_port_option
 @db_option
@@ -207,6 +219,7 @@ async def _server(port: int, ui_port: int | None, db: str | None, codec_port: in
 def dev(
     tools_module: str | None,
     mcp_config: str | None,
+    cli_config: str | None,
     port: int,
     ui_port: int | None,
     db: str | None,
@@ -216,8 +229,9 @@ def dev(
 ) -> int:
     """The embedded server and a worker in one process, until Ctrl-C (with
     CODEMODE_ENCRYPTION_KEYS set, also the codec server for the web UI)."""
-    registry = load_tools(tools_module) if require_tools(tools_module, mcp_config) else None
+    registry = load_tools(tools_module) if require_tools(tools_module, mcp_config, cli_config) else None
     config = load_mcp_config_file(mcp_config)
+    registry = open_cli(registry, load_cli_config_file(cli_config))
     return asyncio.run(_dev(registry, config, port, ui_port, db, task_queue, metrics, codec_port))
 
 
