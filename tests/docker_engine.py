@@ -125,14 +125,31 @@ class PodmanService:
         self.socket = self.dir / "podman.sock"
         self.url = f"unix://{self.socket}"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.storage_conf = self.dir / "storage.conf"
+
+    def _write_storage_conf(self) -> None:
+        """Containers of this service live in storage of its own, with the machine's image
+        store read-only beside it: two test sessions on one machine (two checkouts) never
+        see, sweep or remove each other's containers, and share the image."""
+        shared = _podman("info", "--format", "{{.Store.GraphRoot}}").stdout.decode().strip()
+        driver = _podman("info", "--format", "{{.Store.GraphDriverName}}").stdout.decode().strip()
+        self.storage_conf.write_text(
+            "[storage]\n"
+            f'driver = "{driver}"\n'
+            f'graphroot = "{self.dir / "root"}"\n'
+            f'runroot = "{self.dir / "run"}"\n'
+            "[storage.options]\n"
+            f'additionalimagestores = ["{shared}"]\n'
+        )
 
     def start(self, timeout: float = 30.0) -> PodmanService:
         podman = podman_path()
         assert podman is not None
+        self._write_storage_conf()
         log = open(self.dir / "service.log", "wb")  # noqa: SIM115 - the service writes it until stopped
         self.proc = subprocess.Popen(
             [podman, "system", "service", "--time=0", self.url],
-            env=podman_env(),
+            env={**podman_env(), "CONTAINERS_STORAGE_CONF": str(self.storage_conf)},
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -162,6 +179,9 @@ class PodmanService:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+        if self.storage_conf.exists():  # unmount what containers left, then drop the storage
+            env = {**podman_env(), "CONTAINERS_STORAGE_CONF": str(self.storage_conf)}
+            subprocess.run([podman_path() or "podman", "rm", "--all", "--force", "--time", "0"], env=env, capture_output=True)
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self) -> PodmanService:

@@ -749,17 +749,19 @@ class _VirtualClock:
             self.ns += int(seconds * 1e9)
 
 
-def _install_determinism(spec) -> None:
+def _install_determinism(spec, namespace) -> None:
     """Seed randomness and (with an ``epoch``) virtualise the wall clock, per
-    ``codemode.runtimes.types.Determinism``. ``random``, ``uuid`` and ``datetime`` are patched when
-    first imported (importing them up front would cost start-up time)."""
+    ``codemode.runtimes.types.Determinism``. ``random`` and ``uuid`` are patched when first
+    imported (importing them up front would cost start-up time). The clock: ``time`` is
+    patched for everyone, and the code's own ``import datetime`` sees a view of the module
+    whose ``datetime`` reads the virtual clock (``_code_builtins``)."""
     seed = int(spec["seed"])
     patches = {"random": lambda module: _seed_random(module, seed), "uuid": lambda module: _seed_uuid(module, seed)}
     epoch = spec.get("epoch")
     if epoch is not None:
         clock = _VirtualClock(float(epoch))
         _patch_time(clock)
-        patches["datetime"] = lambda module: _patch_datetime(module, clock)
+        namespace["__builtins__"] = _code_builtins(clock)
     finder = _PatchOnImport(patches)
     for name in list(patches):
         if name in sys.modules:
@@ -874,10 +876,41 @@ def _patch_time(clock: _VirtualClock) -> None:
     time.localtime, time.gmtime, time.ctime, time.asctime, time.strftime = localtime, gmtime, ctime, asctime, strftime
 
 
-def _patch_datetime(module, clock: _VirtualClock) -> None:
-    """``datetime.now()`` / ``utcnow()`` read the clock (``today()`` and ``date.today()``
-    already call ``time.time()``). A subclass whose metaclass keeps ``isinstance`` true for
-    every real ``datetime``, as freezegun does."""
+def _code_builtins(clock: _VirtualClock):
+    """The builtins the code runs with: Python's, except that the code's ``import datetime``
+    (and ``from datetime import datetime``, ``__import__("datetime")``) gives a view of the
+    module whose ``datetime`` class reads the virtual clock.
+
+    ``sys.modules["datetime"]`` keeps the real module and its real types. C extensions import
+    ``datetime.datetime`` by attribute (Cython's type import: pandas, pyarrow ...) and check
+    that it is the static type they were built against; a subclass there makes them fail or
+    crash. Libraries' own ``datetime.now()`` therefore reads the real clock; their
+    ``time.time()``, ``date.today()`` and ``datetime.today()`` read the virtual one."""
+    real_import = builtins.__import__
+    view = []
+
+    def __import__(name, globals=None, locals=None, fromlist=(), level=0):
+        module = real_import(name, globals, locals, fromlist, level)
+        if name != "datetime" or level != 0:
+            return module
+        if not view:
+            view.append(_datetime_view(module, clock))
+        return view[0]
+
+    __import__.__doc__ = real_import.__doc__
+    code_builtins = dict(builtins.__dict__)
+    code_builtins["__import__"] = __import__
+    return code_builtins
+
+
+def _datetime_view(module, clock: _VirtualClock):
+    """A copy of the ``datetime`` module for the code, with ``datetime`` replaced by a
+    subclass whose ``now()`` / ``utcnow()`` read the clock (``today()`` and
+    ``date.today()`` already call ``time.time()``). Its metaclass keeps ``isinstance`` and
+    ``issubclass`` true for every real ``datetime``, as freezegun does, and makes it equal to
+    the real class (a table keyed by type finds it), and everything it
+    makes (its constructor included) is a real ``datetime``: values the code hands to
+    pandas, pickle or JSON are the type they expect."""
     real = module.datetime
     utc = module.timezone.utc
 
@@ -888,18 +921,31 @@ def _patch_datetime(module, clock: _VirtualClock) -> None:
         def __subclasscheck__(cls, sub):
             return issubclass(sub, real)
 
+        def __eq__(cls, other):  # a lookup keyed by type (pydantic's schemas) finds the real one's entry
+            return other is cls or other is real
+
+        def __hash__(cls):
+            return hash(real)
+
     class datetime(real, metaclass=_Meta):
+        def __new__(cls, *args, **kwargs):
+            return real(*args, **kwargs)
+
         @classmethod
         def now(cls, tz=None):
-            return cls.fromtimestamp(clock.now(), tz)
+            return real.fromtimestamp(clock.now(), tz)
 
         @classmethod
         def utcnow(cls):
-            return cls.fromtimestamp(clock.now(), utc).replace(tzinfo=None)
+            return real.fromtimestamp(clock.now(), utc).replace(tzinfo=None)
 
     datetime.__module__ = real.__module__
+    datetime.__qualname__ = real.__qualname__
     datetime.__doc__ = real.__doc__
-    module.datetime = datetime
+    view = type(module)(module.__name__, module.__doc__)
+    view.__dict__.update(module.__dict__)
+    view.datetime = datetime
+    return view
 
 
 # -- set-up -----------------------------------------------------------------------------
@@ -1028,7 +1074,7 @@ def main(argv) -> None:
         if is_coroutine or "asyncio" in code or any(f.get("is_async") for f in functions):
             runner.install_event_loop_policy()
         if boot.get("determinism"):
-            _install_determinism(boot["determinism"])
+            _install_determinism(boot["determinism"], namespace)
         _RESERVE.append(bytearray(4 << 20))
         channel.send({"type": "ready"})
         msg = _run(code_obj, namespace, clock, is_coroutine)
@@ -1058,7 +1104,7 @@ def _serve_session(channel, runner: Runner, boot) -> None:
     namespace.update(boot.get("inputs") or {})
     runner.install_event_loop_policy()  # any later cell may use asyncio
     if boot.get("determinism"):
-        _install_determinism(boot["determinism"])  # one seed and clock for the whole session
+        _install_determinism(boot["determinism"], namespace)  # one seed and clock for the whole session
     _RESERVE.append(bytearray(4 << 20))
     slot = channel.expect_cell()
     channel.send({"type": "ready"})

@@ -143,7 +143,7 @@ def _run(boot, channel: PromiseChannel):
     namespace.update(boot.get("inputs") or {})
     runner._install_tools(namespace, tools, boot.get("functions", []))  # globals, or namespaces (mcp)
     if boot.get("determinism"):
-        runner._install_determinism(boot["determinism"])
+        runner._install_determinism(boot["determinism"], namespace)
     from pyodide.ffi import run_sync
 
     runner._run_coroutine = run_sync

@@ -166,3 +166,25 @@ async def test_a_replayed_call_still_differs_when_the_code_does() -> None:
         tampered = [journal[0].model_copy(update={"args": ["zz"]})]
         with pytest.raises(NonDeterminismError):
             await replayed(runtime, "import random\nlookup(random.choice('abc'))", tampered, Determinism(seed=3))
+
+
+async def test_extensions_see_the_real_datetime_while_the_code_sees_the_clock() -> None:
+    """C extensions import ``datetime.datetime`` from ``sys.modules`` and need the real static
+    type (pandas' Cython type import fails or crashes on a subclass); only the code's own
+    ``import datetime`` sees the virtual clock, and what it makes is a real ``datetime``."""
+    code = """
+import sys, datetime, pickle
+from datetime import datetime as DT
+real = sys.modules["datetime"].datetime
+now = DT.now()
+made = datetime.datetime(2024, 5, 1, 12, 0)
+[type(real).__name__, DT == real, hash(DT) == hash(real), {real: 1}.get(DT), type(now) is real,
+ type(made) is real, isinstance(made, DT), issubclass(real, DT), now.timestamp(),
+ pickle.loads(pickle.dumps(made)) == made, datetime.datetime.fromisoformat("2024-05-01").year]
+"""
+    async with RUNTIME_FACTORIES["python-stdio"]() as runtime:
+        result, _ = await record(runtime, code, Determinism(seed=1, epoch=EPOCH))
+    meta, equal, same_hash, found, now_real, made_real, is_instance, is_subclass, stamp, pickled, year = result.output
+    assert meta == "type"  # sys.modules["datetime"] keeps the real class
+    assert equal and same_hash and found == 1 and now_real and made_real and is_instance and is_subclass
+    assert EPOCH < stamp < EPOCH + 1 and pickled and year == 2024
