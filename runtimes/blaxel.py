@@ -145,7 +145,7 @@ class BlaxelRuntime(SandboxRuntime):
     :param image: the sandbox's image (default ``CODEMODE_BLAXEL_IMAGE``, else Blaxel's
         base image); its ``python`` (default ``python3``, 3.9 or newer) runs the runner.
     :param memory_mb: the sandbox's memory (Blaxel's default is 4096); the code's own limit
-        is ``ExecutionLimits.max_memory_bytes`` (``RLIMIT_AS`` inside).
+        is ``ExecutionLimits.max_memory_bytes`` (``RLIMIT_DATA`` inside).
     :param region: where to create sandboxes (default ``BL_REGION``, else Blaxel picks).
     :param api_key, workspace: credentials (default ``BL_API_KEY``, ``BL_WORKSPACE``).
     :param api_url: the control plane (default ``CODEMODE_BLAXEL_API_URL``, else Blaxel's).

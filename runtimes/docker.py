@@ -19,7 +19,7 @@ confuse itself, as with any protocol input; the host validates everything it rec
 Hardened defaults: no network (``network_mode="none"``), a read-only root filesystem with
 size-capped tmpfs for ``/tmp`` and the work directory ``/sandbox``, every capability
 dropped, ``no-new-privileges``, uid 65534, an init process, ``pids_limit``, a memory limit
-(the code's ``max_memory_bytes`` as ``RLIMIT_AS`` inside, and as the cgroup's limit plus
+(the code's ``max_memory_bytes`` as ``RLIMIT_DATA`` inside, and as the cgroup's limit plus
 the interpreter's headroom), one CPU, no log driver (the code's output is not kept by the
 engine). Every container carries the label ``codemode=1``; ``sweep()`` removes the ones a
 crashed worker left.
@@ -256,7 +256,7 @@ class DockerRuntime(SandboxRuntime):
     :param max_processes: the container's pids limit (processes and threads).
     :param tmpfs_bytes: size of each private tmpfs (``/tmp``, ``/sandbox``).
     :param memory_headroom: bytes the container may use beyond the code's
-        ``max_memory_bytes`` (``RLIMIT_AS`` inside): the interpreter, the runner, the init.
+        ``max_memory_bytes`` (``RLIMIT_DATA`` inside): the interpreter, the runner, the init.
     :param network_name: the network ``network="full"`` and ``"ratchet"`` connect to
         (default: the engine's default bridge).
     :param user: ``uid:gid`` the code runs as (default the unprivileged 65534).

@@ -143,7 +143,7 @@ class ModalRuntime(SandboxRuntime):
         day): a run parked longer is rebuilt by replay.
     :param idle_timeout: end a sandbox after this long without activity (None: only the timeout).
     :param cpu, memory_mb: the sandbox's reservation (Modal's defaults when None); the code's
-        own memory limit is ``ExecutionLimits.max_memory_bytes`` (``RLIMIT_AS`` inside).
+        own memory limit is ``ExecutionLimits.max_memory_bytes`` (``RLIMIT_DATA`` inside).
     :param token_id, token_secret: credentials (default ``MODAL_TOKEN_ID``,
         ``MODAL_TOKEN_SECRET`` or the active profile).
     :param sync_timeout: seconds a re-attached runner has to say where it is.

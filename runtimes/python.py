@@ -15,7 +15,7 @@ Limits (``ExecutionLimits``):
   the limit with the line the code was on. Two backstops catch code that ignores it: the
   host's watchdog, a clock paused while the code is blocked on a call, kills the sandbox
   ``kill_grace`` seconds after the limit; ``RLIMIT_CPU`` kills CPU burners.
-* ``max_memory_bytes`` is ``RLIMIT_AS`` of each process: ``MemoryError`` in the code.
+* ``max_memory_bytes`` is ``RLIMIT_DATA`` of each process: ``MemoryError`` in the code.
 * ``max_tool_calls`` is counted on the host.
 * ``max_stdout_bytes``: the host drains the output pipe and keeps that many bytes.
 

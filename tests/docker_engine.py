@@ -5,7 +5,7 @@ unix socket, and one local test image built from a Debian rootfs (no registry is
   ``containers.conf`` these machines need (``CONTAINERS_CONF``: runc, and ulimits root may
   set here), stopped at the end of the session.
 * ``ensure_image()``: the image ``localhost/codemode-test-python:<recipe hash>`` with
-  ``python3``, ``python3-numpy`` and ``python3-pandas``: found in podman's storage, else
+  ``python3`` and the packages of ``PACKAGES`` (numpy, pandas, matplotlib ...): found in podman's storage, else
   imported from the cached rootfs tarball, else built with ``debootstrap`` (about a minute)
   and cached under ``CODEMODE_CI_CACHE`` (default ``/var/cache/codemode-ci``).
 
@@ -36,7 +36,7 @@ exit_command_delay = 5
 """
 
 SUITE = "bookworm"
-PACKAGES = ("python3", "python3-numpy", "python3-pandas")
+PACKAGES = ("python3", "python3-numpy", "python3-pandas", "python3-matplotlib", "python3-pydantic", "tzdata")
 #: The recipe names the image: change it and a new image is built (the old one stays cached).
 RECIPE = f"debootstrap --variant=minbase --include={','.join(PACKAGES)} {SUITE}"
 IMAGE = f"localhost/codemode-test-python:{hashlib.sha256(RECIPE.encode()).hexdigest()[:12]}"

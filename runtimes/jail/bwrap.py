@@ -49,7 +49,9 @@ SANDBOX_UID = 65534
 SANDBOX_GID = 65534
 
 _SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-_ETC_ALWAYS = ("/etc/ld.so.cache", "/etc/localtime")
+#: Read-only system configuration every process may read: the loader cache, the zone, and
+#: fontconfig's (matplotlib and other renderers ask for it, and complain on the output without).
+_ETC_ALWAYS = ("/etc/ld.so.cache", "/etc/localtime", "/etc/fonts")
 _ETC_NETWORK = (
     "/etc/resolv.conf",
     "/etc/hosts",
@@ -154,7 +156,7 @@ def sandbox_env(*, home: str, tmp: str, hash_seed: int | None = None) -> dict[st
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONUNBUFFERED": "1",
         "PYTHONIOENCODING": "utf-8",
-        # Each glibc malloc arena reserves 64 MB of address space; RLIMIT_AS counts it.
+        # Each glibc malloc arena reserves 64 MB: fewer arenas, less memory held per thread.
         "MALLOC_ARENA_MAX": "2",
     }
     if hash_seed is not None:

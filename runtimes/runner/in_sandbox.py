@@ -32,8 +32,8 @@ Two additions for hosts that reach the runner through a provider's API (E2B), st
   nobody listened is lost) trusts the runner only if that matches its checkpoint. A sync
   never changes the runner's state, so it is safe to repeat.
 
-Determinism (bootstrap ``determinism``, ``codemode.runtimes.types.Determinism``): ``random`` and
-``uuid.uuid4`` are seeded per execution when first imported, and with an ``epoch`` the
+Determinism (bootstrap ``determinism``, ``codemode.runtimes.types.Determinism``): ``random``,
+``uuid.uuid4`` and ``numpy.random`` are seeded per execution when first imported, and with an ``epoch`` the
 wall clock (``time.time``, ``datetime.now`` ...) is a virtual one, so that a journal
 replay of the same code makes the same calls.
 
@@ -416,7 +416,7 @@ class HttpChannel(_Channel):
 
 
 def _start_thread(target) -> None:
-    """A thread with a small stack (RLIMIT_AS counts reserved stacks), without changing the
+    """A thread with a small stack (RLIMIT_DATA counts thread stacks), without changing the
     stack size of the code's own threads."""
     old = _thread.stack_size(_THREAD_STACK)
     try:
@@ -756,7 +756,11 @@ def _install_determinism(spec, namespace) -> None:
     patched for everyone, and the code's own ``import datetime`` sees a view of the module
     whose ``datetime`` reads the virtual clock (``_code_builtins``)."""
     seed = int(spec["seed"])
-    patches = {"random": lambda module: _seed_random(module, seed), "uuid": lambda module: _seed_uuid(module, seed)}
+    patches = {
+        "random": lambda module: _seed_random(module, seed),
+        "uuid": lambda module: _seed_uuid(module, seed),
+        "numpy.random": lambda module: _seed_numpy(module, seed),
+    }
     epoch = spec.get("epoch")
     if epoch is not None:
         clock = _VirtualClock(float(epoch))
@@ -827,6 +831,25 @@ def _seed_random(module, seed: int) -> None:
     seed_.__doc__ = base_seed.__doc__
     module.Random.seed = seed_
     module.seed(seed)
+
+
+def _seed_numpy(module, seed: int) -> None:
+    """numpy's global generator (``np.random.rand``) and an unseeded ``default_rng()`` draw
+    from ``seed``, as ``random`` does."""
+    module.seed(seed % 2**32)
+    base_default_rng = module.default_rng
+    lock = _thread.allocate_lock()
+    made = [0]
+
+    def default_rng(seed_=None):
+        if seed_ is None:
+            with lock:
+                made[0] += 1
+                seed_ = [seed % 2**32, made[0]]
+        return base_default_rng(seed_)
+
+    default_rng.__doc__ = base_default_rng.__doc__
+    module.default_rng = default_rng
 
 
 def _seed_uuid(module, seed: int) -> None:
@@ -975,7 +998,10 @@ def _apply_limits(limits) -> None:
 
     cpu = limits.get("cpu_seconds")
     cap(resource.RLIMIT_CPU, cpu, None if cpu is None else int(cpu) + 2)
-    cap(resource.RLIMIT_AS, limits.get("memory_bytes"))
+    # The data segment (heap and private writable mappings), not the address space: the
+    # shared libraries of pandas and matplotlib take 400 MB of address space for 135 MB
+    # resident, so an address-space cap of 256 MB refused `import pandas`.
+    cap(resource.RLIMIT_DATA, limits.get("memory_bytes"))
     cap(resource.RLIMIT_NPROC, limits.get("processes"))
     cap(resource.RLIMIT_FSIZE, limits.get("file_bytes"))
     cap(resource.RLIMIT_CORE, 0)

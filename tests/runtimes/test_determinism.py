@@ -188,3 +188,22 @@ made = datetime.datetime(2024, 5, 1, 12, 0)
     assert meta == "type"  # sys.modules["datetime"] keeps the real class
     assert equal and same_hash and found == 1 and now_real and made_real and is_instance and is_subclass
     assert EPOCH < stamp < EPOCH + 1 and pickled and year == 2024
+
+
+async def test_numpy_randomness_replays() -> None:
+    """numpy's global generator and an unseeded ``default_rng()`` draw from the execution's
+    seed, so a journal replay of code that passes their draws to a tool makes the same calls."""
+    pytest.importorskip("numpy")
+    code = (
+        "import numpy as np\n"
+        "lookup(repr(np.random.rand(3).tolist()))\n"
+        "lookup(repr(np.random.default_rng().integers(0, 10**9, 3).tolist()))\n"
+        "lookup(repr(np.random.default_rng(5).random()))\n"
+    )
+    async with RUNTIME_FACTORIES["python-stdio"]() as runtime:
+        original, journal = await record(runtime, code, Determinism(seed=11, epoch=EPOCH))
+        again = await replayed(runtime, code, journal, Determinism(seed=11, epoch=EPOCH))
+        other, other_journal = await record(runtime, code, Determinism(seed=12, epoch=EPOCH))
+    assert isinstance(again, ExecutionResult)
+    assert [e.args for e in journal][:2] != [e.args for e in other_journal][:2]
+    assert journal[2].args == other_journal[2].args  # an explicit seed is the code's own

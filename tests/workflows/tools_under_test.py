@@ -78,6 +78,18 @@ def fetch_rows(n: int) -> list[dict]:
     return [{"id": i, "region": ("north", "south", "east", "west")[i % 4], "amount": i % 997} for i in range(n)]
 
 
+def sales_rows(n: int) -> list[dict]:
+    """n sales (city, amount, ISO day), the same every time: the package matrix's table."""
+    _event("start", arg=f"rows:{n}")
+    cities = ("Paris", "Oslo", "Lima", "Rome", "Cairo")
+    rows = [
+        {"city": cities[i % 5], "amount": round((i * 37 % 1000) / 7, 2), "day": f"2024-01-{1 + i % 28:02d}"}
+        for i in range(n)
+    ]
+    _event("end", arg=f"rows:{n}")
+    return rows
+
+
 def count(xs: list) -> int:
     """Takes a large argument."""
     return len(xs)
