@@ -13,7 +13,14 @@ from typing import Any, Literal
 from pydantic import Field
 
 from codemode.runtimes.journal_replay import JournalEntry
-from codemode.runtimes.types import CompactModel, Determinism, ExecutionLimits, ExecutionResult, SandboxOptions
+from codemode.runtimes.types import (
+    CompactModel,
+    Determinism,
+    ExecutionLimits,
+    ExecutionResult,
+    FunctionCall,
+    SandboxOptions,
+)
 
 from .records import ErrorInfo, ToolCallRecord
 
@@ -208,6 +215,12 @@ class CallRequest(CompactModel):
     #: The tool returns private data (``@tool(private_data=True)``): the ratchet cuts the
     #: sandbox's network before its result is answered.
     private_data: bool = False
+
+    def function_call(self) -> FunctionCall:
+        """The call as the code made it (what its journal entry records)."""
+        return FunctionCall(
+            call_id=self.call_id, function_name=self.tool, args=self.args, kwargs=self.kwargs, line=self.line
+        )
 
 
 class StartInput(CompactModel):

@@ -700,7 +700,7 @@ class MontyRuntime(CodeRuntime):
         #: waits for a tool), so a checkout beyond waits up to ``checkout_timeout`` seconds,
         #: then fails with SandboxError. The pool starts them as needed (about 7 MB each plus
         #: the heap they hold) and keeps them; a worker keeps executions live between steps in
-        #: them (``activities/sandbox_steps.py``), so the default leaves room for many at once.
+        #: them (``activities/live_runs.py``), so the default leaves room for many at once.
         self.max_processes = max_processes or max(64, 2 * (os.cpu_count() or 1))
         self._pool_args = {
             "min_processes": min_processes,

@@ -14,9 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
-from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from codemode.activities import names
@@ -37,11 +35,11 @@ with workflow.unsafe.imports_passed_through():
         StartInput,
         StateSegment,
         StepResult,
-        ToolInput,
-        ToolOutput,
     )
     from codemode.runtimes.journal_replay import JournalEntry
     from codemode.runtimes.types import Determinism
+    from codemode.workflows import step_activities as steps
+    from codemode.workflows.approvals import Approvals, permission_error, summary
     from codemode.workflows.continuation import Continuation, Cursor
     from codemode.workflows.models import (
         CODE_APPROVAL_ID,
@@ -55,11 +53,11 @@ with workflow.unsafe.imports_passed_through():
         ExecutionOutcome,
         ExecutionState,
         ExecutionStatus,
-        IgnoredSignal,
         PendingApproval,
         ToolCallRecord,
-        read_decision,
     )
+    from codemode.workflows.step_activities import LOCAL_STEP_RUNTIMES, step_cause, why_not_live
+    from codemode.workflows.step_state import DeferredTail, Held
 
 #: What a tool's activity gives the step after its call before leaving it to the workflow's
 #: own step (which redoes it from the checkpoint; the tool never runs again). It is added to
@@ -68,24 +66,11 @@ FUSED_STEP_SECONDS = 10.0
 #: Deferred checkpoints (issue 11): a snapshot step waiting for one call may leave its
 #: checkpoint unsaved and keep the run live on its worker while the journal entries since the
 #: last saved checkpoint stay under these bounds (and the steps under
-#: ``codemode.activities.sandbox_steps.DEFER_SECONDS`` of run time). The workflow holds those entries: a
+#: ``codemode.activities.step_loop.DEFER_SECONDS`` of run time). The workflow holds those entries: a
 #: worker without the live run leaves the step to the workflow, whose own step rebuilds the
 #: run from the checkpoint and them. No tool ever runs again; at most that much compute does.
 DEFER_ENTRIES = 32
 DEFER_BYTES = 256 * 1024
-#: Runtimes whose steps are cheap, stateless and snapshot-based: run them as local activities.
-LOCAL_STEP_RUNTIMES = frozenset({"monty"})
-STEP_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(milliseconds=200))
-#: Storing and reading back a long execution's state segments: retried until they work (a
-#: worker without a key the segment was sealed with gives way to one that has it), except
-#: when the segment is gone for good.
-STATE_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1), non_retryable_error_types=["StateLost"]
-)
-#: How long a step waits for the worker holding a live sandbox before replaying elsewhere.
-STICKY_SCHEDULE_TO_START = timedelta(seconds=10)
-#: Regular-activity steps heartbeat, so a step lost with its worker is retried in seconds.
-STEP_HEARTBEAT = timedelta(seconds=5)
 #: Calls of one gathered batch run (and are recorded) this many at a time, so even a batch
 #: of thousands leaves room to continue as new between windows. Each call that completes
 #: while a workflow task is in flight adds two buffered events (started, completed); past
@@ -108,8 +93,6 @@ STATUS_PAGE_BYTES = 1024 * 1024
 #: Results kept whole in the call records, all calls together; past it, records keep a
 #: preview (the journal, which replay needs, keeps everything). Bounds the outcome's size.
 RECORDS_BUDGET = 8 * 1024 * 1024
-#: Ignored decisions kept for the status and carried into the next run.
-MAX_IGNORED = 50
 
 
 @workflow.defn(name=WORKFLOW_TYPE)
@@ -118,8 +101,7 @@ class CodeExecutionWorkflow:
         self._state: ExecutionState = "running"
         self._runtime = "monty"
         self._calls: dict[str, ToolCallRecord] = {}
-        self._pending: dict[str, PendingApproval] = {}
-        self._decisions: dict[str, ApprovalRecord] = {}
+        self._approvals = Approvals(self._set_state)
         self._journal: list[JournalEntry] = []
         self._stdout: list[str] = []
         self._stdout_len = 0
@@ -127,34 +109,19 @@ class CodeExecutionWorkflow:
         self._index = True
         self._runs: list[str] = []
         self._code_approval: ApprovalRecord | None = None
-        #: What the execution holds in the sandbox layer right now, released at the end.
-        self._checkpoint: CheckpointRef | None = None
-        self._superseded: CheckpointRef | None = None
-        self._session: tuple[str, str | None] | None = None
+        self._held = Held()
         self._started: datetime | None = None
-        self._ignored: list[IgnoredSignal] = []
         #: Bytes of results kept whole in the call records so far (see RECORDS_BUDGET).
         self._record_bytes = 0
         #: The journal and records of earlier runs, in the store (see workflows/continuation.py).
         self._segments: list[SegmentRef] = []
         self._determinism: Determinism | None = None
         self._req = CodeExecutionRequest(code="")
-        #: The step whose sandbox holds compute (a cloud session) has been suspended.
-        self._suspended = False
-        self._holds_compute = False
         #: A cell of a session (``req.cell``): where its steps save the session, and the
         #: session after the cell (from the step that ended it).
         self._cell: CellRef | None = None
         self._cell_end: CellEnd | None = None
-        #: Deferred checkpoints: the live run's key, where the journal entries since the last
-        #: saved checkpoint start (``self._journal[self._base_index:]``), the stdout length
-        #: then, and the JSON bytes of those entries. Off for the rest of a run once a step
-        #: found the live run on another worker (eager dispatch off, several workers).
-        self._live: str | None = None
-        self._base_index = 0
-        self._stdout_at_base = 0
-        self._tail_bytes = 0
-        self._defer_ok = True
+        self._deferred = DeferredTail()
 
     # -- handlers -----------------------------------------------------------------------
 
@@ -163,49 +130,22 @@ class CodeExecutionWorkflow:
         '"comment": "optional"}. call_id may be left out when one call is pending.'
     )
     def approve(self, payload: Any = None) -> None:
-        self._on_signal("approve", payload)
+        self._approvals.on_signal("approve", payload)
 
     @workflow.signal(
         description='Deny a tool call waiting for approval: {"call_id": "1", "by": "your name", '
         '"reason": "optional"}. The code gets PermissionError.'
     )
     def deny(self, payload: Any = None) -> None:
-        self._on_signal("deny", payload)
-
-    def _on_signal(self, name: str, payload: Any) -> None:
-        read = read_decision(name, payload, self._undecided())
-        if isinstance(read, IgnoredSignal):
-            workflow.logger.warning("%s signal ignored: %s", name, read.reason)
-            self._ignored = [*self._ignored, read][-MAX_IGNORED:]
-            return
-        call_id, by, text = read
-        self._decisions[call_id] = ApprovalRecord(
-            decision="approved" if name == "approve" else "denied", by=by, comment=text
-        )
+        self._approvals.on_signal("deny", payload)
 
     @workflow.update(description="Approve or deny a pending call and get the recorded decision back at once.")
     def decide(self, decision: Decision) -> ApprovalRecord:
-        call_id = self._decide_target(decision)
-        record = ApprovalRecord(
-            decision="approved" if decision.approve else "denied", by=decision.by, comment=decision.comment
-        )
-        self._decisions[call_id] = record
-        return record
+        return self._approvals.decide(decision)
 
     @decide.validator
     def _validate_decide(self, decision: Decision) -> None:
-        self._decide_target(decision)
-        if not decision.by.strip():
-            raise ValueError("say who decides: by must not be empty")
-
-    def _decide_target(self, decision: Decision) -> str:
-        read = read_decision("decide", {"call_id": decision.call_id, "by": decision.by}, self._undecided())
-        if isinstance(read, IgnoredSignal):
-            raise ValueError(read.reason)
-        return read[0]
-
-    def _undecided(self) -> list[str]:
-        return [c for c in self._pending if c not in self._decisions]
+        self._approvals.validate_decide(decision)
 
     @workflow.query
     def status(self, since: int | None = None) -> ExecutionStatus:
@@ -224,14 +164,14 @@ class CodeExecutionWorkflow:
         return ExecutionStatus(
             state=self._state,
             runtime=self._runtime,
-            pending_approvals=list(self._pending.values()),
+            pending_approvals=list(self._approvals.pending.values()),
             tool_calls=page,
             calls_from=earlier + start,
             call_count=earlier + len(calls),
             stdout="".join(self._stdout),
             error=self._error,
             runs=len(self._runs) + 1,
-            ignored_signals=list(self._ignored),
+            ignored_signals=list(self._approvals.ignored),
         )
 
     @property
@@ -260,9 +200,9 @@ class CodeExecutionWorkflow:
             self._stdout = [carry.stdout] if carry.stdout else []
             self._stdout_len = len(carry.stdout)
             self._code_approval = carry.code_approval
-            self._ignored = list(carry.ignored_signals)
+            self._approvals.ignored = list(carry.ignored_signals)
             # A deferred step's tail rode in carry.journal (see _roll_over).
-            self._stdout_at_base, self._tail_bytes = carry.base_stdout, carry.tail_bytes
+            self._deferred.stdout_at_base, self._deferred.tail_bytes = carry.base_stdout, carry.tail_bytes
         elif self._index and not _indexed_at_start(req.runtime):
             workflow.upsert_search_attributes([STATUS_KEY.value_set("running"), RUNTIME_KEY.value_set(req.runtime)])
         start = StartInput(
@@ -293,8 +233,8 @@ class CodeExecutionWorkflow:
             for record in self._calls.values():
                 if record.status in ("pending", "running", "awaiting_approval"):
                     record.status = "cancelled"
-            self._pending.clear()
-            self._show_pending(start.execution_id)
+            self._approvals.pending.clear()
+            self._approvals.show_pending(start.execution_id)
             reason = workflow.cancellation_reason()
             workflow.set_current_details(f"**Cancelled**{': ' + reason if reason else ''}")
             await self._release(start)
@@ -324,27 +264,19 @@ class CodeExecutionWorkflow:
         assert start.cell is not None and self._cell_end is not None
         journal = list(self._journal)
         if self._segments:
-            earlier = await workflow.execute_local_activity(
-                names.SANDBOX_LOAD_STATE,
+            earlier = await steps.load_state(
                 LoadStateInput(execution_id=start.execution_id, first_run_id=start.first_run_id, segments=self._segments),
-                result_type=StateSegment,
-                start_to_close_timeout=timedelta(seconds=120),
-                retry_policy=STATE_RETRY,
                 summary="read back the journal of the earlier runs",
             )
             journal = [*earlier.journal, *journal]
         if not journal:
             return
-        self._cell_end.journal = await workflow.execute_local_activity(
-            names.SANDBOX_SAVE_STATE,
+        self._cell_end.journal = await steps.save_state(
             SaveStateInput(
                 execution_id=start.cell.scope.session_id,
                 first_run_id=start.cell.scope.first_run_id,
                 segment=StateSegment(journal=journal),
             ),
-            result_type=SegmentRef,
-            start_to_close_timeout=timedelta(seconds=120),
-            retry_policy=STATE_RETRY,
             summary="store the cell's tool results for the session",
         )
 
@@ -360,9 +292,9 @@ class CodeExecutionWorkflow:
         else:
             if req.require_code_approval:
                 review = PendingApproval(call_id=CODE_APPROVAL_ID, tool="<code>", args=[req.code], summary="run this code")
-                self._code_approval = await self._await_approval(review, req.approval_timeout)
+                self._code_approval = await self._approvals.wait_for(review, req.approval_timeout)
                 if self._code_approval.decision != "approved":
-                    return False, None, _permission_error("the code", self._code_approval)
+                    return False, None, permission_error("the code", self._code_approval)
             step = await self._start(start, local=local, timeout=timeout)
             cursor = self._take(step, superseded=None)
         #: The step in hand came from a tool's activity (so no rollover check preceded it).
@@ -381,7 +313,7 @@ class CodeExecutionWorkflow:
                 if fused_before and self._should_roll_over():  # else checked before the step
                     await self._roll_over(req, cursor)
                 call = cursor.remaining[0]
-                tail = len(self._journal) - self._base_index if step.live else 0
+                tail = len(self._journal) - self._deferred.base_index if step.live else 0
                 then = NextStep(
                     runtime=req.runtime,
                     first_run_id=start.first_run_id,
@@ -392,24 +324,26 @@ class CodeExecutionWorkflow:
                     step_timeout=min(timeout.total_seconds(), FUSED_STEP_SECONDS),
                     live=step.live,
                     tail_entries=tail,
-                    defer_bytes=DEFER_BYTES - self._tail_bytes if self._defer_ok and tail < DEFER_ENTRIES else 0,
+                    defer_bytes=(
+                        DEFER_BYTES - self._deferred.tail_bytes if self._deferred.ok and tail < DEFER_ENTRIES else 0
+                    ),
                     cell=self._cell,
                 )
-                workflow.set_current_details(f"Running `{self._summary(call)}`")
+                workflow.set_current_details(f"Running `{summary(call)}`")
                 answer, fused = await self._run_call(call, req.approval_timeout, then=then)
                 cursor.remaining = []
                 cursor.answers.append(answer)
                 self._journal.append(answer)
                 fused_before = fused is not None
                 if fused is None and step.live and answer.error_type is None:
-                    self._defer_ok = False  # the live run was on another worker: save from now on
+                    self._deferred.ok = False  # the live run was on another worker: save from now on
                 if fused is not None:
                     cursor = self._take(fused, superseded=step.checkpoint)
                     continue
             while cursor.remaining:
                 width = _call_window(len(cursor.remaining))
                 window, cursor.remaining = cursor.remaining[:width], cursor.remaining[width:]
-                workflow.set_current_details("Running " + ", ".join(f"`{self._summary(c)}`" for c in window[:5]))
+                workflow.set_current_details("Running " + ", ".join(f"`{summary(c)}`" for c in window[:5]))
                 answers = [a for a, _ in await asyncio.gather(*(self._run_call(c, req.approval_timeout) for c in window))]
                 cursor.answers.extend(answers)
                 self._journal.extend(answers)
@@ -431,9 +365,9 @@ class CodeExecutionWorkflow:
                 cell=self._cell,
             )
             if step.live and step.checkpoint is not None:  # the live run, or the checkpoint and entries since
-                tail_list = self._journal[self._base_index : len(self._journal) - len(cursor.answers)]
+                tail_list = self._journal[self._deferred.base_index : len(self._journal) - len(cursor.answers)]
                 resume.tail, resume.tail_entries = tail_list, len(tail_list)
-                resume.base_stdout = self._stdout_len - self._stdout_at_base
+                resume.base_stdout = self._stdout_len - self._deferred.stdout_at_base
             elif step.checkpoint is None and step.session_id is None:  # nothing to continue from
                 resume = self._with_journal(resume, start, "the previous step left no checkpoint")
             step = await self._resume(resume, cursor.step, start, local=local, timeout=timeout)
@@ -460,26 +394,30 @@ class CodeExecutionWorkflow:
             self._cell_end = step.cell
         if step.deferred:  # the code ran on live; the checkpoint is still the one before
             step.checkpoint = superseded
-            self._tail_bytes += step.deferred
+            self._deferred.tail_bytes += step.deferred
         else:  # saved (or finished): the journal tail starts here
-            self._base_index, self._stdout_at_base, self._tail_bytes = len(self._journal), self._stdout_len, 0
+            tail = self._deferred
+            tail.base_index, tail.stdout_at_base, tail.tail_bytes = len(self._journal), self._stdout_len, 0
         self._hold(step, superseded)
         return Cursor(step=step, remaining=list(step.calls), superseded=superseded)
 
     def _hold(self, step: StepResult, superseded: CheckpointRef | None) -> None:
         """Note what the sandbox layer holds after ``step`` (released when the run ends)."""
-        self._suspended, self._holds_compute = False, step.holds_compute
-        if step.kind == "calls":  # holds its own checkpoint; the one before is deleted next step
-            self._checkpoint, self._superseded = step.checkpoint, superseded
-        else:  # finished: the checkpoint it consumed is the last one left, unless it freed it
-            self._checkpoint, self._superseded = (None if step.released else superseded), None
-        self._session = (step.session_id, step.session_queue) if step.session_id else None
-        self._live = step.live if step.kind == "calls" else None
+        calls = step.kind == "calls"
+        self._held = Held(
+            # holds its own checkpoint; the one before is deleted next step. Finished: the
+            # checkpoint it consumed is the last one left, unless it freed it.
+            checkpoint=step.checkpoint if calls else None if step.released else superseded,
+            superseded=superseded if calls else None,
+            session=(step.session_id, step.session_queue) if step.session_id else None,
+            live=step.live if calls else None,
+            holds_compute=step.holds_compute,
+        )
 
     # -- continue-as-new ------------------------------------------------------------------
 
     def _should_roll_over(self) -> bool:
-        if self._pending:
+        if self._approvals.pending:
             return False  # never while a person is deciding: the run is parked, its history idle
         info = workflow.info()
         return (
@@ -493,21 +431,17 @@ class CodeExecutionWorkflow:
         assert self._started is not None
         # A deferred step's tail (the journal entries since its checkpoint) rides along in the
         # carry, so the next run can still rebuild the live run; everything before is stored.
-        keep = self._journal[self._base_index :] if cursor.step.live else []
+        keep = self._journal[self._deferred.base_index :] if cursor.step.live else []
         if keep:
-            self._journal = self._journal[: self._base_index]
+            self._journal = self._journal[: self._deferred.base_index]
         if self._calls or self._journal:  # every record is final here: nothing runs, nobody decides
             info = workflow.info()
-            ref = await workflow.execute_local_activity(
-                names.SANDBOX_SAVE_STATE,
+            ref = await steps.save_state(
                 SaveStateInput(
                     execution_id=info.workflow_id,
                     first_run_id=info.first_execution_run_id,
                     segment=StateSegment(journal=self._journal, calls=list(self._calls.values())),
                 ),
-                result_type=SegmentRef,
-                start_to_close_timeout=timedelta(seconds=120),
-                retry_policy=STATE_RETRY,
                 summary="store the journal and call records for the next run",
             )
             self._segments.append(ref)
@@ -522,11 +456,11 @@ class CodeExecutionWorkflow:
             journal=self._journal,
             stdout="".join(self._stdout),
             code_approval=self._code_approval,
-            ignored_signals=self._ignored,
+            ignored_signals=self._approvals.ignored,
             determinism=self._determinism,
             cursor=cursor,
-            base_stdout=self._stdout_at_base,
-            tail_bytes=self._tail_bytes,
+            base_stdout=self._deferred.stdout_at_base,
+            tail_bytes=self._deferred.tail_bytes,
         )
         workflow.continue_as_new(args=[req, carry])
 
@@ -538,52 +472,21 @@ class CodeExecutionWorkflow:
         cell = start.cell
         if cell is not None and cell.live and cell.live_queue:
             try:
-                return await workflow.execute_activity(
-                    names.SANDBOX_START,
-                    start,
-                    result_type=StepResult,
-                    task_queue=cell.live_queue,
-                    schedule_to_start_timeout=STICKY_SCHEDULE_TO_START,
-                    start_to_close_timeout=timeout,
-                    heartbeat_timeout=STEP_HEARTBEAT,
-                    retry_policy=RetryPolicy(maximum_attempts=1),
-                    summary=_STEP_SUMMARIES[names.SANDBOX_START],
-                )
+                return await steps.step_on_own_queue(names.SANDBOX_START, start, cell.live_queue, timeout=timeout)
             except ActivityError as err:
-                workflow.logger.info("the session's live sandbox is unavailable (%s); rebuilding it", _why_not_live(err))
+                workflow.logger.info("the session's live sandbox is unavailable (%s); rebuilding it", why_not_live(err))
                 start = start.model_copy(update={"cell": cell.model_copy(update={"live": None, "live_queue": None})})
         return await self._step(names.SANDBOX_START, start, local=local, timeout=timeout)
 
     async def _step(self, name: str, arg: object, *, local: bool, timeout: timedelta) -> StepResult:
         try:
-            return await self._run_step(name, arg, local=local, timeout=timeout)
+            return await steps.run_step(name, arg, local=local, timeout=timeout)
         except (ActivityError, ApplicationError) as err:
             raise self._sandbox_failure(name, err) from err
 
-    async def _run_step(self, name: str, arg: object, *, local: bool, timeout: timedelta) -> StepResult:
-        summary = _STEP_SUMMARIES.get(name)
-        if local:
-            return await workflow.execute_local_activity(
-                name,
-                arg,
-                result_type=StepResult,
-                start_to_close_timeout=timeout,
-                retry_policy=STEP_RETRY,
-                summary=summary,
-            )
-        return await workflow.execute_activity(
-            name,
-            arg,
-            result_type=StepResult,
-            start_to_close_timeout=timeout,
-            heartbeat_timeout=STEP_HEARTBEAT,
-            retry_policy=STEP_RETRY,
-            summary=summary,
-        )
-
     def _sandbox_failure(self, name: str, err: ActivityError | ApplicationError) -> ApplicationError:
         self._set_state("failed")
-        cause = _step_cause(err)
+        cause = step_cause(err)
         return ApplicationError(
             f"sandbox step {name} failed: {type(cause).__name__}: {cause}", type="SandboxError", non_retryable=True
         )
@@ -606,28 +509,18 @@ class CodeExecutionWorkflow:
     ) -> StepResult:
         if inp.session_id and previous.session_queue:
             try:
-                return await workflow.execute_activity(
-                    names.SANDBOX_RESUME,
-                    inp,
-                    result_type=StepResult,
-                    task_queue=previous.session_queue,
-                    schedule_to_start_timeout=STICKY_SCHEDULE_TO_START,
-                    start_to_close_timeout=timeout,
-                    heartbeat_timeout=STEP_HEARTBEAT,
-                    retry_policy=RetryPolicy(maximum_attempts=1),
-                    summary=_STEP_SUMMARIES[names.SANDBOX_RESUME],
-                )
+                return await steps.step_on_own_queue(names.SANDBOX_RESUME, inp, previous.session_queue, timeout=timeout)
             except ActivityError as err:
-                reason = _why_not_live(err)
+                reason = why_not_live(err)
                 workflow.logger.info("live sandbox unavailable (%s); replaying the journal", reason)
                 inp = self._with_journal(inp, start, reason)
         elif inp.checkpoint is not None or inp.live:
             # (a deferred run without a checkpoint sends the journal since the start, which
             # the tail bounds: a local activity, so it is not copied into the history)
             try:
-                return await self._run_step(names.SANDBOX_RESUME, inp, local=local, timeout=timeout)
+                return await steps.run_step(names.SANDBOX_RESUME, inp, local=local, timeout=timeout)
             except (ActivityError, ApplicationError) as err:
-                cause = _step_cause(err)
+                cause = step_cause(err)
                 if not (isinstance(cause, ApplicationError) and cause.type in (CHECKPOINT_REFUSED, SESSION_GONE)):
                     raise self._sandbox_failure(names.SANDBOX_RESUME, err) from err
                 workflow.logger.warning("checkpoint refused (%s); replaying the journal", cause.message)
@@ -637,86 +530,44 @@ class CodeExecutionWorkflow:
     async def _suspend(self) -> None:
         """Pause the sandbox of a run that is about to wait for a person (a cloud session
         holds compute; snapshots and journals hold nothing). Once per step."""
-        if not self._holds_compute or self._suspended or self._checkpoint is None:
+        held = self._held
+        if not held.holds_compute or held.suspended or held.checkpoint is None:
             return
-        self._suspended = True
+        held.suspended = True
         inp = ReleaseInput(
             execution_id=workflow.info().workflow_id,
             runtime=self._runtime,
             first_run_id=workflow.info().first_execution_run_id,
-            checkpoint=self._checkpoint,
+            checkpoint=held.checkpoint,
             mode="suspend",
         )
-        try:
-            await workflow.execute_activity(
-                names.SANDBOX_RELEASE,
-                inp,
-                start_to_close_timeout=timedelta(seconds=60),
-                retry_policy=STEP_RETRY,
-                summary="pause the sandbox while waiting",
-            )
-        except (ActivityError, ApplicationError) as err:
-            # Not fatal: the sandbox keeps running (and costing) until its own timeout pauses it.
-            workflow.logger.warning("pausing the sandbox failed: %s", _step_cause(err))
+        await steps.suspend(inp)
 
     async def _release(self, start: StartInput) -> None:
         """Free what the sandbox layer still holds for this execution (its last checkpoint, a
         live process, a cloud sandbox). Best effort: a leftover is swept at retention."""
-        checkpoint, superseded, session, live = self._checkpoint, self._superseded, self._session, self._live
-        self._checkpoint = self._superseded = self._session = self._live = None
-        if checkpoint is None and session is None and live is None:
+        held, self._held = self._held, Held()
+        if held.checkpoint is None and held.session is None and held.live is None:
             return
         inp = ReleaseInput(
             execution_id=start.execution_id,
             runtime=start.runtime,
             first_run_id=start.first_run_id,
-            checkpoint=checkpoint,
-            superseded=superseded,
-            session_id=session[0] if session else None,
-            live=live,
+            checkpoint=held.checkpoint,
+            superseded=held.superseded,
+            session_id=held.session[0] if held.session else None,
+            live=held.live,
             cell=start.cell is not None,
         )
-        try:
-            if session is not None and session[1]:
-                await workflow.execute_activity(
-                    names.SANDBOX_RELEASE,
-                    inp,
-                    task_queue=session[1],
-                    schedule_to_start_timeout=STICKY_SCHEDULE_TO_START,
-                    start_to_close_timeout=timedelta(seconds=30),
-                    retry_policy=RetryPolicy(maximum_attempts=1),
-                    summary="release",
-                )
-            elif start.runtime in LOCAL_STEP_RUNTIMES:
-                await workflow.execute_local_activity(
-                    names.SANDBOX_RELEASE,
-                    inp,
-                    start_to_close_timeout=timedelta(seconds=30),
-                    retry_policy=STEP_RETRY,
-                    summary="release",
-                )
-            else:
-                await workflow.execute_activity(
-                    names.SANDBOX_RELEASE,
-                    inp,
-                    start_to_close_timeout=timedelta(seconds=60),
-                    retry_policy=STEP_RETRY,
-                    summary="release",
-                )
-        except (ActivityError, ApplicationError) as err:
-            workflow.logger.warning("releasing the sandbox failed: %s", _step_cause(err))
+        await steps.release(inp, held.session[1] if held.session else None)
 
     async def _all_calls(self, start: StartInput) -> list[ToolCallRecord]:
         """Every call record of the execution, the earlier runs' read back from the store."""
         current = list(self._calls.values())
         if not self._segments:
             return current
-        earlier = await workflow.execute_local_activity(
-            names.SANDBOX_LOAD_STATE,
+        earlier = await steps.load_state(
             LoadStateInput(execution_id=start.execution_id, first_run_id=start.first_run_id, segments=self._segments),
-            result_type=StateSegment,
-            start_to_close_timeout=timedelta(seconds=120),
-            retry_policy=STATE_RETRY,
             summary="read back the call records of the earlier runs",
         )
         return [*earlier.calls, *current]
@@ -755,44 +606,24 @@ class CodeExecutionWorkflow:
                 call_id=call.call_id, tool=call.tool, args=call.args, kwargs=call.kwargs, summary=call.summary
             )
             await self._suspend()
-            record.approval = await self._await_approval(review, approval_timeout)
+            record.approval = await self._approvals.wait_for(review, approval_timeout)
             if record.approval.decision != "approved":
                 record.status = "denied" if record.approval.decision == "denied" else "timed_out"
-                record.error = _permission_error(call.summary, record.approval)
-                return _entry(call, error=("PermissionError", record.error.message)), None
+                record.error = permission_error(call.summary, record.approval)
+                return JournalEntry.raised(call.function_call(), "PermissionError", record.error.message), None
         record.status = "running"
-        timeout = call.timeout_seconds + (then.step_timeout if then is not None else 0)
         try:
-            out = await workflow.execute_activity(
-                call.tool,
-                ToolInput(
-                    call_id=call.call_id,
-                    args=call.args,
-                    kwargs=call.kwargs,
-                    then=then,
-                    timeout_seconds=call.timeout_seconds if then is not None else None,
-                ),
-                result_type=ToolOutput,
-                activity_id=f"call-{call.call_id}",
-                start_to_close_timeout=timedelta(seconds=timeout),
-                retry_policy=RetryPolicy(
-                    maximum_attempts=call.max_attempts,
-                    initial_interval=timedelta(seconds=1),
-                    backoff_coefficient=2.0,
-                    maximum_interval=timedelta(seconds=30),
-                ),
-                summary=self._summary(call),
-            )
+            out = await steps.run_tool(call, then, summary=summary(call))
         except ActivityError as err:
             if isinstance(err.cause, CancelledError):
                 # Only the execution's cancellation cancels a tool's activity: it is not the
                 # call's outcome, and the run ends cancelled (the record says "cancelled").
                 raise asyncio.CancelledError(str(err.cause)) from err
-            etype, message, attempts = _tool_failure(err, call)
+            etype, message, attempts = steps.tool_failure(err, call)
             record.status = "error"
             record.attempts = attempts
             record.error = ErrorInfo(type=etype, message=message, kind="tool", line=call.line)
-            return _entry(call, error=(etype, message)), None
+            return JournalEntry.raised(call.function_call(), etype, message), None
         record.status = "ok"
         record.attempts = out.attempt
         record.result_size = out.size
@@ -803,68 +634,7 @@ class CodeExecutionWorkflow:
             record.result_preview = _preview(out.value)
         if out.unfused:
             workflow.logger.info("call %s: running the step after it separately: %s", call.call_id, out.unfused)
-        return _entry(call, result=out.value), out.step
-
-    async def _await_approval(self, review: PendingApproval, timeout: timedelta) -> ApprovalRecord:
-        execution_id = workflow.info().workflow_id
-        self._pending[review.call_id] = review
-        self._set_state("awaiting_approval")
-        self._show_pending(execution_id)
-        try:
-            await workflow.wait_condition(
-                lambda: review.call_id in self._decisions,
-                timeout=timeout,
-                timeout_summary=f"approval of call {review.call_id} ({review.tool}) times out",
-            )
-            decision = self._decisions[review.call_id]
-        except asyncio.TimeoutError:
-            decision = ApprovalRecord(decision="timed_out", comment=f"no decision within {timeout}")
-        # Not in a finally: on eviction the coroutine is closed and must not touch workflow APIs.
-        del self._pending[review.call_id]
-        self._show_pending(execution_id)
-        if not self._pending:
-            self._set_state("running")
-            verb = {"approved": "Approved", "denied": "Denied", "timed_out": "No decision in time for"}[decision.decision]
-            by = f" by {decision.by}" if decision.by and decision.decision != "timed_out" else ""
-            workflow.set_current_details(f"{verb} `{self._summary(review)}`{by}; running on")
-        return decision
-
-    def _show_pending(self, execution_id: str) -> None:
-        """What waits for a person, where anyone can see it without a worker: the memo
-        (UI "Memo", ``temporal workflow describe``) and the current details."""
-        pending = [p for p in self._pending.values() if p.call_id not in self._decisions]
-        if not pending:
-            workflow.upsert_memo({"pending_approvals": None})
-            return
-        entries = [
-            {
-                "call_id": p.call_id,
-                "tool": p.tool,
-                "summary": self._summary(p),
-                "approve_command": f"codemode approve {execution_id} {p.call_id}",
-                "deny_command": f"codemode deny {execution_id} {p.call_id}",
-                "signal_input": {"call_id": p.call_id, "by": "your name"},
-            }
-            for p in pending
-        ]
-        workflow.upsert_memo({"pending_approvals": entries})
-        lines = [f"**Awaiting approval** ({len(pending)} call{'s' if len(pending) != 1 else ''}):", ""]
-        for p in pending:
-            lines.append(
-                f"- call `{p.call_id}`: `{self._summary(p)}` — approve with `codemode approve {execution_id} {p.call_id}`"
-                f" or deny with `codemode deny {execution_id} {p.call_id}`"
-            )
-        first = pending[0].call_id
-        lines.append("")
-        lines.append(
-            f'Or use *Send a Signal*: name `approve` (or `deny`), input `{{"call_id": "{first}", "by": "your name"}}`.'
-        )
-        workflow.set_current_details("\n".join(lines))
-
-    def _summary(self, call: CallRequest | PendingApproval) -> str:
-        """How a call is named in summaries, details and the memo (all encrypted by the
-        payload codec when keys are set)."""
-        return call.summary or f"{call.tool}(...)"
+        return JournalEntry.returned(call.function_call(), out.value), out.step
 
     def _final_details(self, success: bool, error: ErrorInfo | None, started: datetime) -> str:
         seconds = (workflow.now() - started).total_seconds()
@@ -902,22 +672,6 @@ def _indexed_at_start(runtime: str) -> bool:
     return attrs.get(STATUS_KEY) == "running" and attrs.get(RUNTIME_KEY) == runtime
 
 
-#: Short on purpose: a resume step is written into the history once per tool call.
-_STEP_SUMMARIES = {names.SANDBOX_START: "start", names.SANDBOX_RESUME: "resume"}
-
-
-def _entry(call: CallRequest, *, result: object = None, error: tuple[str, str] | None = None) -> JournalEntry:
-    return JournalEntry(
-        call_id=call.call_id,
-        function_name=call.tool,
-        args=call.args,
-        kwargs=call.kwargs,
-        result=result,
-        error_type=error[0] if error else None,
-        error_message=error[1] if error else "",
-    )
-
-
 def _preview(value: object, limit: int = 200) -> str:
     """The start of a large result, for the audit record (the whole value is in the journal)."""
     if isinstance(value, list):
@@ -930,43 +684,3 @@ def _preview(value: object, limit: int = 200) -> str:
         head, first = "", value
     text = head + repr(first)
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _permission_error(what: str, decision: ApprovalRecord) -> ErrorInfo:
-    if decision.decision == "denied":
-        by = f" by {decision.by}" if decision.by else ""
-        why = f": {decision.comment}" if decision.comment else ""
-        return ErrorInfo(type="PermissionError", message=f"{what} was denied{by}{why}", kind="denied")
-    return ErrorInfo(type="PermissionError", message=f"{what} was not approved in time", kind="denied")
-
-
-def _step_cause(err: ActivityError | ApplicationError) -> BaseException:
-    """What failed a step: an activity's failure arrives as ActivityError(cause=...), a local
-    activity's (temporalio 1.35) as the ApplicationError itself."""
-    return err.cause if isinstance(err, ActivityError) and err.cause is not None else err
-
-
-def _why_not_live(err: ActivityError) -> str:
-    cause = err.cause
-    if isinstance(cause, TemporalTimeoutError):
-        return "the worker holding the live sandbox did not take the step in time (stopped or busy)"
-    if isinstance(cause, ApplicationError):
-        return cause.message
-    return f"{type(cause).__name__}: {cause}" if cause is not None else str(err)
-
-
-def _tool_failure(err: ActivityError, call: CallRequest) -> tuple[str, str, int]:
-    """(exception type name, message, attempts) of a tool's final failure."""
-    cause = err.cause
-    if isinstance(cause, ApplicationError):
-        attempts = call.max_attempts
-        if cause.details and isinstance(cause.details[0], dict):
-            attempts = int(cause.details[0].get("attempt", attempts))
-        return cause.type or "RuntimeError", cause.message, attempts
-    if isinstance(cause, TemporalTimeoutError):
-        return (
-            "TimeoutError",
-            f"{call.tool} timed out after {call.max_attempts} attempt(s) of {call.timeout_seconds:g}s",
-            call.max_attempts,
-        )
-    return "RuntimeError", f"{call.tool} failed: {cause or err}", call.max_attempts

@@ -82,6 +82,7 @@ with workflow.unsafe.imports_passed_through():
         WorkflowCell,
         cell_execution_id,
     )
+    from codemode.workflows.step_activities import on_own_queue
     from codemode.workflows.summary import execution_details, plain, summary_text
 
 #: Recipe entries (and code characters) a session carries inline before it stores them.
@@ -559,13 +560,12 @@ class CodeSessionWorkflow:
         scope = SessionScope(session_id=info.workflow_id, first_run_id=info.first_execution_run_id)
         if self._live is not None and self._live[1]:
             try:
-                await workflow.execute_activity(
+                await on_own_queue(
                     names.SESSION_RELEASE,
                     SessionReleaseInput(scope=scope, runtime=self._runtime, live=self._live[0]),
-                    task_queue=self._live[1],
-                    schedule_to_start_timeout=LIVE_RELEASE_SCHEDULE_TO_START,
-                    start_to_close_timeout=timedelta(seconds=30),
-                    retry_policy=RetryPolicy(maximum_attempts=1),
+                    self._live[1],
+                    schedule_to_start=LIVE_RELEASE_SCHEDULE_TO_START,
+                    start_to_close=timedelta(seconds=30),
                     summary="stop the session's live process",
                 )
             except ActivityError as err:  # its worker is gone: the process went with it

@@ -1,0 +1,142 @@
+"""Approval bookkeeping of ``CodeExecutionWorkflow``: the calls waiting for a person, the
+decisions taken (signals ``approve``/``deny``, update ``decide``) and the ignored ones, and what
+a person sees while a call waits (memo and current details). Workflow code (deterministic);
+the handlers stay on the workflow class and delegate here."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from codemode.activities.models import CallRequest
+    from codemode.workflows.models import (
+        ApprovalRecord,
+        Decision,
+        ErrorInfo,
+        ExecutionState,
+        IgnoredSignal,
+        PendingApproval,
+        read_decision,
+    )
+
+#: Ignored decisions kept for the status and carried into the next run.
+MAX_IGNORED = 50
+
+
+class Approvals:
+    """Pending calls by id, decisions by call id, and the signals that decided nothing."""
+
+    def __init__(self, set_state: Callable[[ExecutionState], None]) -> None:
+        self.pending: dict[str, PendingApproval] = {}
+        self.decisions: dict[str, ApprovalRecord] = {}
+        self.ignored: list[IgnoredSignal] = []
+        self._set_state = set_state
+
+    def on_signal(self, name: str, payload: Any) -> None:
+        read = read_decision(name, payload, self.undecided())
+        if isinstance(read, IgnoredSignal):
+            workflow.logger.warning("%s signal ignored: %s", name, read.reason)
+            self.ignored = [*self.ignored, read][-MAX_IGNORED:]
+            return
+        call_id, by, text = read
+        self.decisions[call_id] = ApprovalRecord(
+            decision="approved" if name == "approve" else "denied", by=by, comment=text
+        )
+
+    def decide(self, decision: Decision) -> ApprovalRecord:
+        call_id = self._decide_target(decision)
+        record = ApprovalRecord(
+            decision="approved" if decision.approve else "denied", by=decision.by, comment=decision.comment
+        )
+        self.decisions[call_id] = record
+        return record
+
+    def validate_decide(self, decision: Decision) -> None:
+        self._decide_target(decision)
+        if not decision.by.strip():
+            raise ValueError("say who decides: by must not be empty")
+
+    def _decide_target(self, decision: Decision) -> str:
+        read = read_decision("decide", {"call_id": decision.call_id, "by": decision.by}, self.undecided())
+        if isinstance(read, IgnoredSignal):
+            raise ValueError(read.reason)
+        return read[0]
+
+    def undecided(self) -> list[str]:
+        return [c for c in self.pending if c not in self.decisions]
+
+    async def wait_for(self, review: PendingApproval, timeout: timedelta) -> ApprovalRecord:
+        """Park until a person decides ``review`` (or ``timeout`` passes): the decision."""
+        execution_id = workflow.info().workflow_id
+        self.pending[review.call_id] = review
+        self._set_state("awaiting_approval")
+        self.show_pending(execution_id)
+        try:
+            await workflow.wait_condition(
+                lambda: review.call_id in self.decisions,
+                timeout=timeout,
+                timeout_summary=f"approval of call {review.call_id} ({review.tool}) times out",
+            )
+            decision = self.decisions[review.call_id]
+        except asyncio.TimeoutError:
+            decision = ApprovalRecord(decision="timed_out", comment=f"no decision within {timeout}")
+        # Not in a finally: on eviction the coroutine is closed and must not touch workflow APIs.
+        del self.pending[review.call_id]
+        self.show_pending(execution_id)
+        if not self.pending:
+            self._set_state("running")
+            verb = {"approved": "Approved", "denied": "Denied", "timed_out": "No decision in time for"}[decision.decision]
+            by = f" by {decision.by}" if decision.by and decision.decision != "timed_out" else ""
+            workflow.set_current_details(f"{verb} `{summary(review)}`{by}; running on")
+        return decision
+
+    def show_pending(self, execution_id: str) -> None:
+        """What waits for a person, where anyone can see it without a worker: the memo
+        (UI "Memo", ``temporal workflow describe``) and the current details."""
+        pending = [p for p in self.pending.values() if p.call_id not in self.decisions]
+        if not pending:
+            workflow.upsert_memo({"pending_approvals": None})
+            return
+        entries = [
+            {
+                "call_id": p.call_id,
+                "tool": p.tool,
+                "summary": summary(p),
+                "approve_command": f"codemode approve {execution_id} {p.call_id}",
+                "deny_command": f"codemode deny {execution_id} {p.call_id}",
+                "signal_input": {"call_id": p.call_id, "by": "your name"},
+            }
+            for p in pending
+        ]
+        workflow.upsert_memo({"pending_approvals": entries})
+        lines = [f"**Awaiting approval** ({len(pending)} call{'s' if len(pending) != 1 else ''}):", ""]
+        for p in pending:
+            lines.append(
+                f"- call `{p.call_id}`: `{summary(p)}` — approve with `codemode approve {execution_id} {p.call_id}`"
+                f" or deny with `codemode deny {execution_id} {p.call_id}`"
+            )
+        first = pending[0].call_id
+        lines.append("")
+        lines.append(
+            f'Or use *Send a Signal*: name `approve` (or `deny`), input `{{"call_id": "{first}", "by": "your name"}}`.'
+        )
+        workflow.set_current_details("\n".join(lines))
+
+
+def summary(call: CallRequest | PendingApproval) -> str:
+    """How a call is named in summaries, details and the memo (all encrypted by the
+    payload codec when keys are set)."""
+    return call.summary or f"{call.tool}(...)"
+
+
+def permission_error(what: str, decision: ApprovalRecord) -> ErrorInfo:
+    if decision.decision == "denied":
+        by = f" by {decision.by}" if decision.by else ""
+        why = f": {decision.comment}" if decision.comment else ""
+        return ErrorInfo(type="PermissionError", message=f"{what} was denied{by}{why}", kind="denied")
+    return ErrorInfo(type="PermissionError", message=f"{what} was not approved in time", kind="denied")
