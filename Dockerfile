@@ -1,6 +1,6 @@
 # A codemode worker: the workflow, the sandbox steps (Monty, and CPython jailed by bubblewrap)
 # and the tools of examples/tools.py. docker-compose.yml runs N of these against Temporal on
-# PostgreSQL and an S3-compatible store (README "Production layout"). For your own tools,
+# PostgreSQL and an S3-compatible store (docs/guides/production.md). For your own tools,
 # build FROM this image, install your module and pass `--tools your.module`.
 FROM python:3.11-slim-bookworm
 

@@ -1,5 +1,6 @@
-"""Every `codemode` command in the README parses against the real CLI (options exist,
-arguments fit), and the set-up commands are the ones the other tests run."""
+"""Every `codemode` command in the README and the documentation site (docs/) parses against
+the real CLI (options exist, arguments fit), every example they name exists, and the set-up
+commands are the ones the other tests run."""
 
 from __future__ import annotations
 
@@ -13,10 +14,14 @@ from codemode.worker.cli import cli
 from tests.cli.runner import REPO
 
 README = (REPO / "README.md").read_text()
+#: The README and every page of the documentation site.
+PAGES = {"README.md": README} | {
+    str(page.relative_to(REPO)): page.read_text() for page in sorted((REPO / "docs").rglob("*.md"))
+}
 
 
-def bash_commands() -> list[str]:
-    blocks = re.findall(r"```bash\n(.*?)```", README, flags=re.DOTALL)
+def bash_commands(text: str = README) -> list[str]:
+    blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.DOTALL)
     return [
         line.strip() for block in blocks for line in block.splitlines() if line.strip() and not line.startswith("#")
     ]
@@ -24,9 +29,9 @@ def bash_commands() -> list[str]:
 
 def codemode_invocations() -> list[list[str]]:
     out = []
-    for line in bash_commands():
+    for line in (line for text in PAGES.values() for line in bash_commands(text)):
         for part in line.split("&&"):
-            words = shlex.split(part)
+            words = shlex.split(part, comments=True)
             if words and words[0] == "codemode":
                 out.append(words[1:])
     return out
@@ -53,5 +58,10 @@ def test_readme_command_parses(args: list[str]) -> None:
 
 
 def test_readme_examples_exist() -> None:
-    for path in re.findall(r"\bexamples/\w+\.py\b", README):
-        assert (REPO / path).is_file(), path
+    for name, text in PAGES.items():
+        for path in re.findall(r"\b(?:examples|bench)/\w+\.(?:py|json)\b", text):
+            assert (REPO / path).is_file(), f"{name} names {path}"
+
+
+def test_the_docs_have_pages() -> None:
+    assert "docs/get-started.md" in PAGES and len(PAGES) > 20
