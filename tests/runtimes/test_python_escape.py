@@ -79,7 +79,7 @@ async def test_cannot_read_shadow_home_or_project(rt: PythonRuntime) -> None:
     # Only the interpreter's own directory is mounted under /root (pyenv lives there here).
     host_home = set(os.listdir("/root"))
     assert not (set(out["home"]) & host_home - {".pyenv"})
-    assert out["etc"] == ["ld.so.cache", "localtime"]
+    assert out["etc"] == ["fonts", "ld.so.cache", "localtime"]  # fontconfig's configuration, read-only
 
 
 async def test_cannot_write_outside_private_dirs_and_file_sizes_are_capped(rt: PythonRuntime) -> None:
