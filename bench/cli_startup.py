@@ -48,7 +48,7 @@ def free_port() -> int:
 
 def timed(argv: list[str], env: dict[str, str], ok: tuple[int, ...] = (0,)) -> float:
     start = time.perf_counter()
-    proc = subprocess.run(argv, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - start
     if proc.returncode not in ok:
         raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
@@ -88,7 +88,12 @@ def own_server(env: dict[str, str], folder: Path) -> Iterator[str]:
         background([*cli, "worker", "--tools", "examples.tools"], env, folder / "worker.log", "Worker ready"),
     ):
         run = subprocess.run(
-            [*cli, "run", "examples/email.py", "--tools", "examples.tools"], env=env, cwd=REPO, capture_output=True, text=True
+            [*cli, "run", "examples/email.py", "--tools", "examples.tools"],
+            env=env,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         found = re.search(r"codemode approve (\S+) ", run.stderr)
         if run.returncode != 3 or not found:
@@ -96,7 +101,9 @@ def own_server(env: dict[str, str], folder: Path) -> Iterator[str]:
         yield found.group(1)
 
 
-def measure(commands: dict[str, tuple[list[str], tuple[int, ...]]], env: dict[str, str], repeat: int) -> dict[str, float]:
+def measure(
+    commands: dict[str, tuple[list[str], tuple[int, ...]]], env: dict[str, str], repeat: int
+) -> dict[str, float]:
     for argv, ok in commands.values():  # once each first: the page cache, .pyc files
         timed(argv, env, ok)
     times: dict[str, list[float]] = {name: [] for name in commands}
