@@ -329,21 +329,27 @@ async def find_execution(client: Client, execution_id: str) -> Found:
     that no execution has) means the session's running cell: that is the execution that waits
     for a person's decision, and the one a person finds under the agent's workflow in the UI
     is the session. Read from the server's description of the session (no worker needed)."""
-    from codemode.worker.client.sessions import running_cell, session_named
-    from codemode.workflows.session_models import SESSION_PREFIX, SESSION_WORKFLOW_TYPE
+    from codemode.activities.records import SESSION_WORKFLOW_TYPE
 
     try:
         handle, desc = await existing_handle(client, execution_id)
     except Fail as missing:
-        if session_named(SESSION_PREFIX + execution_id) is None:
+        from codemode.workflows.models import SESSION_NAME
+
+        if not SESSION_NAME.fullmatch(execution_id):
             raise
         try:  # a bare session name
-            handle, desc = await existing_handle(client, SESSION_PREFIX + execution_id)
+            handle, desc = await existing_handle(client, f"session:{execution_id}")
         except Fail:
             raise missing from None
         if desc.workflow_type != SESSION_WORKFLOW_TYPE:
             raise missing from None
-    if desc.workflow_type != SESSION_WORKFLOW_TYPE or (session := session_named(desc.id)) is None:
+    if desc.workflow_type != SESSION_WORKFLOW_TYPE:  # (the sessions' module only when it is one)
+        return Found(execution_id, handle, desc)
+    from codemode.worker.client.sessions import running_cell, session_named
+
+    session = session_named(desc.id)
+    if session is None:
         return Found(execution_id, handle, desc)
     cell = running_cell(desc)
     if cell is None:

@@ -56,7 +56,6 @@ async def _decide(
     """Decide one pending call, or every pending call (``--all``)."""
     from temporalio.client import WorkflowExecutionStatus
 
-    from codemode.worker.audit import fetch_audit
     from codemode.worker.client.connection import has_workers
     from codemode.worker.client.following import DecisionRefused, closed_word, query_status, send_decision
 
@@ -72,7 +71,12 @@ async def _decide(
         raise Fail(f"execution {execution_id} is already closed ({closed_word(desc.status)}); nothing to decide")
     status = await query_status(handle) if await has_workers(client, desc.task_queue) else None
     from_history = status is None
-    pending = status.pending_approvals if status else (await fetch_audit(client, execution_id)).pending_approvals()
+    if status is not None:
+        pending = status.pending_approvals
+    else:  # no worker: the calls waiting, as the history shows them
+        from codemode.worker.audit import fetch_audit
+
+        pending = (await fetch_audit(client, execution_id)).pending_approvals()
     ids = ", ".join(p.call_id for p in pending) or "none"
     if every:
         if not pending:

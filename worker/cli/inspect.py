@@ -97,7 +97,6 @@ def status(execution_id: str, as_json: bool, address: str) -> int:
 
 async def _status(execution_id: str, as_json: bool, address: str) -> int:
     from codemode.worker import display
-    from codemode.worker.audit import fetch_audit
     from codemode.worker.client.connection import has_workers
     from codemode.worker.client.following import query_status
 
@@ -119,6 +118,8 @@ async def _status(execution_id: str, as_json: bool, address: str) -> int:
     handle, desc, execution_id = found.handle, found.description, found.execution_id
     current = await query_status(handle) if await has_workers(client, desc.task_queue) else None
     if current is None:
+        from codemode.worker.audit import fetch_audit
+
         current = status_from_audit(await fetch_audit(client, execution_id))
         if not as_json:
             note("(no worker answered the status query: read from the history)")
@@ -129,6 +130,8 @@ async def _status(execution_id: str, as_json: bool, address: str) -> int:
 
 async def _queued_cell(client: Client, execution_id: str) -> BaseModel | None:
     """The session's record of a cell (``session:NAME:N``) that is still waiting its turn."""
+    if not execution_id.startswith("session:"):  # (no session's module for other executions)
+        return None
     from temporalio.service import RPCError, RPCStatusCode
 
     from codemode.workflows.session_models import parse_cell_execution_id
