@@ -4,7 +4,8 @@ Each command runs as a person runs it (the ``codemode`` script beside this inter
 process each time), round-robin with the floor so that load from other processes falls on all
 of them alike; the median of ``--repeat`` runs is printed with its ratio to the floor and what
 it costs over it. ``python -c "import temporalio.client"`` is a reference: a command that
-talks to a server cannot cost less than that import.
+talks to a server cannot cost less than that import. The CPU time (user + system) of each
+command is printed too: on a machine shared with other work it swings far less than the time.
 
 Without ``--address``, an embedded server (``codemode server``) and a worker (``codemode
 worker --tools examples.tools``) are started for the run, and ``examples/email.py`` parks on
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import shutil
 import socket
 import statistics
@@ -46,13 +48,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def timed(argv: list[str], env: dict[str, str], ok: tuple[int, ...] = (0,)) -> float:
+def timed(argv: list[str], env: dict[str, str], ok: tuple[int, ...] = (0,)) -> tuple[float, float]:
+    """The wall time and the CPU time (user + system) of one run of ``argv``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode not in ok:
         raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
-    return elapsed
+    return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 @contextmanager
@@ -103,14 +108,15 @@ def own_server(env: dict[str, str], folder: Path) -> Iterator[str]:
 
 def measure(
     commands: dict[str, tuple[list[str], tuple[int, ...]]], env: dict[str, str], repeat: int
-) -> dict[str, float]:
+) -> dict[str, tuple[float, float]]:
+    """Per command: the median wall time and the median CPU time."""
     for argv, ok in commands.values():  # once each first: the page cache, .pyc files
         timed(argv, env, ok)
-    times: dict[str, list[float]] = {name: [] for name in commands}
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
     for _ in range(repeat):
         for name, (argv, ok) in commands.items():
-            times[name].append(timed(argv, env, ok))
-    return {name: statistics.median(t) for name, t in times.items()}
+            runs[name].append(timed(argv, env, ok))
+    return {name: (statistics.median(w for w, _ in r), statistics.median(c for _, c in r)) for name, r in runs.items()}
 
 
 def main() -> None:
@@ -138,7 +144,7 @@ def main() -> None:
     report(results, args.repeat)
 
 
-def run_all(cli: list[str], env: dict[str, str], execution_id: str, repeat: int) -> dict[str, float]:
+def run_all(cli: list[str], env: dict[str, str], execution_id: str, repeat: int) -> dict[str, tuple[float, float]]:
     commands = {
         "python -c pass": ([sys.executable, "-c", "pass"], (0,)),
         'python -c "import temporalio.client"': ([sys.executable, "-c", "import temporalio.client"], (0,)),
@@ -151,18 +157,21 @@ def run_all(cli: list[str], env: dict[str, str], execution_id: str, repeat: int)
     return measure(commands, env, repeat)
 
 
-def report(results: dict[str, float], repeat: int) -> None:
-    floor = results["python -c pass"]
-    reference = results['python -c "import temporalio.client"']
+def report(results: dict[str, tuple[float, float]], repeat: int) -> None:
+    floor, _ = results["python -c pass"]
+    reference, reference_cpu = results['python -c "import temporalio.client"']
     load = os.getloadavg()[0]
     print(f"median of {repeat} runs each, round-robin; load average {load:.1f} on {os.cpu_count()} cores")
-    print(f"{'command':40} {'median':>8} {'x floor':>8} {'- floor':>8} {'x tc ref':>9} {'goal':>6}")
-    for name, median in results.items():
+    print(
+        f"{'command':38} {'time':>7} {'x floor':>8} {'- floor':>8} {'x tc ref':>9}"
+        f" {'cpu':>7} {'x tc ref':>9}  goal (time)"
+    )
+    for name, (median, cpu) in results.items():
         goal = GOALS.get(name)
         verdict = "" if goal is None else f"{goal:.1f}s {'ok' if median <= goal else 'over'}"
         print(
-            f"{name:40} {median:7.3f}s {median / floor:7.1f}x {median - floor:7.3f}s "
-            f"{median / reference:8.2f}x  {verdict}"
+            f"{name:38} {median:6.3f}s {median / floor:7.1f}x {median - floor:7.3f}s {median / reference:8.2f}x"
+            f" {cpu:6.3f}s {cpu / reference_cpu:8.2f}x  {verdict}"
         )
 
 
