@@ -180,3 +180,34 @@ async def test_status_loads_the_client_side_only(cli_env: dict[str, str], tmp_pa
     result, modules = await loaded_by("approve", execution_id, "--all", env=cli_env, tmp_path=tmp_path)
     assert result.rc == 0 and f"approved call {call_id}" in result.out, result
     assert heavy(modules, NOT_FOR_STATUS) == []
+
+
+async def test_a_quick_command_traces_when_spans_have_somewhere_to_go() -> None:
+    """``open_client(quick=True)`` leaves the tracing interceptor out only while no tracer
+    provider is set: one set in code (or by ``opentelemetry-instrument``), or named by
+    ``OTEL_PYTHON_TRACER_PROVIDER``, gets its spans."""
+    code = (
+        "from codemode.worker import telemetry\n"
+        "print(telemetry.tracer_provider_configured())\n"
+        "from opentelemetry import trace\n"
+        "print(telemetry.tracer_provider_configured())\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "trace.set_tracer_provider(TracerProvider())\n"
+        "print(telemetry.tracer_provider_configured())\n"
+    )
+    for env, expected in (
+        (base_env(), "False False True"),
+        (base_env(OTEL_PYTHON_TRACER_PROVIDER="sdk_tracer_provider"), "True True True"),
+    ):
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            code,
+            cwd=REPO,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await proc.communicate()
+        assert proc.returncode == 0, err.decode()
+        assert " ".join(out.decode().split()) == expected
