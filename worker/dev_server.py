@@ -24,6 +24,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from codemode.runtimes.paths import DATA_DIR_ENV, data_dir  # noqa: F401 (re-exported: callers import them from here)
 from codemode.worker.binaries import temporal_cli_path
+from codemode.worker.client.connection import server_answers, split_address  # (callers import them from here too)
 from codemode.workflows.models import RUNTIME_KEY, SA_RUNTIME, SA_STATUS, STATUS_KEY
 
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0"})
@@ -87,13 +88,6 @@ def default_db_path() -> Path:
     return data_dir() / "temporal.db"
 
 
-def split_address(address: str) -> tuple[str, int]:
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"bad address {address!r}: expected HOST:PORT, e.g. localhost:7233")
-    return host, int(port)
-
-
 def is_local(address: str) -> bool:
     """Whether an embedded server could serve this address (only on this machine)."""
     return split_address(address)[0].lower() in LOCAL_HOSTS
@@ -115,16 +109,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def server_answers(address: str, timeout: float = 0.5) -> bool:
-    """Whether something accepts TCP connections at the address (cheap; no gRPC)."""
-    host, port = split_address(address)
-    try:
-        with socket.create_connection((host.strip("[]"), port), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from codemode.worker.audit import CallAudit, ExecutionAudit
 from codemode.workflows.models import ExecutionOutcome, ExecutionStatus, PendingApproval, ToolCallRecord
+
+if TYPE_CHECKING:  # (the audit is read only by `history`: `status` does without it)
+    from codemode.worker.audit import CallAudit, ExecutionAudit
 
 FINAL_CALL_STATES = frozenset({"ok", "error", "denied", "timed_out"})
 

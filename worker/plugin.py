@@ -178,11 +178,7 @@ class CodeModePlugin(SimplePlugin):
 
     @staticmethod
     def _interceptors(tracing: bool | Any) -> list[Any]:
-        if tracing is None:
-            return telemetry.interceptors()  # on unless CODEMODE_TRACING=0
-        if tracing is False:
-            return []
-        return telemetry.tracing_interceptors(None if tracing is True else tracing)
+        return telemetry.interceptors_for(tracing)  # on unless CODEMODE_TRACING=0
 
     # -- the worker side -----------------------------------------------------------------
 

@@ -107,7 +107,9 @@ class CellTicket(BaseModel):
 
 
 #: queued (waits its turn), starting (its execution is being started), running, then how it ended.
-CellState = Literal["queued", "starting", "running", "completed", "failed", "cancelled", "dropped"]
+#: awaiting_approval: running, and parked on a person's decision; the session itself never says
+#: it (it only knows the cell runs): clients that ask the cell do (``describe_session(approvals=True)``).
+CellState = Literal["queued", "starting", "running", "awaiting_approval", "completed", "failed", "cancelled", "dropped"]
 
 
 class CellRecord(BaseModel):

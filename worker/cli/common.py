@@ -1,44 +1,41 @@
 """What every command group shares: exit codes, ``Fail``, the common options, and helpers that
-reach the server (connect, find an execution, ask it for its status) or load a tools module."""
+reach the server (connect, find an execution, ask it for its status) or load a tools module.
+
+Every command imports this module, ``codemode --help`` and ``codemode approve --help``
+included: it imports click and the standard library only. The helpers import Temporal,
+pydantic and the layers below when they run."""
 
 from __future__ import annotations
 
-import getpass
 import os
 import re
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import click
-from pydantic import BaseModel
-from temporalio.client import (
-    Client,
-    WorkflowHandle,
-)
-from temporalio.service import RPCError, RPCStatusCode
 
-from codemode.activities.encryption import EncryptionKeyError, Keyring
-from codemode.activities.storage import BlobStore, BlobStoreError
-from codemode.activities.tools import ToolRegistry
-from codemode.worker.client.connection import DEFAULT_ADDRESS, connect
-from codemode.worker.client.following import QUERY_TIMEOUT, query_status  # noqa: F401 (the commands import them from here)
-from codemode.worker.codec_server import DEFAULT_PORT as DEFAULT_CODEC_PORT
-from codemode.worker.codec_server import CodecServer, serve_codec
-from codemode.worker.converter import default_store
-from codemode.worker.dev_server import (
-    EmbeddedServer,
-    ServerStartError,
-    default_db_path,
-    server_answers,
-    start_dev_server,
-)
-from codemode.workflows.models import TASK_QUEUE, ExecutionOutcome
+from codemode.worker.client.connection import DEFAULT_ADDRESS
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+    from temporalio.client import Client, WorkflowHandle
+
     from codemode.activities.cli_tools import CliConfig
+    from codemode.activities.encryption import Keyring
     from codemode.activities.mcp_tools import McpConfig, McpServers
+    from codemode.activities.storage import BlobStore
+    from codemode.activities.tools import ToolRegistry
+    from codemode.worker.codec_server import CodecServer
+    from codemode.worker.dev_server import EmbeddedServer
+
+#: The task queue workers poll unless told otherwise (``codemode.workflows.models.TASK_QUEUE``;
+#: a test keeps them equal, so that ``--help`` need not import the workflow's models).
+TASK_QUEUE = "codemode"
+#: The codec server's port (``codemode.worker.codec_server.DEFAULT_PORT``; a test keeps them equal).
+DEFAULT_CODEC_PORT = 8081
 
 EXIT_OK, EXIT_CODE_ERROR, EXIT_USAGE, EXIT_AWAITING_APPROVAL = 0, 1, 2, 3
 
@@ -98,9 +95,6 @@ cli_config_option = click.option(
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 port_option = click.option("--port", type=int, default=7233, show_default=True, help="gRPC port of the server.")
 ui_port_option = click.option("--ui-port", type=int, default=None, help="Web UI port [default: port + 1000].")
-db_option = click.option(
-    "--db", type=click.Path(dir_okay=False), default=None, help=f"SQLite file [default: {default_db_path()}]."
-)
 
 
 class Size(click.ParamType):
@@ -172,6 +166,8 @@ def printed_address_flag(ctx: click.Context) -> str:
 
 def load_tools(module: str) -> ToolRegistry:
     """Import a tools module from the current directory (a dotted name or a ``.py`` path)."""
+    from codemode.activities.tools import ToolRegistry
+
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     name = module[:-3].replace(os.sep, ".").strip(".") if module.endswith(".py") else module
@@ -213,6 +209,7 @@ def open_cli(registry: ToolRegistry | None, config: CliConfig | None) -> ToolReg
     if config is None:
         return registry
     from codemode.activities.cli_tools import CliStartError, CliTools
+    from codemode.activities.tools import ToolRegistry
 
     try:
         specs = CliTools(config).start().tool_specs()
@@ -249,6 +246,7 @@ async def open_mcp(registry: ToolRegistry | None, config: McpConfig | None) -> t
         assert registry is not None
         return registry, None
     from codemode.activities.mcp_tools import McpServers, McpStartError
+    from codemode.activities.tools import ToolRegistry
 
     servers = McpServers(config)
     try:
@@ -264,8 +262,15 @@ async def open_mcp(registry: ToolRegistry | None, config: McpConfig | None) -> t
     return registry, servers
 
 
-async def open_client(address: str, **options: Any) -> Client:
-    """A client for ``address`` (``options`` go to ``Client.connect``, e.g. ``runtime``)."""
+async def open_client(address: str, *, quick: bool = False, **options: Any) -> Client:
+    """A client for ``address`` (``options`` go to ``Client.connect``, e.g. ``runtime``).
+    ``quick``: a command that asks or decides and exits (no worker of its own): it installs
+    the tracing interceptor only when this process has a tracer provider to send spans to
+    (``telemetry.tracer_provider_configured``); without one the spans would go nowhere, and
+    importing the interceptor is a third of such a command's start-up."""
+    from codemode.worker import telemetry
+    from codemode.worker.client.connection import connect, server_answers
+
     if not server_answers(address):
         raise Fail(
             f"no Temporal server answers at {address}; start one with `codemode server` "
@@ -274,13 +279,17 @@ async def open_client(address: str, **options: Any) -> Client:
     await open_store()
     encryption_keys()  # a malformed CODEMODE_ENCRYPTION_KEYS says so, not "cannot connect"
     try:
-        return await connect(address, **options)
+        tracing = False if quick and not telemetry.tracer_provider_configured() else None
+        return await connect(address, tracer=tracing, **options)
     except Exception as err:
         raise Fail(f"cannot connect to Temporal at {address}: {err}") from None
 
 
 async def open_store() -> BlobStore:
     """The object store the environment configures (payloads and checkpoints live there)."""
+    from codemode.activities.storage import BlobStoreError
+    from codemode.worker.converter import default_store
+
     try:
         return await default_store()
     except (BlobStoreError, ValueError) as err:
@@ -288,6 +297,11 @@ async def open_store() -> BlobStore:
 
 
 async def existing_handle(client: Client, execution_id: str) -> tuple[WorkflowHandle[Any, Any], Any]:
+    """The execution's handle and its description; a usage error when the server has none."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from codemode.workflows.models import ExecutionOutcome
+
     handle = client.get_workflow_handle(execution_id, result_type=ExecutionOutcome)
     try:
         return handle, await handle.describe()
@@ -297,7 +311,57 @@ async def existing_handle(client: Client, execution_id: str) -> tuple[WorkflowHa
         raise
 
 
+@dataclass
+class Found:
+    """The execution a person means by an ID (see ``find_execution``)."""
+
+    #: The execution acted on: the ID itself, or the running cell of the session it names.
+    execution_id: str
+    #: Its handle and description; None for a session that runs no cell now.
+    handle: WorkflowHandle[Any, Any] | None
+    description: Any
+    #: The session the ID named, if it named one.
+    session: str | None = None
+
+
+async def find_execution(client: Client, execution_id: str) -> Found:
+    """The execution ``execution_id`` means. A session's id (``session:NAME``, or a bare NAME
+    that no execution has) means the session's running cell: that is the execution that waits
+    for a person's decision, and the one a person finds under the agent's workflow in the UI
+    is the session. Read from the server's description of the session (no worker needed)."""
+    from codemode.activities.records import SESSION_WORKFLOW_TYPE
+
+    try:
+        handle, desc = await existing_handle(client, execution_id)
+    except Fail as missing:
+        from codemode.workflows.models import SESSION_NAME
+
+        if not SESSION_NAME.fullmatch(execution_id):
+            raise
+        try:  # a bare session name
+            handle, desc = await existing_handle(client, f"session:{execution_id}")
+        except Fail:
+            raise missing from None
+        if desc.workflow_type != SESSION_WORKFLOW_TYPE:
+            raise missing from None
+    if desc.workflow_type != SESSION_WORKFLOW_TYPE:  # (the sessions' module only when it is one)
+        return Found(execution_id, handle, desc)
+    from codemode.worker.client.sessions import running_cell, session_named
+
+    session = session_named(desc.id)
+    if session is None:
+        return Found(execution_id, handle, desc)
+    cell = running_cell(desc)
+    if cell is None:
+        return Found(desc.id, None, desc, session)
+    note(f"session {session}: its running cell is {cell}")
+    cell_handle, cell_desc = await existing_handle(client, cell)
+    return Found(cell, cell_handle, cell_desc, session)
+
+
 def os_user() -> str:
+    import getpass
+
     try:
         return getpass.getuser()
     except (OSError, KeyError):
@@ -321,6 +385,8 @@ codec_port_option = click.option(
 
 def encryption_keys() -> Keyring | None:
     """The keyring ``CODEMODE_ENCRYPTION_KEYS`` configures (a bad value is a usage error)."""
+    from codemode.activities.encryption import EncryptionKeyError, Keyring
+
     try:
         return Keyring.from_env()
     except EncryptionKeyError as err:
@@ -331,6 +397,8 @@ async def start_server(
     port: int, ui_port: int | None, db: str | None, codec_port: int = DEFAULT_CODEC_PORT
 ) -> EmbeddedServer:
     """The embedded server (with a codec server for its web UI when encryption keys are set)."""
+    from codemode.worker.dev_server import ServerStartError, start_dev_server
+
     encryption_keys()  # a malformed CODEMODE_ENCRYPTION_KEYS is a usage error, said first
     await open_store()
     try:
@@ -349,6 +417,8 @@ async def start_codec_server(
     fallback: bool = True,
 ) -> CodecServer:
     """A running codec server over this process's data converter (see ``serve_codec``)."""
+    from codemode.worker.codec_server import serve_codec
+
     store = await open_store()
     try:
         return await serve_codec(

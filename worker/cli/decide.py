@@ -1,29 +1,25 @@
 """``codemode approve``, ``codemode deny`` and ``codemode cancel``: a person's decisions on a
 running execution. Approve and deny answer tool calls waiting for approval (signals, recorded
-even while no worker runs); cancel asks Temporal to cancel the whole execution."""
+even while no worker runs); cancel asks Temporal to cancel the whole execution.
+
+A session's id (``session:NAME``, what the UI shows as an agent workflow's child) stands for
+its running cell: the execution that waits for the decision.
+
+Imports click and ``common`` only: ``codemode approve --help`` is read while a run waits."""
 
 from __future__ import annotations
 
-import asyncio
-
 import click
-from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
-from temporalio.exceptions import CancelledError
 
-from codemode.worker import display
-from codemode.worker.audit import fetch_audit
 from codemode.worker.cli.common import (
     EXIT_OK,
     Fail,
     address_option,
-    existing_handle,
+    find_execution,
     note,
     open_client,
     os_user,
-    query_status,
 )
-from codemode.worker.client.connection import has_workers
-from codemode.worker.client.following import DecisionRefused, closed_word, send_decision
 
 
 def _decision_command(approve: bool) -> click.Command:
@@ -41,11 +37,15 @@ def _decision_command(approve: bool) -> click.Command:
     ) -> int:
         if call_id is not None and every:
             raise Fail("give a CALL_ID or --all, not both")
+        import asyncio
+
         return asyncio.run(_decide(approve, execution_id, call_id, every, by or os_user(), text, address))
 
     command.__doc__ = (
         f"{verb.capitalize()} a tool call waiting for approval (CALL_ID as printed by run/status), "
-        "or every waiting call with --all."
+        "or every waiting call with --all.\n\n"
+        "ID is an execution's id, or a session's (session:NAME): then the call waits in the session's "
+        "running cell."
     )
     return click.command(name=verb)(command)
 
@@ -54,13 +54,29 @@ async def _decide(
     approve: bool, execution_id: str, call_id: str | None, every: bool, by: str, text: str | None, address: str
 ) -> int:
     """Decide one pending call, or every pending call (``--all``)."""
-    client = await open_client(address)
-    handle, desc = await existing_handle(client, execution_id)
+    from temporalio.client import WorkflowExecutionStatus
+
+    from codemode.worker.client.connection import has_workers
+    from codemode.worker.client.following import DecisionRefused, closed_word, query_status, send_decision
+
+    client = await open_client(address, quick=True)
+    found = await find_execution(client, execution_id)
+    if found.handle is None:
+        raise Fail(
+            f"no cell of session {found.session} is running, so no call waits for approval "
+            f"(see: codemode session show {found.session})"
+        )
+    handle, desc, execution_id = found.handle, found.description, found.execution_id
     if desc.status != WorkflowExecutionStatus.RUNNING:
         raise Fail(f"execution {execution_id} is already closed ({closed_word(desc.status)}); nothing to decide")
     status = await query_status(handle) if await has_workers(client, desc.task_queue) else None
     from_history = status is None
-    pending = status.pending_approvals if status else (await fetch_audit(client, execution_id)).pending_approvals()
+    if status is not None:
+        pending = status.pending_approvals
+    else:  # no worker: the calls waiting, as the history shows them
+        from codemode.worker.audit import fetch_audit
+
+        pending = (await fetch_audit(client, execution_id)).pending_approvals()
     ids = ", ".join(p.call_id for p in pending) or "none"
     if every:
         if not pending:
@@ -106,11 +122,23 @@ CANCEL_WAIT_SECONDS = 10.0
 @address_option
 def cancel(execution_id: str, reason: str | None, address: str) -> int:
     """Cancel an execution: it stops where it is, even while it waits for approval."""
+    import asyncio
+
     return asyncio.run(_cancel(execution_id, reason or f"cancelled by {os_user()}", address))
 
 
 async def _cancel(execution_id: str, reason: str, address: str) -> int:
-    client = await open_client(address)
+    import asyncio
+
+    from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+    from temporalio.exceptions import CancelledError
+
+    from codemode.worker import display
+    from codemode.worker.cli.common import existing_handle
+    from codemode.worker.client.connection import has_workers
+    from codemode.worker.client.following import closed_word
+
+    client = await open_client(address, quick=True)
     handle, desc = await existing_handle(client, execution_id)
     if desc.status != WorkflowExecutionStatus.RUNNING:
         raise Fail(f"execution {execution_id} is already closed ({closed_word(desc.status)}); nothing to cancel")

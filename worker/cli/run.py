@@ -47,14 +47,13 @@ from codemode.worker.cli.common import (
     open_mcp,
     os_user,
     printed_address_flag,
-    query_status,
     start_server,
     task_queue_option,
     tools_option,
 )
 from codemode.worker.client.connection import connect, has_workers
 from codemode.worker.client.executions import InputTooLarge, check_request_size, start_execution
-from codemode.worker.client.following import cancel_reason
+from codemode.worker.client.following import cancel_reason, query_status
 from codemode.worker.dev_server import is_local, server_answers, split_address
 from codemode.workflows.models import (
     CODE_APPROVAL_ID,
@@ -618,7 +617,7 @@ def result(ctx: click.Context, execution_id: str, as_json: bool, address: str) -
 
 
 async def _result(execution_id: str, as_json: bool, address: str, address_flag: str) -> int:
-    client = await open_client(address)
+    client = await open_client(address, quick=True)
     handle, _ = await existing_handle(client, execution_id)
     interactive = not as_json and interactive_terminal()
     return await follow(handle, as_json=as_json, interactive=interactive, address_flag=address_flag, parked_extra=[])

@@ -21,7 +21,6 @@ from codemode.worker.cli.common import (
     address_option,
     cli_config_option,
     codec_port_option,
-    db_option,
     load_cli_config_file,
     load_mcp_config_file,
     load_tools,
@@ -38,7 +37,7 @@ from codemode.worker.cli.common import (
     ui_port_option,
 )
 from codemode.worker.client.connection import connect
-from codemode.worker.dev_server import EmbeddedServer
+from codemode.worker.dev_server import EmbeddedServer, default_db_path
 
 if TYPE_CHECKING:
     from codemode.activities.mcp_tools import McpConfig
@@ -62,6 +61,9 @@ class MetricsAddress(click.ParamType):
         return f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
 
 
+db_option = click.option(
+    "--db", type=click.Path(dir_okay=False), default=None, help=f"SQLite file [default: {default_db_path()}]."
+)
 metrics_option = click.option(
     "--metrics-port",
     "metrics",

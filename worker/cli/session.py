@@ -1,22 +1,20 @@
 """``codemode session list|show|close|export``: the sessions a server keeps (cells that share a
-namespace; ``codemode run FILE --session NAME`` sends a cell)."""
+namespace; ``codemode run FILE --session NAME`` sends a cell). ``show`` asks the running cell
+too: a cell parked on a person's decision reads ``awaiting_approval``, with its calls."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from codemode.worker.cli.common import EXIT_OK, Fail, address_option, emit, json_option, note, open_client
-from codemode.worker.client.sessions import (
-    InvalidSessionName,
-    SessionError,
-    close_session,
-    describe_session,
-    list_sessions,
-)
-from codemode.workflows.session_models import CellRecord, SessionStatus
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+    from codemode.workflows.session_models import CellRecord, SessionStatus
 
 
 @click.group()
@@ -30,11 +28,15 @@ def session() -> None:
 @address_option
 def list_command(only_open: bool, as_json: bool, address: str) -> int:
     """The sessions the server knows, newest first."""
+    import asyncio
+
     return asyncio.run(_list(only_open, as_json, address))
 
 
 async def _list(only_open: bool, as_json: bool, address: str) -> int:
-    client = await open_client(address)
+    from codemode.worker.client.sessions import list_sessions
+
+    client = await open_client(address, quick=True)
     found = await list_sessions(client, include_closed=not only_open)
     if as_json:
         import json
@@ -62,13 +64,22 @@ async def _list(only_open: bool, as_json: bool, address: str) -> int:
 @address_option
 def show(name: str, as_json: bool, address: str) -> int:
     """A session's cells (running, waiting, the last ones), its variables and their types."""
+    import asyncio
+
     return asyncio.run(_show(name, as_json, address))
 
 
 async def _show(name: str, as_json: bool, address: str) -> int:
-    client = await open_client(address)
-    status = await _describe(client, name)
+    return await show_session(await open_client(address, quick=True), name, as_json=as_json)
+
+
+async def show_session(client: Client, name: str, *, as_json: bool) -> int:
+    """The session as ``session show`` prints it (``status session:NAME`` too, when no cell runs)."""
+    status = await _describe(client, name, approvals=True)
     emit(status, show_lines(status), as_json=as_json)
+    if status.running is not None and status.running.state == "awaiting_approval" and not as_json:
+        cell = status.running.execution_id
+        note(f"Decide with: codemode approve {cell} CALL_ID (or --all), or codemode deny {cell} CALL_ID")
     return EXIT_OK
 
 
@@ -79,6 +90,7 @@ def _cell_line(rec: CellRecord) -> str:
         "cancelled": "✗",
         "dropped": "-",
         "running": "…",
+        "awaiting_approval": "⏸",
         "starting": "…",
         "queued": "⏸",
     }
@@ -128,11 +140,15 @@ def show_lines(status: SessionStatus) -> list[str]:
 @address_option
 def close(name: str, reason: str | None, address: str) -> int:
     """Close a session now: its running cell is cancelled, waiting ones dropped, its state deleted."""
+    import asyncio
+
     return asyncio.run(_close(name, reason, address))
 
 
 async def _close(name: str, reason: str | None, address: str) -> int:
-    client = await open_client(address)
+    from codemode.worker.client.sessions import InvalidSessionName, SessionError, close_session
+
+    client = await open_client(address, quick=True)
     try:
         summary = await close_session(client, name, reason=reason)
     except (SessionError, InvalidSessionName) as err:
@@ -148,21 +164,25 @@ async def _close(name: str, reason: str | None, address: str) -> int:
 def export(name: str, path: str, address: str) -> int:
     """Write a session as a Jupyter notebook: code, output, result and error per cell, the tool
     calls in each cell's metadata (validated with nbformat)."""
+    import asyncio
+
     return asyncio.run(_export(name, Path(path), address))
 
 
 async def _export(name: str, path: Path, address: str) -> int:
     from codemode.worker.notebook import export_ipynb
 
-    client = await open_client(address)
+    client = await open_client(address, quick=True)
     status = await _describe(client, name)
     count = await export_ipynb(client, status, path)
     note(f"wrote {path} ({count} cells)")
     return EXIT_OK
 
 
-async def _describe(client, name: str) -> SessionStatus:  # type: ignore[no-untyped-def]
+async def _describe(client: Client, name: str, *, approvals: bool = False) -> SessionStatus:
+    from codemode.worker.client.sessions import InvalidSessionName, SessionError, describe_session
+
     try:
-        return await describe_session(client, name)
+        return await describe_session(client, name, approvals=approvals)
     except (SessionError, InvalidSessionName) as err:
         raise Fail(str(err)) from None

@@ -1,24 +1,42 @@
-"""Reaching Temporal from a client: the address, a client with our data converter, and whether
-any worker polls a task queue."""
+"""Reaching Temporal from a client: the address, whether a server answers there, a client with
+our data converter, and whether any worker polls a task queue.
+
+The CLI imports this module to start every command (``DEFAULT_ADDRESS``), so it imports the
+standard library only; Temporal and our converter are imported when a client connects."""
 
 from __future__ import annotations
 
 import os
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from temporalio.client import Client
-from temporalio.service import RPCError
+if TYPE_CHECKING:
+    from temporalio.client import Client
 
-from codemode.activities.storage import BlobStore
-from codemode.worker.converter import default_store
-from codemode.worker.plugin import CodeModePlugin
+    from codemode.activities.storage import BlobStore
 
 DEFAULT_ADDRESS = "localhost:7233"
 
 
 def default_address() -> str:
     return os.environ.get("TEMPORAL_ADDRESS") or DEFAULT_ADDRESS
+
+
+def split_address(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"bad address {address!r}: expected HOST:PORT, e.g. localhost:7233")
+    return host, int(port)
+
+
+def server_answers(address: str, timeout: float = 0.5) -> bool:
+    """Whether something accepts TCP connections at the address (cheap; no gRPC)."""
+    host, port = split_address(address)
+    try:
+        with socket.create_connection((host.strip("[]"), port), timeout=timeout):
+            return True
+    except OSError:
+        return False
 
 
 async def connect(
@@ -34,11 +52,19 @@ async def connect(
     application's tracer provider, or ``tracer``), both made by ``CodeModePlugin``. ``store``
     defaults to the one the environment configures (``activities/storage.py``). The plugin
     itself is not installed on the client: workers built on it add their own (with their
-    tools), as ``CodeModeWorker`` does."""
-    if "data_converter" not in kwargs or "interceptors" not in kwargs:
-        plugin = CodeModePlugin(store=store or await default_store(), tracing=tracer)
-        kwargs.setdefault("interceptors", plugin.interceptors)
-        kwargs.setdefault("data_converter", plugin.make_data_converter())
+    tools), as ``CodeModeWorker`` does. (What the plugin would set, built here without the
+    worker side, which a client does not need: ``CodeModePlugin.make_data_converter`` and
+    its interceptors.)"""
+    from temporalio.client import Client
+
+    if "data_converter" not in kwargs:
+        from codemode.worker.converter import data_converter, default_store
+
+        kwargs["data_converter"] = data_converter(store or await default_store())
+    if "interceptors" not in kwargs:
+        from codemode.worker import telemetry
+
+        kwargs["interceptors"] = telemetry.interceptors_for(tracer)
     return await Client.connect(address or default_address(), namespace=namespace, **kwargs)
 
 
@@ -47,6 +73,7 @@ async def has_workers(client: Client, task_queue: str) -> bool:
     from temporalio.api.enums.v1 import TaskQueueType
     from temporalio.api.taskqueue.v1 import TaskQueue
     from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+    from temporalio.service import RPCError
 
     try:
         resp = await client.workflow_service.describe_task_queue(

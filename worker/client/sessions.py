@@ -25,6 +25,7 @@ from typing import Any
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
+    WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
@@ -37,6 +38,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from codemode.worker.client.following import query_status
 from codemode.worker.client.requests import check_request_size, search_attributes_registered
 from codemode.workflows.models import (
+    SESSION_NAME,
     TASK_QUEUE,
     CodeExecutionRequest,
     ExecutionOutcome,
@@ -46,6 +48,7 @@ from codemode.workflows.models import (
 )
 from codemode.workflows.session_models import (
     DEFAULT_IDLE_TIMEOUT,
+    SESSION_PREFIX,
     SESSION_WORKFLOW_TYPE,
     CellRecord,
     CellSubmission,
@@ -54,6 +57,7 @@ from codemode.workflows.session_models import (
     SessionStatus,
     SessionSummary,
     cell_execution_id,
+    parse_cell_execution_id,
     session_workflow_id,
 )
 
@@ -70,6 +74,8 @@ __all__ = [
     "describe_session",
     "list_sessions",
     "run_cell",
+    "running_cell",
+    "session_named",
     "submit_cell",
 ]
 
@@ -257,13 +263,15 @@ async def run_cell(client: Client, session: str, code: str | CodeExecutionReques
     return await (await submit_cell(client, session, code, **kwargs)).result()
 
 
-async def describe_session(client: Client, session: str) -> SessionStatus:
+async def describe_session(client: Client, session: str, *, approvals: bool = False) -> SessionStatus:
     """The session's status: its cells (running, queued, recent), variables and their types,
     where its state is kept, when it closes. Works for a closed session while Temporal
-    keeps it (its last status)."""
+    keeps it (its last status). ``approvals``: also ask the running cell whether it waits for
+    a person's decision, and if it does, show it as ``awaiting_approval`` and say on which
+    calls (the session itself only knows that the cell runs)."""
     handle = client.get_workflow_handle(session_workflow_id(session))
     try:
-        return await handle.query("describe", result_type=SessionStatus, rpc_timeout=QUERY_TIMEOUT)
+        status = await handle.query("describe", result_type=SessionStatus, rpc_timeout=QUERY_TIMEOUT)
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             raise SessionNotFound(f"no session named {session!r}") from None
@@ -272,6 +280,33 @@ async def describe_session(client: Client, session: str) -> SessionStatus:
                 f"no worker answered for session {session!r}: is a worker running on its task queue?"
             ) from None
         raise
+    if approvals and status.running is not None:
+        status = status.model_copy(update={"running": await _as_a_person_sees_it(client, status.running)})
+    return status
+
+
+def session_named(execution_id: str) -> str | None:
+    """NAME when ``execution_id`` is a session's own workflow id (``session:NAME``, what the UI
+    shows as an agent workflow's child), else None (a cell's id is ``session:NAME:N``)."""
+    if not execution_id.startswith(SESSION_PREFIX):
+        return None
+    name = execution_id[len(SESSION_PREFIX) :]
+    return name if SESSION_NAME.fullmatch(name) else None
+
+
+def running_cell(description: WorkflowExecutionDescription) -> str | None:
+    """The execution id of the cell a session's workflow runs now (its pending child), from the
+    server's description of that workflow (``handle.describe()``: no worker needed); None when
+    it runs none, or the description is not a session's."""
+    if description.workflow_type != SESSION_WORKFLOW_TYPE:
+        return None
+    cells = [
+        (parsed[1], child.workflow_id)
+        for child in description.raw_description.pending_children
+        if (parsed := parse_cell_execution_id(child.workflow_id)) is not None
+        and session_workflow_id(parsed[0]) == description.id
+    ]
+    return max(cells)[1] if cells else None
 
 
 async def close_session(client: Client, session: str, *, reason: str | None = None) -> SessionSummary:
@@ -340,6 +375,17 @@ def _find_cell(status: SessionStatus, index: int) -> CellRecord | None:
         if record.index == index:
             return record
     return None
+
+
+async def _as_a_person_sees_it(client: Client, record: CellRecord) -> CellRecord:
+    """A running cell parked on a person's decision reads ``awaiting_approval``, with the calls."""
+    if record.state != "running":
+        return record
+    status = await query_status(client.get_workflow_handle(record.execution_id))
+    if status is None or status.state != "awaiting_approval" or not status.pending_approvals:
+        return record
+    calls = "; ".join(f"call {p.call_id}: {p.summary or p.tool}" for p in status.pending_approvals)
+    return record.model_copy(update={"state": "awaiting_approval", "waiting_for": f"approval of {calls}"})
 
 
 async def _parked(client: Client, record: CellRecord) -> bool:
