@@ -18,7 +18,7 @@ of the worker process (this process: the workers, the client and the person, the
 sides), its sandbox subprocesses and the dev server (``bench/cpu.py``), and the p50/p95 latency
 from the start of an execution to its outcome (of the executions no person held up).
 
-    python bench/agent_workload.py [--agents 20,100,200] [--runtimes monty,python] [--runs 2]
+    python bench/agent_workload.py [--agents 20,100,200] [--runtimes monty,python] [--runs R] [--profile new]
     python bench/agent_workload.py --quick          # agents 10,40, runs 2
 """
 
@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
+import pstats
 import random
-import statistics
 import sys
 import time
 import uuid
@@ -211,9 +212,10 @@ async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--agents", default="20,100,200", help="comma-separated N")
     ap.add_argument("--runtimes", default="monty,python")
-    ap.add_argument("--runs", type=int, default=2, help="executions per agent per phase")
+    ap.add_argument("--runs", type=int, help="executions per agent per phase (default: about 2,000 calls a phase, 2 at least)")
     ap.add_argument("--quick", action="store_true", help="agents 10,40")
     ap.add_argument("--phases", default="floor,one,new")
+    ap.add_argument("--profile", metavar="PHASE", help="cProfile this process during PHASE (one, new); top 30 printed")
     args = ap.parse_args()
     sizes = [10, 40] if args.quick else [int(x) for x in args.agents.split(",")]
     runtimes = args.runtimes.split(",")
@@ -268,13 +270,23 @@ async def main() -> None:
                     same = {True: agent_code(-100, approval=True), False: agent_code(-101, approval=False)}
                     kinds: dict[str, Callable[[int, int], Program]] = {
                         "floor": lambda a, r: agent_code(next(seeds), approval=parks(a, r)),
-                        "one": lambda a, r: same[parks(a, r)],
+                        "one": lambda a, r, same=same: same[parks(a, r)],
                         "new": lambda a, r: agent_code(next(seeds), approval=parks(a, r)),
                     }
                     measured: dict[str, Phase] = {}
+                    runs = args.runs or max(2, 2000 // (n * 10))
                     for kind in phases:
                         run = floor if kind == "floor" else ours(runtime)
-                        measured[kind] = await run_phase(meter, n, args.runs, kinds[kind], run)
+                        profiler = cProfile.Profile() if kind == args.profile else None
+                        if profiler is not None:
+                            profiler.enable()
+                        measured[kind] = await run_phase(meter, n, runs, kinds[kind], run)
+                        if profiler is not None:
+                            profiler.disable()
+                            path = f"agent_workload-{runtime}-{n}-{kind}.prof"
+                            profiler.dump_stats(path)
+                            print(f"profile of N={n} {runtime} {kind} in {path}; by own time:")
+                            pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
                         p = measured[kind]
                         print(f"N={n} {runtime} {kind}: {p.calls} calls in {p.wall:.1f}s = {p.rate:.0f} calls/s, "
                               f"p50 {p.pct(0.5):.0f} ms p95 {p.pct(0.95):.0f} ms ({len(p.latencies)} unparked, "
