@@ -19,7 +19,7 @@ sides), its sandbox subprocesses and the dev server (``bench/cpu.py``), and the 
 from the start of an execution to its outcome (of the executions no person held up).
 
     python bench/agent_workload.py [--agents 20,100,200] [--runtimes monty,python] [--runs R] [--profile new]
-    python bench/agent_workload.py --quick          # agents 10,40, runs 2
+    python bench/agent_workload.py --quick          # agents 10,40, runs 3
 """
 
 from __future__ import annotations
@@ -274,7 +274,7 @@ async def main() -> None:
                         "new": lambda a, r: agent_code(next(seeds), approval=parks(a, r)),
                     }
                     measured: dict[str, Phase] = {}
-                    runs = args.runs or max(2, 2000 // (n * 10))
+                    runs = args.runs or (3 if args.quick else max(2, 2000 // (n * 10)))
                     for kind in phases:
                         run = floor if kind == "floor" else ours(runtime)
                         profiler = cProfile.Profile() if kind == args.profile else None
