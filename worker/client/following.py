@@ -121,9 +121,17 @@ async def wait_for_outcome(
             if until_parked and status.state == "awaiting_approval" and status.pending_approvals:
                 return status
     finally:
-        for pending in (result, asking):
-            if pending is not None and not pending.done():
-                pending.cancel()
+        if not result.done():
+            result.cancel()
+        if asking is not None and not asking.done():
+            # A look in flight is left to finish (milliseconds): the server logs a cancelled
+            # request as a service failure.
+            asking.add_done_callback(_quietly)
+
+
+def _quietly(done: asyncio.Future[Any]) -> None:
+    if not done.cancelled():
+        done.exception()
 
 
 async def send_decision(
