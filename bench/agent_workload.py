@@ -32,7 +32,7 @@ import random
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -208,6 +208,46 @@ async def run_phase(
     return Phase(wall, calls, cpu.per(calls), latencies, parked)
 
 
+async def run_agents(
+    meter: CPUMeter, client: Client, registry: ToolRegistry, tq: str, runtime: str, agents: int, runs: int,
+    seeds: Iterator[int],
+) -> Phase:
+    """``agents`` pydantic-ai agents at once (a ``FunctionModel`` plays the model), each a
+    conversation that calls ``run_code`` ``runs`` times with a new program: the latency is from
+    the model's call to the answer it gets back."""
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from codemode.integrations.pydantic_ai import DurableCodeMode
+
+    code_mode = DurableCodeMode(registry, client=client, task_queue=tq, runtime=runtime)
+    latencies: list[float] = []
+    calls = 0
+
+    async def agent(_: int) -> None:
+        nonlocal calls
+        programs = [agent_code(next(seeds), approval=False) for _ in range(runs)]
+        asked: list[float] = []
+
+        def model(messages, info):  # type: ignore[no-untyped-def]
+            now = time.perf_counter()
+            if asked:
+                latencies.append(now - asked[-1])
+            if len(asked) == len(programs):
+                return ModelResponse(parts=[TextPart("done")])
+            asked.append(now)
+            return ModelResponse(parts=[ToolCallPart("run_code", {"code": programs[len(asked) - 1].code})])
+
+        await Agent(FunctionModel(model), capabilities=[code_mode]).run("go")
+        calls += sum(p.calls for p in programs)
+
+    c0, t0 = meter.read(), time.perf_counter()
+    await asyncio.gather(*(agent(a) for a in range(agents)))
+    wall, cpu = time.perf_counter() - t0, meter.read() - c0
+    return Phase(wall, calls, cpu.per(calls), latencies)
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--agents", default="20,100,200", help="comma-separated N")
@@ -215,6 +255,9 @@ async def main() -> None:
     ap.add_argument("--runs", type=int, help="executions per agent per phase (default: about 2,000 calls a phase, 2 at least)")
     ap.add_argument("--quick", action="store_true", help="agents 10,40")
     ap.add_argument("--phases", default="floor,one,new")
+    ap.add_argument("--front", type=int, metavar="N", default=0,
+                    help="also run N agents through DurableCodeMode's run_code (a session cell each, no approvals) "
+                    "against the direct path with the same programs")
     ap.add_argument("--profile", metavar="PHASE", help="cProfile this process during PHASE (one, new); top 30 printed")
     args = ap.parse_args()
     sizes = [10, 40] if args.quick else [int(x) for x in args.agents.split(",")]
@@ -258,6 +301,7 @@ async def main() -> None:
         return (a * 7 + r * 3) % APPROVAL_EVERY == 0
 
     rows: list[tuple[str, int, str, Phase, Phase]] = []
+    fronts: list[tuple[str, int, Phase, Phase]] = []
     async with cm.running():
         bare_task = asyncio.create_task(bare.run())
         try:
@@ -295,6 +339,15 @@ async def main() -> None:
                     for kind in ("one", "new"):
                         if f is not None and kind in measured:
                             rows.append((runtime, n, kind, f, measured[kind]))
+            for runtime in runtimes if args.front else []:
+                n, runs = args.front, max(2, 1000 // (args.front * 10))
+                direct = await run_phase(meter, n, runs, lambda a, r: agent_code(next(seeds), approval=False),
+                                         ours(runtime))
+                agent = await run_agents(meter, client, registry, tq, runtime, n, runs, seeds)
+                for name, p in (("direct", direct), ("run_code", agent)):
+                    print(f"front N={n} {runtime} {name}: {p.calls} calls in {p.wall:.1f}s = {p.rate:.0f} calls/s, "
+                          f"p50 {p.pct(0.5):.0f} ms p95 {p.pct(0.95):.0f} ms, CPU/call {p.cpu.ms()}", flush=True)
+                fronts.append((runtime, n, direct, agent))
         finally:
             await bare.shutdown()
             await bare_task
@@ -312,6 +365,12 @@ async def main() -> None:
               f"({cpu_f:.1f}) | {cpu_f / cpu_o:.2f}x | {o.pct(0.5):.0f} ({f.pct(0.5):.0f}) "
               f"| {o.pct(0.95):.0f} ({f.pct(0.95):.0f}) | {o.pct(0.95) / f.pct(0.95):.2f}x |")
     print("Goals (issue 28): new-code calls/s >= 0.85x the floor, CPU floor/ours >= 0.85x, p95 ratio <= 1.3x.")
+    for runtime, n, d, a in fronts:
+        cpu_d = (d.cpu.worker + d.cpu.sandbox + d.cpu.server) * 1000
+        cpu_a = (a.cpu.worker + a.cpu.sandbox + a.cpu.server) * 1000
+        print(f"run_code (DurableCodeMode, a session cell per call) vs start_execution, {runtime}, N={n}: calls/s "
+              f"{a.rate / d.rate:.2f}x, CPU per call {cpu_a / cpu_d:.2f}x ({cpu_a:.1f} vs {cpu_d:.1f} ms), "
+              f"p50 {a.pct(0.5) / d.pct(0.5):.2f}x, p95 {a.pct(0.95) / d.pct(0.95):.2f}x")
 
 
 if __name__ == "__main__":
