@@ -60,3 +60,35 @@ class BareCommandWorkflow:
         for i in range(calls):
             await workflow.execute_activity("bench_command", i, start_to_close_timeout=timedelta(seconds=30))
         return calls
+
+
+@workflow.defn(name="BenchBareAgentWorkflow")
+class BareAgentWorkflow:
+    """The floor of one agent execution (``bench/agent_workload.py``): the same calls as the
+    code, as groups of no-op activities (a group of one is a sequential call, a larger one is
+    gathered), and before call ``park_at`` (when not -1) a wait for an ``approve`` signal."""
+
+    def __init__(self) -> None:
+        self._approved = False
+        self._parked = False
+
+    @workflow.signal
+    def approve(self) -> None:
+        self._approved = True
+
+    @workflow.query
+    def parked(self) -> bool:
+        return self._parked and not self._approved
+
+    @workflow.run
+    async def run(self, groups: list[int], park_at: int = -1) -> int:
+        opts = {"start_to_close_timeout": timedelta(seconds=30)}
+        total = done = 0
+        for size in groups:
+            if done <= park_at < done + size:
+                self._parked = True
+                await workflow.wait_condition(lambda: self._approved)
+            results = await asyncio.gather(*(workflow.execute_activity(noop, done + i, **opts) for i in range(size)))
+            total += sum(results)
+            done += size
+        return total

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import hashlib
+import contextlib
 import keyword
 import logging
 import os
@@ -20,8 +20,7 @@ import re
 import time
 import typing
 import uuid
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 try:
@@ -46,8 +45,9 @@ from .errors import (
     SandboxError,
 )
 from .execution import Blocked, CallOutcome, CodeExecution, Step
+from .monty_checker import TypeChecker, type_check_stubs
 from .session import CodeSession, bound_names, declared_globals
-from .signatures import FunctionsSpec, ToolSignature, namespace_class, namespaces_of, normalize_functions, render_stubs
+from .signatures import FunctionsSpec, ToolSignature, namespace_class, namespaces_of, normalize_functions
 from .types import (
     CheckpointTier,
     Determinism,
@@ -175,6 +175,14 @@ def map_monty_error(err: BaseException) -> CodeExecutionError | SandboxError:
     return SandboxError(f"Monty failed: {type(err).__name__}: {err}")
 
 
+async def _open_checker_pool(workers: int) -> Any:
+    """The type checker's own pool (``monty_checker.py``)."""
+    _settle_monty_threads_at_exit()
+    pool = pm.AsyncMonty(min_processes=1, max_processes=workers, checkout_timeout=60.0)
+    await pool.__aenter__()
+    return pool
+
+
 class _StdoutSink:
     """Collects print() output up to a byte budget, then notes the truncation."""
 
@@ -200,12 +208,6 @@ class _StdoutSink:
 
     def text(self) -> str:
         return "".join(self.parts)
-
-
-#: Type-check verdicts a runtime keeps (32 bytes each).
-TYPE_CHECK_VERDICTS = 4096
-#: The heap of a type-check session (the checker's own memory counts against it).
-TYPE_CHECK_MEMORY = 256 * 1024 * 1024
 
 
 #: Namespaces (``memory.read_graph()``) are host objects Monty routes method calls of back
@@ -553,7 +555,7 @@ class _MontySession:
         rt = self.runtime
         signatures = normalize_functions(functions)
         if rt.type_check_enabled:
-            await rt._type_check_once(code, _type_check_stubs(signatures, inputs, self.names))
+            await rt._checker.check_once(code, type_check_stubs(signatures, inputs, self.names))
         for name in [*(inputs or {}), *bound_names(code)]:
             self.names[name] = None
             self.fresh[name] = None
@@ -708,11 +710,8 @@ class MontyRuntime(CodeRuntime):
             "checkout_timeout": checkout_timeout,
         }
         self._os_policy = dict(os_policy) if os_policy else None
-        #: Code that passed type checking against these exact stubs (a hash of both): checked
-        #: once per process. ty costs about 16 ms per execution, 30 times the rest of a start,
-        #: and the verdict depends on nothing else; a journal replay, a retried start and an
-        #: agent re-running a script get it from here.
-        self._passed_type_check: OrderedDict[bytes, None] = OrderedDict()
+        #: Checks code before it runs, in warm sessions of its own (``monty_checker.py``).
+        self._checker = TypeChecker(_open_checker_pool, map_monty_error, self._os_policy)
         self._pool: Any = None
         self._pool_lock = asyncio.Lock()
 
@@ -726,6 +725,7 @@ class MontyRuntime(CodeRuntime):
             return self._pool
 
     async def aclose(self) -> None:
+        await self._checker.aclose()
         async with self._pool_lock:
             pool, self._pool = self._pool, None
         if pool is not None:
@@ -784,26 +784,34 @@ class MontyRuntime(CodeRuntime):
         self.check_options(options)
         limits = limits or ExecutionLimits()
         signatures = normalize_functions(functions)
-        stubs = _type_check_stubs(signatures, inputs)
-        if self.type_check_enabled:
-            await self._type_check_once(code, stubs)
-        session = await self._checkout(
-            limits=limits,
-            stubs=None,
-            type_check=False,
-            os_policy=self._determinism_policy(determinism),
+        # The sandbox starts while the check runs; the code is fed only once it passed.
+        checking = (
+            asyncio.ensure_future(self._checker.check_once(code, type_check_stubs(signatures, inputs)))
+            if self.type_check_enabled
+            else None
         )
+        try:
+            session = await self._checkout(
+                limits=limits,
+                stubs=None,
+                type_check=False,
+                os_policy=self._determinism_policy(determinism),
+            )
+        except BaseException:
+            if checking is not None:
+                checking.cancel()
+                with contextlib.suppress(BaseException):
+                    await checking
+            raise
+        if checking is not None:
+            try:
+                await checking
+            except BaseException:
+                await session.__aexit__(None, None, None)
+                raise
         sink = _StdoutSink(limits.max_stdout_bytes)
         run = _MontyRun(self, session, signatures, limits, sink, code=code, determinism=determinism)
         return await self._feed(run, code, inputs)
-
-    async def _type_check_once(self, code: str, stubs: str) -> None:
-        """Type-check in a session of its own: ty's memory (over 1 MB for `1`) is then not
-        charged to the code's heap limit, and a remembered verdict changes nothing but time."""
-        verdict = hashlib.sha256(f"{len(stubs)}:{stubs}\0{code}".encode()).digest()
-        if verdict not in self._passed_type_check:
-            await self._check(code, stubs)
-            self._remember_type_check(verdict)
 
     async def _feed(self, run: _MontyRun, code: str, inputs: Mapping[str, Any] | None) -> CodeExecution:
         """Start ``code`` in the run's session and run it to its first event."""
@@ -855,11 +863,6 @@ class MontyRuntime(CodeRuntime):
                 return None
         return session.handle()
 
-    def _remember_type_check(self, verdict: bytes) -> None:
-        self._passed_type_check[verdict] = None
-        while len(self._passed_type_check) > TYPE_CHECK_VERDICTS:
-            self._passed_type_check.popitem(last=False)
-
     async def type_check(self, code: str, signatures: FunctionsSpec) -> None:
         """Type-check against the tool stubs; raises ``CodeTypeError`` (or ``CodeSyntaxError``).
 
@@ -867,30 +870,7 @@ class MontyRuntime(CodeRuntime):
         return at once and a small heap, so at most a few instructions run. Nothing escapes:
         a tool call only suspends the VM (no host answers it here), print output is dropped
         and Monty denies OS access; the session is discarded."""
-        await self._check(code, _type_check_stubs(normalize_functions(signatures), None))
-
-    async def _check(self, code: str, stubs: str) -> None:
-        session = await self._checkout(
-            limits={"max_feed_duration_secs": 0.0, "max_memory": TYPE_CHECK_MEMORY},
-            stubs=stubs,
-            type_check=True,
-            os_policy={**{k: v for k, v in (self._os_policy or {}).items() if k != "sleep_system_max"}, "sleep": "zero"},
-        )
-        try:
-            await session.feed_start(code, print_callback=lambda stream, text: None)
-        except (pm.MontyTypingError, pm.MontySyntaxError) as err:
-            raise map_monty_error(err) from None
-        except pm.MontyRuntimeError as err:
-            mapped = map_monty_error(err)
-            if isinstance(mapped, CodeSyntaxError):  # syntax Monty does not support (class inheritance, ...)
-                raise mapped from None
-        except pm.MontyError:
-            pass
-        finally:
-            try:
-                await session.__aexit__(None, None, None)
-            except Exception:
-                log.debug("closing a type-check session failed", exc_info=True)
+        await self._checker.check(code, type_check_stubs(normalize_functions(signatures), None))
 
     async def restore(self, checkpoint: bytes) -> CodeExecution | None:
         decoded = decode_checkpoint(checkpoint, "monty", MONTY_VERSION)
@@ -945,30 +925,3 @@ class MontyRuntime(CodeRuntime):
             cell.current = run
             execution.session = cell.handle()
         return execution
-
-
-#: Exception classes Monty 1.4 raises and catches at run time but its bundled ty does not
-#: know as builtins (measured): declared for type checking only, so
-#: ``except PermissionError:`` type-checks (a denied approval raises exactly that).
-_TYPE_CHECK_PRELUDE = """
-class PermissionError(OSError): ...
-class FileNotFoundError(OSError): ...
-class FileExistsError(OSError): ...
-class UnicodeDecodeError(ValueError): ...
-class ImportError(Exception): ...
-class ModuleNotFoundError(ImportError): ...
-"""
-
-
-def _type_check_stubs(
-    signatures: Mapping[str, ToolSignature], inputs: Mapping[str, Any] | None, names: Iterable[str] = ()
-) -> str:
-    """Tool stubs plus declarations of the injected inputs (and, in a session, the globals
-    earlier cells may have bound), so ty knows their names."""
-    # The prelude first: ty quotes the lines around a tool's stub in its diagnostics.
-    text = _TYPE_CHECK_PRELUDE.lstrip() + render_stubs(signatures, with_docstrings=False)
-    declared = {s.namespace or s.name for s in signatures.values()}
-    for name in dict.fromkeys([*(inputs or {}), *names]):
-        if name.isidentifier() and not keyword.iskeyword(name) and name not in declared:
-            text += f"{name}: Any\n"
-    return text

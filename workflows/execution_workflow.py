@@ -38,7 +38,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from codemode.runtimes.journal_replay import JournalEntry
     from codemode.runtimes.types import Determinism
-    from codemode.workflows import step_activities as steps
     from codemode.workflows.approvals import Approvals, permission_error, summary
     from codemode.workflows.continuation import Continuation, Cursor
     from codemode.workflows.models import (
@@ -56,7 +55,19 @@ with workflow.unsafe.imports_passed_through():
         PendingApproval,
         ToolCallRecord,
     )
-    from codemode.workflows.step_activities import LOCAL_STEP_RUNTIMES, step_cause, why_not_live
+    from codemode.workflows.step_activities import (
+        LOCAL_STEP_RUNTIMES,
+        load_state,
+        release_sandbox,
+        run_step,
+        run_tool,
+        save_state,
+        step_cause,
+        step_on_own_queue,
+        suspend_sandbox,
+        tool_failure,
+        why_not_live,
+    )
     from codemode.workflows.step_state import DeferredTail, Held
 
 #: What a tool's activity gives the step after its call before leaving it to the workflow's
@@ -264,14 +275,14 @@ class CodeExecutionWorkflow:
         assert start.cell is not None and self._cell_end is not None
         journal = list(self._journal)
         if self._segments:
-            earlier = await steps.load_state(
+            earlier = await load_state(
                 LoadStateInput(execution_id=start.execution_id, first_run_id=start.first_run_id, segments=self._segments),
                 summary="read back the journal of the earlier runs",
             )
             journal = [*earlier.journal, *journal]
         if not journal:
             return
-        self._cell_end.journal = await steps.save_state(
+        self._cell_end.journal = await save_state(
             SaveStateInput(
                 execution_id=start.cell.scope.session_id,
                 first_run_id=start.cell.scope.first_run_id,
@@ -436,7 +447,7 @@ class CodeExecutionWorkflow:
             self._journal = self._journal[: self._deferred.base_index]
         if self._calls or self._journal:  # every record is final here: nothing runs, nobody decides
             info = workflow.info()
-            ref = await steps.save_state(
+            ref = await save_state(
                 SaveStateInput(
                     execution_id=info.workflow_id,
                     first_run_id=info.first_execution_run_id,
@@ -472,7 +483,7 @@ class CodeExecutionWorkflow:
         cell = start.cell
         if cell is not None and cell.live and cell.live_queue:
             try:
-                return await steps.step_on_own_queue(names.SANDBOX_START, start, cell.live_queue, timeout=timeout)
+                return await step_on_own_queue(names.SANDBOX_START, start, cell.live_queue, timeout=timeout)
             except ActivityError as err:
                 workflow.logger.info("the session's live sandbox is unavailable (%s); rebuilding it", why_not_live(err))
                 start = start.model_copy(update={"cell": cell.model_copy(update={"live": None, "live_queue": None})})
@@ -480,7 +491,7 @@ class CodeExecutionWorkflow:
 
     async def _step(self, name: str, arg: object, *, local: bool, timeout: timedelta) -> StepResult:
         try:
-            return await steps.run_step(name, arg, local=local, timeout=timeout)
+            return await run_step(name, arg, local=local, timeout=timeout)
         except (ActivityError, ApplicationError) as err:
             raise self._sandbox_failure(name, err) from err
 
@@ -509,7 +520,7 @@ class CodeExecutionWorkflow:
     ) -> StepResult:
         if inp.session_id and previous.session_queue:
             try:
-                return await steps.step_on_own_queue(names.SANDBOX_RESUME, inp, previous.session_queue, timeout=timeout)
+                return await step_on_own_queue(names.SANDBOX_RESUME, inp, previous.session_queue, timeout=timeout)
             except ActivityError as err:
                 reason = why_not_live(err)
                 workflow.logger.info("live sandbox unavailable (%s); replaying the journal", reason)
@@ -518,7 +529,7 @@ class CodeExecutionWorkflow:
             # (a deferred run without a checkpoint sends the journal since the start, which
             # the tail bounds: a local activity, so it is not copied into the history)
             try:
-                return await steps.run_step(names.SANDBOX_RESUME, inp, local=local, timeout=timeout)
+                return await run_step(names.SANDBOX_RESUME, inp, local=local, timeout=timeout)
             except (ActivityError, ApplicationError) as err:
                 cause = step_cause(err)
                 if not (isinstance(cause, ApplicationError) and cause.type in (CHECKPOINT_REFUSED, SESSION_GONE)):
@@ -541,7 +552,7 @@ class CodeExecutionWorkflow:
             checkpoint=held.checkpoint,
             mode="suspend",
         )
-        await steps.suspend(inp)
+        await suspend_sandbox(inp)
 
     async def _release(self, start: StartInput) -> None:
         """Free what the sandbox layer still holds for this execution (its last checkpoint, a
@@ -559,14 +570,14 @@ class CodeExecutionWorkflow:
             live=held.live,
             cell=start.cell is not None,
         )
-        await steps.release(inp, held.session[1] if held.session else None)
+        await release_sandbox(inp, held.session[1] if held.session else None)
 
     async def _all_calls(self, start: StartInput) -> list[ToolCallRecord]:
         """Every call record of the execution, the earlier runs' read back from the store."""
         current = list(self._calls.values())
         if not self._segments:
             return current
-        earlier = await steps.load_state(
+        earlier = await load_state(
             LoadStateInput(execution_id=start.execution_id, first_run_id=start.first_run_id, segments=self._segments),
             summary="read back the call records of the earlier runs",
         )
@@ -613,13 +624,13 @@ class CodeExecutionWorkflow:
                 return JournalEntry.raised(call.function_call(), "PermissionError", record.error.message), None
         record.status = "running"
         try:
-            out = await steps.run_tool(call, then, summary=summary(call))
+            out = await run_tool(call, then, summary=summary(call))
         except ActivityError as err:
             if isinstance(err.cause, CancelledError):
                 # Only the execution's cancellation cancels a tool's activity: it is not the
                 # call's outcome, and the run ends cancelled (the record says "cancelled").
                 raise asyncio.CancelledError(str(err.cause)) from err
-            etype, message, attempts = steps.tool_failure(err, call)
+            etype, message, attempts = tool_failure(err, call)
             record.status = "error"
             record.attempts = attempts
             record.error = ErrorInfo(type=etype, message=message, kind="tool", line=call.line)

@@ -113,7 +113,7 @@ async def run_step(name: str, arg: object, *, local: bool, timeout: timedelta) -
     )
 
 
-async def release(inp: ReleaseInput, queue: str | None) -> None:
+async def release_sandbox(inp: ReleaseInput, queue: str | None) -> None:
     """Free what the sandbox layer still holds for an execution (``queue``: the worker that
     keeps its live process). Best effort: a leftover is swept at retention."""
     try:
@@ -141,7 +141,7 @@ async def release(inp: ReleaseInput, queue: str | None) -> None:
         workflow.logger.warning("releasing the sandbox failed: %s", step_cause(err))
 
 
-async def suspend(inp: ReleaseInput) -> None:
+async def suspend_sandbox(inp: ReleaseInput) -> None:
     """Pause the sandbox of a run about to wait for a person (``inp.mode == "suspend"``)."""
     try:
         await workflow.execute_activity(

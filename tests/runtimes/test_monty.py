@@ -272,14 +272,14 @@ async def test_a_passed_type_check_is_not_repeated_for_the_same_code_and_stubs()
     re-run skips it, while different stubs (other tools, other inputs) check again and code
     that failed keeps failing."""
     rt = MontyRuntime()
-    checked: list[bool] = []
-    checkout = rt._checkout
+    checked: list[str] = []
+    check = rt._checker.check
 
-    async def spy(**kwargs: Any) -> Any:
-        checked.append(kwargs["type_check"])
-        return await checkout(**kwargs)
+    async def spy(code: str, stubs: str) -> None:
+        checked.append(code)
+        await check(code, stubs)
 
-    rt._checkout = spy  # type: ignore[method-assign]
+    rt._checker.check = spy  # type: ignore[method-assign]
     sigs = {"get_weather": get_weather}
     try:
         for _ in range(2):
@@ -295,8 +295,8 @@ async def test_a_passed_type_check_is_not_repeated_for_the_same_code_and_stubs()
             assert info.value.line == 1
     finally:
         await rt.aclose()
-    # a check session, then the run (unchecked); the second run has no check session
-    assert checked == [True, False, False, True, True, True]
+    # checked once for the two runs; again against other stubs; failed code every time
+    assert checked == ["get_weather('Oslo')", "get_weather('Oslo')", "get_weather(42)", "get_weather(42)"]
 
 
 async def test_the_memory_limit_is_the_codes_alone() -> None:

@@ -108,6 +108,8 @@ async def test_the_workflow_module_is_compiled_once_and_still_run_per_instance()
     second = runner.create_instance(_details(CodeExecutionWorkflow))
     path = inspect.getsourcefile(sys.modules[CodeExecutionWorkflow.__module__])
     assert path in _codes
+    # so are the packages the sandbox imports afresh with it
+    assert inspect.getsourcefile(sys.modules["codemode.workflows"]) in _codes
     one, two = (i.globals_and_locals["__temporal_workflow_class"] for i in (first, second))
     assert one is not two  # each run still gets its own module
     assert one.run.__code__ is two.run.__code__  # compiled once

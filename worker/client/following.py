@@ -4,6 +4,7 @@ and the MCP front all need, in one place.
 * ``query_status``: the workflow's ``status`` query, or None when no worker answers.
 * ``wait_for_outcome``: the outcome, or, with ``until_parked``, the status of a run that
   stopped to wait for a person (so a caller that cannot decide itself hands the run back).
+* ``parked``: whether a run waits for a person, from its memo (the server answers).
 * ``send_decision``: approve or deny one pending call as a person: through the workflow's
   ``decide`` Update when a worker answers (the recorded decision comes back, or why it was
   refused), else as a signal that the workflow applies when a worker is back.
@@ -42,6 +43,8 @@ QUERY_TIMEOUT = timedelta(seconds=5)
 UPDATE_TIMEOUT = timedelta(seconds=10)
 #: How often a follower asks for the status while it waits.
 POLL_SECONDS = 0.3
+#: A follower that only waits for the run to park asks the server ever less often, up to this.
+PARKED_POLL_MAX_SECONDS = 2.0
 
 
 class DecisionRefused(ValueError):
@@ -58,6 +61,16 @@ async def query_status(handle: WorkflowHandle[Any, Any], since: int | None = Non
         return None
 
 
+async def parked(handle: WorkflowHandle[Any, Any]) -> bool:
+    """Whether the execution waits for a person, from the memo the workflow keeps (the
+    server answers; False when it does not)."""
+    try:
+        description = await handle.describe(rpc_timeout=QUERY_TIMEOUT)
+        return bool(await description.memo_value("pending_approvals", None))
+    except RPCError:
+        return False
+
+
 async def wait_for_outcome(
     handle: WorkflowHandle[Any, ExecutionOutcome],
     *,
@@ -67,16 +80,31 @@ async def wait_for_outcome(
 ) -> ExecutionOutcome | ExecutionStatus:
     """The execution's outcome. With ``until_parked``, a run that parks on an approval returns
     its ``ExecutionStatus`` (state ``awaiting_approval``, the pending calls) instead, and keeps
-    waiting durably on the server. ``on_status`` sees each status polled meanwhile (progress)."""
+    waiting durably on the server. ``on_status`` sees each status polled meanwhile (progress).
+
+    Without ``on_status``, whether the run parked is read from its memo, which the server
+    answers (``parked``), not by querying the worker: a status query racing the run's end
+    makes the SDK core log "Query not found" on the worker, and every query costs the worker
+    and the server a round trip. Then the wait between looks grows to
+    ``PARKED_POLL_MAX_SECONDS``."""
     result = asyncio.ensure_future(handle.result())
-    asking: asyncio.Future[ExecutionStatus | None] | None = None
+    asking: asyncio.Future[Any] | None = None
+    wait = poll_seconds
     try:
         while True:
-            done, _ = await asyncio.wait({result}, timeout=poll_seconds)
+            done, _ = await asyncio.wait({result}, timeout=wait)
             if done:
                 return result.result()
             if not until_parked and on_status is None:
                 continue
+            if on_status is None:
+                asking = asyncio.ensure_future(parked(handle))
+                done, _ = await asyncio.wait({result, asking}, return_when=asyncio.FIRST_COMPLETED)
+                if result in done:
+                    return result.result()
+                wait = min(wait * 2, PARKED_POLL_MAX_SECONDS)
+                if not await asking:
+                    continue
             # Ask for the status while still waiting for the result: an outcome that arrives
             # meanwhile is returned at once, not after the query's round trip to the worker.
             asking = asyncio.ensure_future(query_status(handle))
@@ -93,9 +121,17 @@ async def wait_for_outcome(
             if until_parked and status.state == "awaiting_approval" and status.pending_approvals:
                 return status
     finally:
-        for pending in (result, asking):
-            if pending is not None and not pending.done():
-                pending.cancel()
+        if not result.done():
+            result.cancel()
+        if asking is not None and not asking.done():
+            # A look in flight is left to finish (milliseconds): the server logs a cancelled
+            # request as a service failure.
+            asking.add_done_callback(_quietly)
+
+
+def _quietly(done: asyncio.Future[Any]) -> None:
+    if not done.cancelled():
+        done.exception()
 
 
 async def send_decision(

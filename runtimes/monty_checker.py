@@ -1,0 +1,188 @@
+"""Type-checking Monty code against the tool stubs before it runs, with the checker kept warm.
+
+Monty type-checks with ty inside its worker process. ty builds its environment (builtins,
+typeshed, the stubs) once per session: on a fresh session a check costs about 15 ms of the
+worker's CPU, in a session that has checked before about 1 ms (measured with 40 programs of
+``bench/agent_workload.py``, issue 28). Every execution of new code pays a check, so checks
+run in a few sessions of their own small pool, kept between checks (``CHECKERS``), keyed by
+their stubs. The execution then runs in an unchecked session of the runtime's pool: ty's memory
+is not charged to the code's heap limit.
+
+A session checks a snippet by feeding it with a zero time budget, so at most a few
+instructions run: ty first, then the VM stops with TimeoutError. A snippet that raised adds
+nothing to the session's checking context (only a snippet that runs to its end does), so each
+check sees the stubs and its own code only. A session whose snippet ended any other way (it
+completed, suspended on a call, or its worker failed) is closed, never reused; after
+``CHECKS_PER_SESSION`` checks it is replaced, which bounds what ty keeps in memory.
+
+A verdict that passed is kept per (code, stubs) (``TYPE_CHECK_VERDICTS``): a replay, a retried
+start or an agent re-running a script skips the check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import keyword
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic_monty as pm
+
+from .errors import CodeSyntaxError
+from .signatures import ToolSignature, render_stubs
+
+log = logging.getLogger(__name__)
+
+#: Type-check verdicts a runtime keeps (32 bytes each).
+TYPE_CHECK_VERDICTS = 4096
+#: The heap of a type-check session (the checker's own memory counts against it).
+TYPE_CHECK_MEMORY = 256 * 1024 * 1024
+#: Sessions kept for checking, each in a Monty worker process of the checker's own pool.
+CHECKERS = 2
+#: Checks one session serves before it is replaced.
+CHECKS_PER_SESSION = 500
+
+
+@dataclass
+class _Slot:
+    session: Any = None
+    stubs: str = ""
+    uses: int = 0
+
+
+class TypeChecker:
+    """The type checks of one ``MontyRuntime``: ``open_pool`` starts the checker's pool of
+    ``sessions`` workers, ``map_error`` turns Monty's errors into ours."""
+
+    def __init__(
+        self,
+        open_pool: Callable[[int], Awaitable[Any]],
+        map_error: Callable[[BaseException], Exception],
+        os_policy: Mapping[str, Any] | None,
+        *,
+        sessions: int = CHECKERS,
+    ) -> None:
+        self._open_pool = open_pool
+        self._map_error = map_error
+        # Sleeps return at once: a check never waits on the code's clock.
+        self._os_policy = {**{k: v for k, v in (os_policy or {}).items() if k != "sleep_system_max"}, "sleep": "zero"}
+        self._sessions = sessions
+        self._passed: OrderedDict[bytes, None] = OrderedDict()
+        self._pool: Any = None
+        self._slots: asyncio.Queue[_Slot] | None = None
+        self._lock = asyncio.Lock()
+
+    async def check_once(self, code: str, stubs: str) -> None:
+        """``check``, unless this code passed against these stubs before."""
+        verdict = hashlib.sha256(f"{len(stubs)}:{stubs}\0{code}".encode()).digest()
+        if verdict in self._passed:
+            return
+        await self.check(code, stubs)
+        self._passed[verdict] = None
+        while len(self._passed) > TYPE_CHECK_VERDICTS:
+            self._passed.popitem(last=False)
+
+    async def check(self, code: str, stubs: str) -> None:
+        """Raise ``CodeTypeError`` (or ``CodeSyntaxError``) when ty refuses ``code``."""
+        slots = await self._ready()
+        slot = await slots.get()
+        clean = False
+        try:
+            if slot.session is not None and (slot.stubs != stubs or slot.uses >= CHECKS_PER_SESSION):
+                await _close(slot)
+            if slot.session is None:
+                slot.session = await self._open(stubs)
+                slot.stubs, slot.uses = stubs, 0
+            slot.uses += 1
+            try:
+                await slot.session.feed_start(code, print_callback=_drop)
+            except (pm.MontyTypingError, pm.MontySyntaxError) as err:
+                clean = True
+                raise self._map_error(err) from None
+            except pm.MontyRuntimeError as err:
+                clean = True  # it raised (the zero budget, or before it): nothing was added
+                mapped = self._map_error(err)
+                if isinstance(mapped, CodeSyntaxError):  # syntax Monty does not support (class inheritance, ...)
+                    raise mapped from None
+            except pm.MontyError:
+                pass  # the worker failed: not the code's verdict (the run will say)
+        finally:
+            if not clean:
+                await _close(slot)
+            slots.put_nowait(slot)
+
+    async def _ready(self) -> asyncio.Queue[_Slot]:
+        async with self._lock:
+            if self._slots is None:
+                self._pool = await self._open_pool(self._sessions)
+                self._slots = asyncio.Queue()
+                for _ in range(self._sessions):
+                    self._slots.put_nowait(_Slot())
+            return self._slots
+
+    async def _open(self, stubs: str) -> Any:
+        session = self._pool.checkout(
+            limits={"max_feed_duration_secs": 0.0, "max_memory": TYPE_CHECK_MEMORY},
+            type_check=True,
+            type_check_stubs=stubs,
+            os_policy=self._os_policy,
+        )
+        try:
+            await session.__aenter__()
+        except pm.MontyError as err:
+            raise self._map_error(err) from None
+        return session
+
+    async def aclose(self) -> None:
+        async with self._lock:
+            slots, self._slots = self._slots, None
+            pool, self._pool = self._pool, None
+        if slots is not None:
+            while not slots.empty():
+                await _close(slots.get_nowait())
+        if pool is not None:
+            await pool.__aexit__(None, None, None)
+
+
+async def _close(slot: _Slot) -> None:
+    session, slot.session = slot.session, None
+    if session is not None:
+        try:
+            await session.__aexit__(None, None, None)
+        except Exception:  # noqa: BLE001 - a checker that will not close is dropped all the same
+            log.debug("closing a type-check session failed", exc_info=True)
+
+
+def _drop(stream: str, text: str) -> None:
+    """A check prints nothing anyone reads."""
+
+
+#: Exception classes Monty 1.4 raises and catches at run time but its bundled ty does not
+#: know as builtins (measured): declared for type checking only, so
+#: ``except PermissionError:`` type-checks (a denied approval raises exactly that).
+_TYPE_CHECK_PRELUDE = """
+class PermissionError(OSError): ...
+class FileNotFoundError(OSError): ...
+class FileExistsError(OSError): ...
+class UnicodeDecodeError(ValueError): ...
+class ImportError(Exception): ...
+class ModuleNotFoundError(ImportError): ...
+"""
+
+
+def type_check_stubs(
+    signatures: Mapping[str, ToolSignature], inputs: Mapping[str, Any] | None, names: Iterable[str] = ()
+) -> str:
+    """Tool stubs plus declarations of the injected inputs (and, in a session, the globals
+    earlier cells may have bound), so ty knows their names."""
+    # The prelude first: ty quotes the lines around a tool's stub in its diagnostics.
+    text = _TYPE_CHECK_PRELUDE.lstrip() + render_stubs(signatures, with_docstrings=False)
+    declared = {s.namespace or s.name for s in signatures.values()}
+    for name in dict.fromkeys([*(inputs or {}), *names]):
+        if name.isidentifier() and not keyword.iskeyword(name) and name not in declared:
+            text += f"{name}: Any\n"
+    return text
