@@ -36,6 +36,7 @@ from codemode.runtimes.session import CodeSession
 from codemode.runtimes.types import CheckpointTier
 
 from . import names
+from .artifacts import ArtifactLimits, ArtifactStore
 from .checkpoint_deletion import DeletionBatching
 from .checkpoints import CheckpointScope, CheckpointStore, CheckpointUnusable
 from .live_runs import KeptSession, LiveRuns, LiveSession, cache_key, live_key
@@ -84,9 +85,11 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching):
         snapshot_cache_size: int = 64,
         snapshot_cache_bytes: int = 256 * 1024 * 1024,
         session_keep_alive_seconds: float = 900.0,
+        artifact_limits: ArtifactLimits | None = None,
     ) -> None:
         self.registry = registry
         self.checkpoints = checkpoints
+        self.artifacts = ArtifactStore(checkpoints, artifact_limits)
         self._runtimes: dict[str, CodeRuntime] = dict(runtimes or {})
         self.session_queue = session_queue
         self.keep_alive_seconds = keep_alive_seconds

@@ -18,6 +18,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 
 with workflow.unsafe.imports_passed_through():
     from codemode.activities import names
+    from codemode.activities.artifact_refs import artifacts_of, served_record
     from codemode.activities.models import (
         CHECKPOINT_REFUSED,
         RECORD_RESULT_BYTES,
@@ -263,10 +264,11 @@ class CodeExecutionWorkflow:
             output=output,
             stdout="".join(self._stdout),
             error=error,
-            tool_calls=await self._all_calls(start),
+            tool_calls=(calls := await self._all_calls(start)),
             duration_ms=(workflow.now() - started).total_seconds() * 1000,
             runtime=req.runtime,
             cell=self._cell_end,
+            artifacts=artifacts_of(calls, start.first_run_id),
         )
 
     async def _store_cell_journal(self, start: StartInput) -> None:
@@ -599,6 +601,9 @@ class CodeExecutionWorkflow:
                 attempts=0,
                 summary=entry.describe(),
             )
+        for entry in step.served:  # save_artifact: answered by the step, a reference recorded
+            self._journal.append(entry)
+            self._calls[entry.call_id] = served_record(entry)
 
     # -- one call ------------------------------------------------------------------------------
 
