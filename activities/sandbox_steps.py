@@ -284,7 +284,7 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching):
 
     async def _start(self, inp: StartInput) -> StepResult:
         try:
-            specs = self.registry.select(inp.tools)
+            specs = self.registry.for_execution(inp.tools)
             runtime = self.runtime(inp.runtime)
         except (KeyError, ValueError, ImportError) as err:
             msg = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
@@ -381,7 +381,7 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching):
                 non_retryable=True,
             )
         if specs is None:
-            specs = self.registry.select(inp.tools)
+            specs = self.registry.for_execution(inp.tools)
         first: list[FunctionCall] | ExecutionResult | None = None
         ratchet = Ratchet(execution, specs)
         try:
@@ -421,7 +421,7 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching):
         self, runtime: CodeRuntime, inp: ResumeInput, scope: CheckpointScope, reason: str | None
     ) -> StepResult:
         assert inp.start is not None
-        specs = self.registry.select(inp.start.tools)
+        specs = self.registry.for_execution(inp.start.tools)
         sigs = {n: s.signature for n, s in specs.items()}
         cell: CellRef | None = None
         try:

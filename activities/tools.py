@@ -336,17 +336,21 @@ class ToolRegistry:
         return [n for n, s in self._tools.items() if s.namespace == name]
 
     def select(self, allow: Iterable[str] | None) -> dict[str, ToolSpec]:
-        """The tools an execution may call, and the host functions built into every execution
-        (``save_artifact``: never an activity, the step answers it). Unknown names in the
-        allow-list raise ``KeyError``."""
+        """The tools an execution may call. Unknown names in the allow-list raise ``KeyError``."""
         if allow is None:
-            return {**self._tools, **BUILTINS}
+            return dict(self._tools)
         allow = [n for n in allow if n not in BUILTINS]
         unknown = [n for n in allow if not self.resolve(n)]
         if unknown:
             raise KeyError(f"unknown tool(s) in the allow-list: {', '.join(unknown)}; registered: {', '.join(self._tools)}")
         chosen = [t for n in allow for t in self.resolve(n)]
-        return {**{n: self._tools[n] for n in dict.fromkeys(chosen)}, **BUILTINS}
+        return {n: self._tools[n] for n in dict.fromkeys(chosen)}
+
+    def for_execution(self, allow: Iterable[str] | None) -> dict[str, ToolSpec]:
+        """What an execution's code can call: the tools ``select`` chooses and the host
+        functions built into every execution (``save_artifact``: never an activity, the step
+        answers it)."""
+        return {**self.select(allow), **BUILTINS}
 
     def signatures(self, allow: Iterable[str] | None = None, *, listed: bool = False) -> dict[str, ToolSignature]:
         """Tool name -> signature. ``listed``: what a prompt shows (``ToolSpec.listed_signature``),

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import hashlib
 
+import pytest
+
 from codemode.activities.artifacts import ArtifactStore
 from codemode.activities.checkpoints import CheckpointScope, CheckpointStore
+from codemode.runtimes import ExecutionLimits
 from codemode.worker.client.executions import start_execution
 from codemode.workflows.models import CodeExecutionRequest
 
@@ -53,3 +56,97 @@ async def test_outputs_dir_on_python(client, task_queue, worker, store) -> None:
         ("sub/b.bin", "application/octet-stream"),
     ]
     assert await _load(store, outcome, outcome.artifacts[2]) == bytes(range(256))
+
+
+def _stored_artifacts(keys: list[str], execution_id: str) -> list[str]:
+    return [k for k in keys if f"/wi/{execution_id}/" in k and "/art/" in k]
+
+
+async def test_a_5mb_csv_never_enters_the_history(client, task_queue, worker, store) -> None:
+    code = (
+        "rows = ['id,region,amount'] + [f'{i},{(\"north\", \"south\")[i % 2]},{i % 997:08d}' for i in range(250_000)]\n"
+        "text = '\\n'.join(rows)\n"
+        "open(OUTPUTS_DIR + '/rows.csv', 'w').write(text)\n"
+        "len(text)"
+    )
+    req = CodeExecutionRequest(code=code, runtime="python")
+    handle = await start_execution(client, req, task_queue=task_queue)
+    outcome = await handle.result()
+    assert outcome.success, outcome.error
+    [csv] = outcome.artifacts
+    assert csv.size == outcome.output and csv.size > 5_000_000 and csv.mime_type == "text/csv"
+    assert len(await _load(store, outcome, csv)) == csv.size
+    history = await handle.fetch_history()
+    sizes = [e.ByteSize() for e in history.events]
+    # Every event holds references and call records only: far under a single call's bound.
+    assert max(sizes) < 8_000, sorted(sizes)[-3:]
+    info = (await handle.describe()).raw_description.workflow_execution_info
+    assert info.external_payload_count == 0  # not even claim-checked: the bytes went to the store directly
+    assert info.history_size_bytes < 50_000
+
+
+async def test_caps_are_typed_errors_in_the_code(client, task_queue, store, monkeypatch) -> None:
+    from codemode.activities import ToolRegistry
+    from codemode.worker.worker import CodeModeWorker
+
+    from tests.workflows.conftest import TOOLS_MODULE
+
+    monkeypatch.setenv("CODEMODE_ARTIFACT_MAX_BYTES", "1000")
+    monkeypatch.setenv("CODEMODE_ARTIFACTS_MAX_BYTES", "1500")
+    code = (
+        "seen = []\n"
+        "try:\n    save_artifact('big.bin', b'x' * 2000)\nexcept ValueError as e:\n    seen.append(str(e))\n"
+        "save_artifact('a.bin', b'a' * 900)\n"
+        "save_artifact('a.bin', b'a' * 900)\n"  # the same bytes again take no more room
+        "try:\n    save_artifact('b.bin', b'b' * 900)\nexcept ValueError as e:\n    seen.append(str(e))\n"
+        "seen"
+    )
+    worker = CodeModeWorker(client, ToolRegistry.from_module(TOOLS_MODULE), task_queue=task_queue)
+    async with worker.running():
+        outcome = await (await start_execution(client, CodeExecutionRequest(code=code), task_queue=task_queue)).result()
+        assert outcome.success, outcome.error
+        per_file, per_execution = outcome.output
+        assert per_file == "artifact 'big.bin' is 2.0 KB, over the 1000 B limit for one artifact (CODEMODE_ARTIFACT_MAX_BYTES)"
+        assert per_execution.startswith("artifact 'b.bin' (900 B) would bring this execution's artifacts to 1.8 KB")
+        assert per_execution.endswith("over the 1.5 KB limit per execution (CODEMODE_ARTIFACTS_MAX_BYTES)")
+        assert [a.name for a in outcome.artifacts] == ["a.bin"]
+        errors = [c for c in outcome.tool_calls if c.status == "error"]
+        assert [(c.tool, c.error.type) for c in errors] == [("save_artifact", "ValueError")] * 2
+        keys = await store.list_keys(bucket=store.bucket, prefix="codemode/")
+        assert len(_stored_artifacts(keys, outcome.execution_id)) == 1  # refused bytes are never stored
+        # A file in the outputs directory over the cap fails the run with the same error.
+        code = "open(OUTPUTS_DIR + '/big.txt', 'w').write('y' * 5000)\n'done'"
+        handle = await start_execution(client, CodeExecutionRequest(code=code, runtime="python"), task_queue=task_queue)
+        failed = await handle.result()
+    assert not failed.success and failed.error.type == "ValueError"
+    assert "artifact 'big.txt' is 4.9 KB, over the 1000 B limit for one artifact" in failed.error.message
+
+
+PLOT = """
+import hashlib, os
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+fig, ax = plt.subplots(figsize=(4, 3), dpi=80)
+ax.plot([1, 2, 3, 4], [3, 1, 4, 1], marker="o")
+ax.set_title("durable chart")
+path = os.path.join(OUTPUTS_DIR, "chart.png")
+fig.savefig(path, metadata={"Software": None})
+hashlib.sha256(open(path, "rb").read()).hexdigest()
+"""
+
+
+async def test_a_matplotlib_png_comes_back_byte_identical(client, task_queue, worker, store) -> None:
+    pytest.importorskip("matplotlib")
+    # matplotlib maps more than the default 256 MB of address space (RLIMIT_AS) on import.
+    limits = ExecutionLimits(max_memory_bytes=2 * 1024**3, timeout_seconds=120)
+    req = CodeExecutionRequest(code=PLOT, runtime="python", limits=limits)
+    handle = await start_execution(client, req, task_queue=task_queue)
+    outcome = await handle.result()
+    assert outcome.success, outcome.error
+    [png] = outcome.artifacts
+    assert (png.name, png.mime_type) == ("chart.png", "image/png")
+    data = await _load(store, outcome, png)
+    assert data.startswith(b"\x89PNG\r\n\x1a\n")
+    # What the code wrote, what the reference says and what the store gives back are one.
+    assert hashlib.sha256(data).hexdigest() == png.sha256 == outcome.output
