@@ -150,3 +150,62 @@ async def test_a_matplotlib_png_comes_back_byte_identical(client, task_queue, wo
     assert data.startswith(b"\x89PNG\r\n\x1a\n")
     # What the code wrote, what the reference says and what the store gives back are one.
     assert hashlib.sha256(data).hexdigest() == png.sha256 == outcome.output
+
+
+async def test_an_artifact_saved_before_a_sigkill_is_not_saved_twice(
+    client, temporal_address, task_queue, events_file, store
+) -> None:
+    """The worker holding the live process dies after the code saved an artifact and wrote a
+    file: the replay answers the save from the journal, and the file is handed back once."""
+    import asyncio
+    import signal
+    import time
+
+    from tests.workflows.conftest import read_events
+    from tests.workflows.test_crash import spawn_worker
+
+    code = (
+        "first = save_artifact('early.txt', 'saved before the kill')\n"
+        "open(OUTPUTS_DIR + '/written.txt', 'w').write('written before the kill')\n"
+        "t = 0\nfor i in range(5):\n    t += slow_step(i, 0.3)\n"
+        "save_artifact('late.txt', str(t))\n"
+        "first['sha256']"
+    )
+    first = spawn_worker(temporal_address, task_queue, events_file)
+    second = None
+    try:
+        handle = await start_execution(client, CodeExecutionRequest(code=code, runtime="python"), task_queue=task_queue)
+        deadline = time.monotonic() + 60
+        while sum(e["event"] == "end" for e in read_events(events_file) if e["execution_id"] == handle.id) < 2:
+            assert time.monotonic() < deadline, "the execution never got going"
+            await asyncio.sleep(0.02)
+        first.send_signal(signal.SIGKILL)  # it holds the live process, mid-execution
+        first.wait()
+        second = spawn_worker(temporal_address, task_queue, events_file)
+        outcome = await asyncio.wait_for(handle.result(), timeout=120)
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert outcome.success, outcome.error
+    assert [a.name for a in outcome.artifacts] == ["early.txt", "late.txt", "written.txt"]
+    assert outcome.output == outcome.artifacts[0].sha256
+    saves = [c for c in outcome.tool_calls if c.tool == "save_artifact"]
+    assert [c.args[0] for c in saves] == ["early.txt", "late.txt", "written.txt"]  # one record each
+    keys = _stored_artifacts(await store.list_keys(bucket=store.bucket, prefix="codemode/"), handle.id)
+    assert len(keys) == 3  # one object per artifact, whatever ran twice
+    assert [await _load(store, outcome, a) for a in outcome.artifacts] == [
+        b"saved before the kill",
+        b"100",
+        b"written before the kill",
+    ]
+    assert any(e["pid"] != first.pid for e in read_events(events_file) if e["execution_id"] == handle.id)
+    # Only one step ever answered the early save; the rebuilt process got it from the journal.
+    history = await handle.fetch_history()
+    completed = [
+        e.activity_task_completed_event_attributes.result.SerializeToString()
+        for e in history.events
+        if e.WhichOneof("attributes") == "activity_task_completed_event_attributes"
+    ]
+    assert sum(b"early.txt" in r for r in completed) == 1
