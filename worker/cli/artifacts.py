@@ -53,7 +53,7 @@ async def _artifacts(execution_id: str, name: str | None, output: str | None, as
     if not found:
         have = ", ".join(a.name for a in outcome.artifacts) or "none"
         raise Fail(f"execution {execution_id} has no artifact {name!r} (it has: {have})")
-    data = await _load(client.namespace, execution_id, found[0])
+    data = await _load(client, execution_id, found[0])
     _write(data, output or name.rpartition("/")[2], found[0].name)
     return EXIT_OK
 
@@ -74,15 +74,13 @@ def _list(items: list[Any], as_json: bool) -> None:
         click.echo(f"{a.name:<{width}}  {human_bytes(a.size):>8}  {a.mime_type:<24}  sha256:{a.sha256[:16]}")
 
 
-async def _load(namespace: str, execution_id: str, artifact: Any) -> bytes:
-    from codemode.activities.artifacts import ArtifactStore
-    from codemode.activities.checkpoints import CheckpointScope, CheckpointStore, CheckpointUnusable
-    from codemode.worker.cli.common import Fail, encryption_keys, open_store
+async def _load(client: Any, execution_id: str, artifact: Any) -> bytes:
+    from codemode.activities.checkpoints import CheckpointUnusable
+    from codemode.worker.cli.common import Fail
+    from codemode.worker.client.artifacts import read_artifact
 
-    store = ArtifactStore(CheckpointStore(await open_store(), keys=encryption_keys()))
-    scope = CheckpointScope(namespace=namespace, execution_id=execution_id, first_run_id=artifact.run_id)
     try:
-        return await store.load(scope, artifact)
+        return await read_artifact(client, execution_id, artifact)
     except CheckpointUnusable as err:
         raise Fail(str(err), exit_code=1) from None
 
