@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 from temporalio.common import SearchAttributeKey
 
-from codemode.activities.artifact_refs import Artifact
+from codemode.activities.artifact_refs import Artifact  # noqa: F401 (re-exported for clients)
 from codemode.activities.models import CellEnd, CellStart
 from codemode.activities.records import (  # noqa: F401 (shared with the activities; re-exported for clients)
     EXECUTION_WORKFLOW_TYPE,
