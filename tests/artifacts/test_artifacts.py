@@ -209,3 +209,19 @@ async def test_an_artifact_saved_before_a_sigkill_is_not_saved_twice(
         if e.WhichOneof("attributes") == "activity_task_completed_event_attributes"
     ]
     assert sum(b"early.txt" in r for r in completed) == 1
+
+
+async def test_the_audit_shows_each_save(client, task_queue, worker) -> None:
+    from codemode.worker import display
+    from codemode.worker.audit import fetch_audit
+
+    code = "save_artifact('one.txt', 'one')\ntry:\n    save_artifact('../x', 'no')\nexcept ValueError as e:\n    print(e)\n"
+    handle = await start_execution(client, CodeExecutionRequest(code=code), task_queue=task_queue)
+    outcome = await handle.result()
+    assert outcome.success and outcome.stdout == "save_artifact(): name '../x' must not have empty, '.' or '..' parts\n"
+    audit = await fetch_audit(client, handle.id)
+    assert [(c.tool, c.status) for c in audit.calls] == [("save_artifact", "ok"), ("save_artifact", "error")]
+    assert audit.calls[0].result["name"] == "one.txt"
+    text = "\n".join(display.audit_lines(audit))
+    assert "→ save_artifact('one.txt', data={'sha256': " in text, text
+    assert "✗ ValueError: save_artifact(): name '../x' must not have empty" in text
