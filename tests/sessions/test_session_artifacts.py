@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from codemode.activities.artifacts import ArtifactStore
 from codemode.activities.checkpoints import CheckpointScope, CheckpointStore
+from codemode.activities.storage import key_segment
 from codemode.worker.client.sessions import run_cell
 
 FIRST = "save_artifact('first.txt', 'one')\n{cpython_write}'cell 1'"
@@ -31,3 +32,36 @@ async def test_each_cell_keeps_its_own_artifacts(client, task_queue, worker, sto
             scope = CheckpointScope("default", outcome.execution_id, artifact.run_id)
             data = await artifacts.load(scope, artifact)
             assert data == {"first.txt": b"one", "second.txt": b"two"}.get(artifact.name, artifact.name.encode())
+
+
+async def test_a_rebuilt_python_session_saves_nothing_again(client, temporal_address, task_queue, events_file, store) -> None:
+    """The worker holding a python session dies between two cells: the next cell rebuilds the
+    session by replaying the first, whose saves the journal answers (nothing stored again)."""
+    import signal
+    import uuid
+
+    from codemode.worker.client.sessions import close_session
+
+    from ..workflows.test_crash import spawn_worker
+
+    name = f"art-{uuid.uuid4().hex[:8]}"
+    first_code = "save_artifact('first.txt', 'one')\nopen(OUTPUTS_DIR + '/a.txt', 'w').write('a')\nx = 41\nx"
+    procs = [spawn_worker(temporal_address, task_queue, events_file)]
+    try:
+        first = await run_cell(client, name, first_code, runtime="python", task_queue=task_queue)
+        assert first.success, first.error
+        procs[0].send_signal(signal.SIGKILL)
+        procs[0].wait()
+        procs.append(spawn_worker(temporal_address, task_queue, events_file))
+        second = await run_cell(client, name, "save_artifact('second.txt', str(x + 1))\nx + 1", runtime="python", task_queue=task_queue)
+        assert second.success and second.output == 42, second.error
+        await close_session(client, name)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert [a.name for a in first.artifacts] == ["first.txt", "a.txt"]
+    assert [a.name for a in second.artifacts] == ["second.txt"]  # the replayed first cell added nothing
+    keys = [k for k in await store.list_keys(bucket=store.bucket, prefix="codemode/") if "/art/" in k]
+    assert len([k for k in keys if f"/wi/{key_segment(first.execution_id)}/" in k]) == 2
