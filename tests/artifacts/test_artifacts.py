@@ -225,3 +225,27 @@ async def test_the_audit_shows_each_save(client, task_queue, worker) -> None:
     text = "\n".join(display.audit_lines(audit))
     assert "→ save_artifact('one.txt', data={'sha256': " in text, text
     assert "✗ ValueError: save_artifact(): name '../x' must not have empty" in text
+
+
+OTHER = (
+    "import os, sys\n"
+    "open(os.path.join(OUTPUTS_DIR, 'out.txt'), 'w').write('from ' + sys.platform)\n"
+    "save_artifact('direct.bin', b'\\x00\\x01')\n"
+    "OUTPUTS_DIR"
+)
+
+
+@pytest.mark.parametrize("runtime", ["docker", "pyodide"])
+async def test_outputs_and_save_artifact_on_other_cpython_runtimes(client, task_queue, worker, store, runtime) -> None:
+    if runtime == "docker":
+        from tests.docker_engine import engine
+
+        engine()  # the session's podman (sets DOCKER_HOST and CODEMODE_DOCKER_IMAGE)
+    handle = await start_execution(client, CodeExecutionRequest(code=OTHER, runtime=runtime), task_queue=task_queue)
+    outcome = await handle.result()
+    assert outcome.success, outcome.error
+    assert outcome.output == "/tmp/outputs"
+    assert [a.name for a in outcome.artifacts] == ["direct.bin", "out.txt"]
+    assert await _load(store, outcome, outcome.artifacts[0]) == b"\x00\x01"
+    platform = "emscripten" if runtime == "pyodide" else "linux"
+    assert await _load(store, outcome, outcome.artifacts[1]) == f"from {platform}".encode()
