@@ -80,13 +80,17 @@ class ArtifactStore:
         name = call.args[0] if call.args else call.kwargs.get("name")
         problem = check_name(name) if name is not None else "missing argument 'name'"
         if problem is not None:
-            return JournalEntry.raised(call, "TypeError" if "must be a str" in problem else "ValueError", f"save_artifact(): {problem}")
+            return JournalEntry.raised(
+                call, "TypeError" if "must be a str" in problem else "ValueError", f"save_artifact(): {problem}"
+            )
         small = call.kwargs.get("data") or {}
         if "error" in small:
             return JournalEntry.raised(call, "TypeError", f"save_artifact(): {small['error']}")
         mime = call.kwargs.get("mime_type")
         if mime is not None and (not isinstance(mime, str) or "/" not in mime):
-            return JournalEntry.raised(call, "ValueError", f"save_artifact(): mime_type must look like 'image/png', not {mime!r}")
+            return JournalEntry.raised(
+                call, "ValueError", f"save_artifact(): mime_type must look like 'image/png', not {mime!r}"
+            )
         size = int(small.get("size", 0))
         sha = str(small.get("sha256", ""))
         cap = self.limits.file_bytes

@@ -66,7 +66,7 @@ def prompt_text(filesystem: bool) -> str:
     if filesystem:
         text += (
             f" Files you write under the directory named by the global `{OUTPUTS_GLOBAL}` (for example "
-            f"`plt.savefig(f\"{{{OUTPUTS_GLOBAL}}}/chart.png\")`) are returned the same way when the code finishes."
+            f'`plt.savefig(f"{{{OUTPUTS_GLOBAL}}}/chart.png")`) are returned the same way when the code finishes.'
         )
     return text
 
@@ -76,7 +76,11 @@ def guess_mime(name: str) -> str:
     if guessed:
         return guessed
     lower = name.lower()
-    for suffix, mime in ((".md", "text/markdown"), (".jsonl", "application/jsonl"), (".parquet", "application/vnd.apache.parquet")):
+    for suffix, mime in (
+        (".md", "text/markdown"),
+        (".jsonl", "application/jsonl"),
+        (".parquet", "application/vnd.apache.parquet"),
+    ):
         if lower.endswith(suffix):
             return mime
     return "application/octet-stream"

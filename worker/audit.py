@@ -294,7 +294,8 @@ class _Builder:
                     c.status, c.result = "ok", entry.result
                     self.event(at, "call", f"{c.summary} saved by the step", c.call_id)
                 else:
-                    c.status, c.error = "error", ErrorInfo(type=entry.error_type, message=entry.error_message, kind="resource")
+                    c.status = "error"
+                    c.error = ErrorInfo(type=entry.error_type, message=entry.error_message, kind="resource")
                     self.event(at, "call", f"{c.summary} refused: {c.error.type}: {c.error.message}", c.call_id)
 
     async def feed(self, e: HistoryEvent) -> None:

@@ -44,7 +44,9 @@ def content_of(execution_id: str, artifact: Any, data: bytes) -> ImageContent | 
     return EmbeddedResource(type="resource", resource=BlobResourceContents(uri=uri, mime_type=mime, blob=blob))
 
 
-async def artifact_contents(client: Any, execution_id: str, artifacts: list[Any]) -> list[ImageContent | EmbeddedResource]:
+async def artifact_contents(
+    client: Any, execution_id: str, artifacts: list[Any]
+) -> list[ImageContent | EmbeddedResource]:
     """The content blocks of a finished run's artifacts (what can be read and is small enough)."""
     from codemode.activities.checkpoints import CheckpointUnusable
     from codemode.worker.client.artifacts import read_artifact

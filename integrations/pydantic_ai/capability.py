@@ -198,7 +198,9 @@ class DurableCodeMode(AbstractCapability[Any]):
             return await self._run_in_workflow(ctx, code)
         return await self._run_from_client(code)
 
-    async def _run_code_in_session(self, ctx: RunContext[Any], code: str, restart: bool = False) -> RunCodeReturn | ToolReturn:
+    async def _run_code_in_session(
+        self, ctx: RunContext[Any], code: str, restart: bool = False
+    ) -> RunCodeReturn | ToolReturn:
         """Run Python code durably, in the session of this conversation (see TOOL_DESCRIPTION).
 
         Args:

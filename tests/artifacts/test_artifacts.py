@@ -88,7 +88,6 @@ async def test_a_5mb_csv_never_enters_the_history(client, task_queue, worker, st
 async def test_caps_are_typed_errors_in_the_code(client, task_queue, store, monkeypatch) -> None:
     from codemode.activities import ToolRegistry
     from codemode.worker.worker import CodeModeWorker
-
     from tests.workflows.conftest import TOOLS_MODULE
 
     monkeypatch.setenv("CODEMODE_ARTIFACT_MAX_BYTES", "1000")
@@ -106,7 +105,10 @@ async def test_caps_are_typed_errors_in_the_code(client, task_queue, store, monk
         outcome = await (await start_execution(client, CodeExecutionRequest(code=code), task_queue=task_queue)).result()
         assert outcome.success, outcome.error
         per_file, per_execution = outcome.output
-        assert per_file == "artifact 'big.bin' is 2.0 KB, over the 1000 B limit for one artifact (CODEMODE_ARTIFACT_MAX_BYTES)"
+        assert (
+            per_file
+            == "artifact 'big.bin' is 2.0 KB, over the 1000 B limit for one artifact (CODEMODE_ARTIFACT_MAX_BYTES)"
+        )
         assert per_execution.startswith("artifact 'b.bin' (900 B) would bring this execution's artifacts to 1.8 KB")
         assert per_execution.endswith("over the 1.5 KB limit per execution (CODEMODE_ARTIFACTS_MAX_BYTES)")
         assert [a.name for a in outcome.artifacts] == ["a.bin"]
@@ -215,7 +217,10 @@ async def test_the_audit_shows_each_save(client, task_queue, worker) -> None:
     from codemode.worker import display
     from codemode.worker.audit import fetch_audit
 
-    code = "save_artifact('one.txt', 'one')\ntry:\n    save_artifact('../x', 'no')\nexcept ValueError as e:\n    print(e)\n"
+    code = (
+        "save_artifact('one.txt', 'one')\n"
+        "try:\n    save_artifact('../x', 'no')\nexcept ValueError as e:\n    print(e)\n"
+    )
     handle = await start_execution(client, CodeExecutionRequest(code=code), task_queue=task_queue)
     outcome = await handle.result()
     assert outcome.success and outcome.stdout == "save_artifact(): name '../x' must not have empty, '.' or '..' parts\n"

@@ -37,7 +37,12 @@ async def test_images_reach_the_model_as_binary_content(client, task_queue, work
         {"name": "plot.png", "mime_type": "image/png", "size": len(PNG)},
         {"name": "data.csv", "mime_type": "text/csv", "size": 8},
     ]
-    shown = [c for p in seen if isinstance(p, UserPromptPart) for c in (p.content if isinstance(p.content, list) else [p.content])]
+    shown = [
+        c
+        for p in seen
+        if isinstance(p, UserPromptPart)
+        for c in (p.content if isinstance(p.content, list) else [p.content])
+    ]
     images = [c for c in shown if isinstance(c, BinaryContent)]
     assert [(i.media_type, i.data) for i in images] == [("image/png", PNG)]  # the CSV is named, not shown
     assert "Artifact plot.png:" in shown

@@ -34,7 +34,9 @@ async def test_each_cell_keeps_its_own_artifacts(client, task_queue, worker, sto
             assert data == {"first.txt": b"one", "second.txt": b"two"}.get(artifact.name, artifact.name.encode())
 
 
-async def test_a_rebuilt_python_session_saves_nothing_again(client, temporal_address, task_queue, events_file, store) -> None:
+async def test_a_rebuilt_python_session_saves_nothing_again(
+    client, temporal_address, task_queue, events_file, store
+) -> None:
     """The worker holding a python session dies between two cells: the next cell rebuilds the
     session by replaying the first, whose saves the journal answers (nothing stored again)."""
     import signal
@@ -53,7 +55,9 @@ async def test_a_rebuilt_python_session_saves_nothing_again(client, temporal_add
         procs[0].send_signal(signal.SIGKILL)
         procs[0].wait()
         procs.append(spawn_worker(temporal_address, task_queue, events_file))
-        second = await run_cell(client, name, "save_artifact('second.txt', str(x + 1))\nx + 1", runtime="python", task_queue=task_queue)
+        second = await run_cell(
+            client, name, "save_artifact('second.txt', str(x + 1))\nx + 1", runtime="python", task_queue=task_queue
+        )
         assert second.success and second.output == 42, second.error
         await close_session(client, name)
     finally:

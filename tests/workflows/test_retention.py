@@ -268,7 +268,8 @@ async def test_artifacts_go_with_their_execution(client, worker, store) -> None:
     from codemode.activities.checkpoints import CheckpointScope, CheckpointStore, CheckpointUnusable
 
     code = "save_artifact('kept.txt', 'until retention')\nopen(OUTPUTS_DIR + '/also.txt', 'w').write('x')\n1"
-    handle = await start_execution(client, CodeExecutionRequest(code=code, runtime="python"), task_queue=worker.task_queue)
+    req = CodeExecutionRequest(code=code, runtime="python")
+    handle = await start_execution(client, req, task_queue=worker.task_queue)
     outcome = await handle.result()
     assert outcome.success and len(outcome.artifacts) == 2, outcome
     arts = [k for k in await objects_of(store, handle.id) if "/art/" in k]

@@ -38,13 +38,13 @@ async def _artifacts(execution_id: str, name: str | None, output: str | None, as
 
     client = await open_client(address)
     handle, desc = await existing_handle(client, execution_id)
-    from temporalio.client import WorkflowExecutionStatus
+    from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 
     if desc.status == WorkflowExecutionStatus.RUNNING:
         raise Fail(f"execution {execution_id} is still running: its artifacts are listed when it ends")
     try:
         outcome = await handle.result()
-    except Exception as err:
+    except WorkflowFailureError as err:
         raise Fail(f"execution {execution_id} has no outcome ({type(err).__name__}: {err})", exit_code=1) from None
     if name is None:
         _list(outcome.artifacts, as_json)
