@@ -254,3 +254,21 @@ async def test_outputs_and_save_artifact_on_other_cpython_runtimes(client, task_
     assert await _load(store, outcome, outcome.artifacts[0]) == b"\x00\x01"
     platform = "emscripten" if runtime == "pyodide" else "linux"
     assert await _load(store, outcome, outcome.artifacts[1]) == f"from {platform}".encode()
+
+
+def test_every_prompt_names_save_artifact_and_cpython_ones_the_outputs_directory() -> None:
+    from codemode.activities import ToolRegistry
+    from codemode.runtimes import code_mode_prompt
+
+    for runtime in ("monty", "python", "docker", "e2b", "pyodide"):
+        prompt = code_mode_prompt(runtime, ToolRegistry.from_module("tests.workflows.tools_under_test").signatures())
+        assert prompt.count("def save_artifact(name: str, data: bytes | str, mime_type: str | None = None)") == 1
+        assert ("OUTPUTS_DIR" in prompt) is (runtime != "monty"), runtime
+    registry = ToolRegistry.from_module("tests.workflows.tools_under_test")
+    assert "save_artifact" not in registry.select(None) and "save_artifact" in registry.for_execution(["lookup"])
+    assert registry["save_artifact"].signature.name == "save_artifact"  # get_schema finds it
+    with pytest.raises(ValueError, match="reserved"):
+
+        def save_artifact(name: str) -> None: ...
+
+        registry.register(save_artifact)
