@@ -1277,6 +1277,8 @@ def _variables(namespace):
     for name, value in list(namespace.items()):
         if name.startswith("__") or getattr(value, "__codemode_tool__", False) or isinstance(value, ToolNamespace):
             continue
+        if name == OUTPUTS_GLOBAL:  # ours, like the tool stubs
+            continue
         found[name] = type(value).__name__
         if len(found) >= _MAX_VARIABLES:
             break

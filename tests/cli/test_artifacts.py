@@ -44,3 +44,23 @@ async def test_run_then_list_and_fetch(cli_env: dict[str, str], tmp_path: Path) 
 
     missing = await codemode("artifacts", execution_id, "nope.txt", env=cli_env)
     assert missing.rc == 2 and "has no artifact 'nope.txt' (it has: bytes/all.bin, table.csv)" in missing.err
+
+
+async def test_the_forecast_chart_example(cli_env: dict[str, str], tmp_path: Path) -> None:
+    """examples/forecast_chart.py: pandas and matplotlib on the python runtime, the chart fetched."""
+    pytest.importorskip("pandas")
+    pytest.importorskip("matplotlib")
+    run = await codemode(
+        "run", "examples/forecast_chart.py", "--runtime", "python", "--tools", "examples.tools", "--json", env=cli_env
+    )
+    assert run.rc == 0, run
+    outcome = json.loads(run.out)
+    assert outcome["output"] == {"London": 16.0, "Paris": 20.0, "Tokyo": 26.0}
+    assert [(a["name"], a["mime_type"]) for a in outcome["artifacts"]] == [
+        ("forecast.csv", "text/csv"),
+        ("forecast.png", "image/png"),
+    ]
+    target = tmp_path / "forecast.png"
+    fetched = await codemode("artifacts", outcome["execution_id"], "forecast.png", "-o", str(target), env=cli_env)
+    assert fetched.rc == 0, fetched
+    assert target.read_bytes().startswith(b"\x89PNG") and target.stat().st_size == outcome["artifacts"][1]["size"]
