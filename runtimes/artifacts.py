@@ -138,8 +138,8 @@ def detach(call: FunctionCall) -> tuple[FunctionCall, bytes | None]:
     else:
         small = {"error": payload[1:]}
     kwargs: dict[str, Any] = {"data": small}
-    if bound.get("mime_type") is not None or "mime_type" in bound:
-        kwargs["mime_type"] = bound.get("mime_type")
+    if "mime_type" in bound:
+        kwargs["mime_type"] = bound["mime_type"]
     unknown = sorted(set(bound) - set(names))
     if extra or unknown:
         kwargs["data"] = {"error": "save_artifact() takes name, data and mime_type only"}

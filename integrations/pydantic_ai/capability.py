@@ -78,8 +78,8 @@ if TYPE_CHECKING:
 TOOL_DESCRIPTION = (
     "Run Python code that calls the functions described in the instructions. Returns the value of the "
     "last expression as `output`, what the code printed as `stdout`, and `error` (type, message, line) "
-    "when it failed. Each run is durable: tool calls are retried and audited, and risky calls wait "
-    "for a person's approval."
+    "when it failed, and the `artifacts` (files) it saved; images among them are shown to you. Each run "
+    "is durable: tool calls are retried and audited, and risky calls wait for a person's approval."
 )
 
 #: Prompts already built, by (tools module, runtime): the registry is imported once per

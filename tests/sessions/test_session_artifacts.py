@@ -7,7 +7,9 @@ from __future__ import annotations
 from codemode.activities.artifacts import ArtifactStore
 from codemode.activities.checkpoints import CheckpointScope, CheckpointStore
 from codemode.activities.storage import key_segment
-from codemode.worker.client.sessions import run_cell
+from codemode.worker.client.sessions import close_session, run_cell
+
+from .conftest import no_e2b_sandbox_left
 
 FIRST = "save_artifact('first.txt', 'one')\n{cpython_write}'cell 1'"
 SECOND = "{cpython_write}save_artifact('second.txt', 'two')\n'cell 2'"
@@ -22,6 +24,8 @@ async def test_each_cell_keeps_its_own_artifacts(client, task_queue, worker, sto
 
     first = await run_cell(client, session_name, code(FIRST, "a.txt"), runtime=runtime, task_queue=task_queue)
     second = await run_cell(client, session_name, code(SECOND, "b.txt"), runtime=runtime, task_queue=task_queue)
+    await close_session(client, session_name)
+    await no_e2b_sandbox_left()  # (closing kills the e2b session's sandbox)
     assert first.success and second.success, (first.error, second.error)
     expected = (["first.txt", "a.txt"], ["second.txt", "b.txt"]) if cpython else (["first.txt"], ["second.txt"])
     assert [a.name for a in first.artifacts] == expected[0]
@@ -41,8 +45,6 @@ async def test_a_rebuilt_python_session_saves_nothing_again(
     session by replaying the first, whose saves the journal answers (nothing stored again)."""
     import signal
     import uuid
-
-    from codemode.worker.client.sessions import close_session
 
     from ..workflows.test_crash import spawn_worker
 
