@@ -272,3 +272,20 @@ def test_every_prompt_names_save_artifact_and_cpython_ones_the_outputs_directory
         def save_artifact(name: str) -> None: ...
 
         registry.register(save_artifact)
+
+
+async def test_artifacts_in_an_s3_bucket(s3_bucket_store, s3_client, task_queue) -> None:
+    """The production store: the bytes are objects in the bucket, read back through the client."""
+    from codemode.activities import ToolRegistry
+    from codemode.worker.client.artifacts import read_artifact
+    from codemode.worker.worker import CodeModeWorker
+    from tests.workflows.conftest import TOOLS_MODULE
+
+    code = "save_artifact('s3.bin', b'\\x01' * 1000)\nopen(OUTPUTS_DIR + '/t.txt', 'w').write('tt')\n1"
+    async with CodeModeWorker(s3_client, ToolRegistry.from_module(TOOLS_MODULE), task_queue=task_queue).running():
+        req = CodeExecutionRequest(code=code, runtime="python")
+        outcome = await (await start_execution(s3_client, req, task_queue=task_queue)).result()
+    assert outcome.success, outcome.error
+    keys = await s3_bucket_store.list_keys(bucket=s3_bucket_store.bucket, prefix="codemode/")
+    assert len(_stored_artifacts(keys, outcome.execution_id)) == 2
+    assert [await read_artifact(s3_client, outcome.execution_id, a) for a in outcome.artifacts] == [b"\x01" * 1000, b"tt"]
