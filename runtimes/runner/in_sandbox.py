@@ -699,7 +699,10 @@ def _prepare_outputs(namespace):
     save = namespace.get(SAVE_ARTIFACT)
     if not getattr(save, "__codemode_tool__", False):
         return None
-    path = os.environ.get(OUTPUTS_ENV) or OUTPUTS_DIR
+    # /tmp/outputs in every sandbox (its private /tmp); a run without one (the python runtime's
+    # isolation="none") has a TMPDIR of its own, so its outputs are not another run's.
+    tmp = os.environ.get("TMPDIR") or "/tmp"
+    path = os.environ.get(OUTPUTS_ENV) or (OUTPUTS_DIR if tmp.rstrip("/") == "/tmp" else os.path.join(tmp, "outputs"))
     try:
         os.makedirs(path, exist_ok=True)
     except OSError:

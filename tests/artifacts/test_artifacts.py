@@ -11,6 +11,7 @@ import pytest
 from codemode.activities.artifacts import ArtifactStore
 from codemode.activities.checkpoints import CheckpointScope, CheckpointStore
 from codemode.runtimes import ExecutionLimits
+from codemode.runtimes.artifacts import SIGNATURE as SAVE_SIGNATURE
 from codemode.worker.client.executions import start_execution
 from codemode.workflows.models import CodeExecutionRequest
 
@@ -289,3 +290,29 @@ async def test_artifacts_in_an_s3_bucket(s3_bucket_store, s3_client, task_queue)
     keys = await s3_bucket_store.list_keys(bucket=s3_bucket_store.bucket, prefix="codemode/")
     assert len(_stored_artifacts(keys, outcome.execution_id)) == 2
     assert [await read_artifact(s3_client, outcome.execution_id, a) for a in outcome.artifacts] == [b"\x01" * 1000, b"tt"]
+
+
+async def test_an_unsandboxed_run_keeps_its_outputs_to_itself() -> None:
+    """The python runtime without a sandbox (isolation="none") has no private /tmp: its outputs
+    directory is under the run's own TMPDIR, so two runs never hand back each other's files."""
+    import warnings
+
+    from codemode.runtimes.python import PythonRuntime
+    from codemode.runtimes.types import ExecutionResult
+
+    code = "open(OUTPUTS_DIR + '/mine.txt', 'w').write('x')\nOUTPUTS_DIR"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rt = PythonRuntime(isolation="none")
+    async with rt:
+        dirs = []
+        for _ in range(2):
+            execution = await rt.execute(code, functions={"save_artifact": SAVE_SIGNATURE})
+            event = await execution.next_batch()
+            assert [(c.function_name, c.args) for c in event] == [("save_artifact", ["mine.txt"])]
+            await execution.provide_result({}, call_id=event[0].call_id)
+            done = await execution.next_batch()
+            assert isinstance(done, ExecutionResult)
+            dirs.append(done.output)
+            await execution.close()
+    assert dirs[0] != dirs[1] and not dirs[0].startswith("/tmp/outputs")
