@@ -292,6 +292,9 @@ class StepResult(CompactModel):
     #: Calls answered inside the step without running a tool (invalid arguments,
     #: unknown tool): recorded in the journal and the audit, never run.
     rejected: list[JournalEntry] = Field(default_factory=list)
+    #: Calls of host functions built into every execution that the step answered itself
+    #: (``save_artifact``: the result is the artifact's reference): journaled like a tool's.
+    served: list[JournalEntry] = Field(default_factory=list)
     checkpoint: CheckpointRef | None = None
     session_id: str | None = None
     #: The task queue of the worker holding the live session (steps go there first).

@@ -36,6 +36,7 @@ from codemode.runtimes.session import CodeSession
 from codemode.runtimes.types import CheckpointTier
 
 from . import names
+from .artifacts import ArtifactLimits, ArtifactStore
 from .checkpoint_deletion import DeletionBatching
 from .checkpoints import CheckpointScope, CheckpointStore, CheckpointUnusable
 from .live_runs import KeptSession, LiveRuns, LiveSession, cache_key, live_key
@@ -84,9 +85,11 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching):
         snapshot_cache_size: int = 64,
         snapshot_cache_bytes: int = 256 * 1024 * 1024,
         session_keep_alive_seconds: float = 900.0,
+        artifact_limits: ArtifactLimits | None = None,
     ) -> None:
         self.registry = registry
         self.checkpoints = checkpoints
+        self.artifacts = ArtifactStore(checkpoints, artifact_limits)
         self._runtimes: dict[str, CodeRuntime] = dict(runtimes or {})
         self.session_queue = session_queue
         self.keep_alive_seconds = keep_alive_seconds
@@ -281,7 +284,7 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching):
 
     async def _start(self, inp: StartInput) -> StepResult:
         try:
-            specs = self.registry.select(inp.tools)
+            specs = self.registry.for_execution(inp.tools)
             runtime = self.runtime(inp.runtime)
         except (KeyError, ValueError, ImportError) as err:
             msg = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
@@ -378,7 +381,7 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching):
                 non_retryable=True,
             )
         if specs is None:
-            specs = self.registry.select(inp.tools)
+            specs = self.registry.for_execution(inp.tools)
         first: list[FunctionCall] | ExecutionResult | None = None
         ratchet = Ratchet(execution, specs)
         try:
@@ -418,7 +421,7 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching):
         self, runtime: CodeRuntime, inp: ResumeInput, scope: CheckpointScope, reason: str | None
     ) -> StepResult:
         assert inp.start is not None
-        specs = self.registry.select(inp.start.tools)
+        specs = self.registry.for_execution(inp.start.tools)
         sigs = {n: s.signature for n, s in specs.items()}
         cell: CellRef | None = None
         try:

@@ -136,7 +136,7 @@ class SessionCells:
         replays = []
         for number, entry in enumerate(cells, 1):
             try:
-                specs = self.registry.select(entry.tools)
+                specs = self.registry.for_execution(entry.tools)
             except (KeyError, ValueError) as err:
                 raise NonDeterminismError(
                     f"rebuilding the session, earlier cell {number} used a tool this worker does not have: {err}",

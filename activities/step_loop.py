@@ -15,10 +15,12 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from codemode.runtimes import CodeExecution, CodeExecutionError, ExecutionResult, FunctionCall
+from codemode.runtimes.artifacts import SAVE_ARTIFACT
 from codemode.runtimes.errors import SandboxError
 from codemode.runtimes.journal_replay import JournalEntry, replay
 from codemode.runtimes.types import CheckpointTier
 
+from .artifacts import ArtifactStore
 from .checkpoints import CheckpointScope
 from .live_runs import LiveSession, cache_key, live_key
 from .models import (
@@ -55,6 +57,9 @@ def error_info(err: CodeExecutionError) -> ErrorInfo:
 class StepLoop:
     """``_drive``. The state it uses is set up by ``SandboxActivities.__init__``."""
 
+    #: Answers ``save_artifact`` (``activities/artifacts.py``).
+    artifacts: ArtifactStore
+
     async def _drive(
         self,
         execution: CodeExecution,
@@ -82,6 +87,7 @@ class StepLoop:
         since, which the workflow holds: no tool runs again, at most that much compute does."""
         began = time.perf_counter()
         rejected: list[JournalEntry] = []
+        served: list[JournalEntry] = []  # save_artifact, answered here
         try:
             while True:
                 event = first if first is not None else await execution.next_batch()
@@ -95,6 +101,7 @@ class StepLoop:
                             kind="error",
                             error=oversize,
                             rejected=rejected,
+                            served=served,
                             stdout=event.stdout[stdout_offset:],
                             via=via,
                             fallback=fallback,
@@ -104,6 +111,7 @@ class StepLoop:
                         kind="result",
                         result=event,
                         rejected=rejected,
+                        served=served,
                         stdout=event.stdout[stdout_offset:],
                         stdout_truncated=event.stdout_truncated,
                         via=via,
@@ -112,6 +120,11 @@ class StepLoop:
                     )
                 calls: list[CallRequest] = []
                 for call in event:
+                    if call.function_name == SAVE_ARTIFACT:
+                        data = execution.artifact_data.pop(call.call_id, None)
+                        served.append(await self.artifacts.serve(scope, call, data))
+                        await answer(execution, served[-1])
+                        continue
                     spec = specs.get(call.function_name)
                     try:
                         if spec is None:
@@ -133,13 +146,14 @@ class StepLoop:
                     kind="calls",
                     calls=calls,
                     rejected=rejected,
+                    served=served,
                     stdout=stdout[stdout_offset:],
                     via=via,
                     fallback=fallback,
                 )
                 runtime = self.runtime(execution.runtime)
                 if defer is not None and len(calls) == 1 and not calls[0].requires_approval:
-                    added = defer[1] + sum(len(to_json(e)) for e in rejected)
+                    added = defer[1] + sum(len(to_json(e)) for e in [*rejected, *served])
                     ran = unsaved_s + (time.perf_counter() - began)
                     if (
                         added <= defer[0]
@@ -173,6 +187,7 @@ class StepLoop:
                 kind="error",
                 error=error_info(err),
                 rejected=rejected,
+                served=served,
                 stdout=stdout[stdout_offset:],
                 via=via,
                 fallback=fallback,

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from pydantic import ConfigDict, ValidationError, create_model
 
+from codemode.runtimes import artifacts
 from codemode.runtimes.signatures import ToolSignature, signature_from_callable
 
 from . import names
@@ -251,6 +252,8 @@ class ToolRegistry:
         name = spec.name
         if name in RESERVED_NAMES:
             raise ValueError(f"tool name {name!r} is reserved")
+        if name in BUILTINS or spec.code_name in BUILTINS:
+            raise ValueError(f"tool name {spec.code_name!r} is reserved: every execution has it built in")
         if name in self._tools:
             first = self._describe(self._tools[name])
             raise ValueError(f"two tools are named {name!r}: {first} and {self._describe(spec)}")
@@ -307,7 +310,8 @@ class ToolRegistry:
         return name in self._tools
 
     def __getitem__(self, name: str) -> ToolSpec:
-        return self._tools[name]
+        builtin = BUILTINS.get(name)
+        return builtin if builtin is not None and name not in self._tools else self._tools[name]
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         return iter(self._tools.values())
@@ -335,12 +339,18 @@ class ToolRegistry:
         """The tools an execution may call. Unknown names in the allow-list raise ``KeyError``."""
         if allow is None:
             return dict(self._tools)
-        allow = list(allow)
+        allow = [n for n in allow if n not in BUILTINS]
         unknown = [n for n in allow if not self.resolve(n)]
         if unknown:
             raise KeyError(f"unknown tool(s) in the allow-list: {', '.join(unknown)}; registered: {', '.join(self._tools)}")
         chosen = [t for n in allow for t in self.resolve(n)]
         return {n: self._tools[n] for n in dict.fromkeys(chosen)}
+
+    def for_execution(self, allow: Iterable[str] | None) -> dict[str, ToolSpec]:
+        """What an execution's code can call: the tools ``select`` chooses and the host
+        functions built into every execution (``save_artifact``: never an activity, the step
+        answers it)."""
+        return {**self.select(allow), **BUILTINS}
 
     def signatures(self, allow: Iterable[str] | None = None, *, listed: bool = False) -> dict[str, ToolSignature]:
         """Tool name -> signature. ``listed``: what a prompt shows (``ToolSpec.listed_signature``),
@@ -349,3 +359,15 @@ class ToolRegistry:
         if listed:
             return {n: s.listed_signature for n, s in chosen.items()}
         return {n: s.signature for n, s in chosen.items()}
+
+
+def _save_artifact(name: str, data: bytes | str, mime_type: str | None = None) -> dict[str, Any]:
+    raise RuntimeError("save_artifact is answered by the sandbox step, never run as a tool")
+
+
+#: Host functions every execution has, served by the step itself (``activities/artifacts.py``).
+BUILTINS: dict[str, ToolSpec] = {
+    artifacts.SAVE_ARTIFACT: ToolSpec(
+        artifacts.SAVE_ARTIFACT, _save_artifact, ToolOptions(), artifacts.SIGNATURE, origin="built in"
+    )
+}

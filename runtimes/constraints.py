@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from . import artifacts
 from .signatures import ToolSignature, render_stubs
 
 
@@ -53,6 +54,8 @@ def build_code_mode_prompt(
         "with try/except to recover.",
     ]
     sigs = list(signatures.values()) if isinstance(signatures, Mapping) else list(signatures)
+    if not any(s.name == artifacts.SAVE_ARTIFACT for s in sigs):
+        sigs.append(artifacts.SIGNATURE)  # built in: every runtime serves it
     if any(s.is_async for s in sigs) and c.supports_async:
         lines.append(
             "Functions declared `async def` must be awaited; run independent calls concurrently with"
@@ -96,5 +99,6 @@ def build_code_mode_prompt(
         parts.append("The sandbox runs full Python (CPython) with its standard library.")
     if c.additional_instructions.strip():
         parts.append(c.additional_instructions.strip())
+    parts.append(artifacts.prompt_text(filesystem=c.supports_filesystem))
     parts.append("Available functions:\n```python\n" + render_stubs(sigs).strip() + "\n```")
     return "\n\n".join(parts) + "\n"

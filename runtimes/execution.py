@@ -44,6 +44,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from . import artifacts
 from .errors import ExecutionProtocolError
 from .types import ExecutionResult, FunctionCall
 
@@ -126,6 +127,9 @@ class CodeExecution:
         #: The session this execution runs in, when it is a cell (``runtimes/session.py``):
         #: it outlives the execution, and ``close()`` after the end leaves it usable.
         self.session: Any = None  # codemode.runtimes.session.CodeSession (which imports this module)
+        #: The bytes of ``save_artifact`` calls, by call id, taken off the calls as they
+        #: arrive (``runtimes/artifacts.py``): the step that answers one stores them.
+        self.artifact_data: dict[str, bytes] = {}
 
     # -- state ------------------------------------------------------------------------
 
@@ -152,6 +156,10 @@ class CodeExecution:
             raise ExecutionProtocolError("the execution has already finished")
         step = await self._advance()
         if isinstance(step, FunctionCall):
+            if step.function_name == artifacts.SAVE_ARTIFACT:
+                step, data = artifacts.detach(step)
+                if data is not None:
+                    self.artifact_data[step.call_id] = data
             self._pending[step.call_id] = step
         elif isinstance(step, ExecutionResult):
             self._finished = True
@@ -202,6 +210,7 @@ class CodeExecution:
         cid = self._resolve_call_id(call_id)
         await self._answer(cid, CallOutcome.result(value))
         del self._pending[cid]
+        self.artifact_data.pop(cid, None)
         self._answered.set()
 
     async def provide_error(self, exc_type: str, message: str, *, call_id: str | None = None) -> None:
@@ -209,6 +218,7 @@ class CodeExecution:
         cid = self._resolve_call_id(call_id)
         await self._answer(cid, CallOutcome.error(exc_type, message))
         del self._pending[cid]
+        self.artifact_data.pop(cid, None)
         self._answered.set()
 
     def dump(self) -> bytes | None:

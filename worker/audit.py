@@ -286,6 +286,17 @@ class _Builder:
                 self.event(
                     at, "call", f"{c.summary} rejected before running: {c.error.type}: {c.error.message}", c.call_id
                 )
+            for entry in step.served:  # save_artifact: the step stored the file and answered
+                c = self.call(entry.call_id, entry.function_name)
+                c.args, c.kwargs, c.requested_at, c.finished_at = entry.args, entry.kwargs, at, at
+                c.summary = c.summary or entry.describe()
+                if entry.error_type is None:
+                    c.status, c.result = "ok", entry.result
+                    self.event(at, "call", f"{c.summary} saved by the step", c.call_id)
+                else:
+                    c.status = "error"
+                    c.error = ErrorInfo(type=entry.error_type, message=entry.error_message, kind="resource")
+                    self.event(at, "call", f"{c.summary} refused: {c.error.type}: {c.error.message}", c.call_id)
 
     async def feed(self, e: HistoryEvent) -> None:
         at = _time(e)

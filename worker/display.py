@@ -58,12 +58,27 @@ def outcome_summary(outcome: ExecutionOutcome) -> str:
     calls = len(outcome.tool_calls)
     tail = f"{outcome.duration_ms / 1000:.1f}s · {calls} tool call{'s' if calls != 1 else ''} · {outcome.execution_id}"
     if outcome.success:
-        return f"✓ completed in {tail}"
+        return f"✓ completed in {tail}" + artifact_lines(outcome)
     err = outcome.error
     where = f" (line {err.line})" if err and err.line else ""
     what = f"{err.type}: {err.message}{where}" if err else "failed"
     trace = "".join(f"\n  {ln}" for ln in err.traceback.rstrip().splitlines()) if err and err.traceback else ""
     return f"✗ {what}{trace}\n  after {tail}"
+
+
+def artifact_lines(outcome: ExecutionOutcome) -> str:
+    """The files the execution handed back, and how to fetch them ("" when none)."""
+    if not outcome.artifacts:
+        return ""
+    from codemode.activities.models import human_bytes
+
+    shown = ", ".join(f"{a.name} ({human_bytes(a.size)})" for a in outcome.artifacts[:10])
+    more = f" and {len(outcome.artifacts) - 10} more" if len(outcome.artifacts) > 10 else ""
+    first = outcome.artifacts[0].name
+    return (
+        f"\n  artifacts: {shown}{more}"
+        f"\n  fetch: codemode artifacts {outcome.execution_id} {first} -o {first.rpartition('/')[2]}"
+    )
 
 
 def status_lines(execution_id: str, status: ExecutionStatus) -> list[str]:

@@ -18,6 +18,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 
 with workflow.unsafe.imports_passed_through():
     from codemode.activities import names
+    from codemode.activities.artifact_refs import artifacts_of
     from codemode.activities.models import (
         CHECKPOINT_REFUSED,
         RECORD_RESULT_BYTES,
@@ -36,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         StateSegment,
         StepResult,
     )
+    from codemode.activities.step_answers import answered_in_step
     from codemode.runtimes.journal_replay import JournalEntry
     from codemode.runtimes.types import Determinism
     from codemode.workflows.approvals import Approvals, permission_error, summary
@@ -263,10 +265,11 @@ class CodeExecutionWorkflow:
             output=output,
             stdout="".join(self._stdout),
             error=error,
-            tool_calls=await self._all_calls(start),
+            tool_calls=(calls := await self._all_calls(start)),
             duration_ms=(workflow.now() - started).total_seconds() * 1000,
             runtime=req.runtime,
             cell=self._cell_end,
+            artifacts=artifacts_of(calls, start.first_run_id),
         )
 
     async def _store_cell_journal(self, start: StartInput) -> None:
@@ -587,18 +590,9 @@ class CodeExecutionWorkflow:
         if step.stdout:
             self._stdout.append(step.stdout)
             self._stdout_len += len(step.stdout)
-        for entry in step.rejected:
+        for entry, record in answered_in_step(step):  # refused calls, save_artifact
             self._journal.append(entry)
-            self._calls[entry.call_id] = ToolCallRecord(
-                call_id=entry.call_id,
-                tool=entry.function_name,
-                args=entry.args,
-                kwargs=entry.kwargs,
-                status="error",
-                error=ErrorInfo(type=entry.error_type or "", message=entry.error_message, kind="invalid_call"),
-                attempts=0,
-                summary=entry.describe(),
-            )
+            self._calls[entry.call_id] = record
 
     # -- one call ------------------------------------------------------------------------------
 

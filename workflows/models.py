@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 from temporalio.common import SearchAttributeKey
 
+from codemode.activities.artifact_refs import Artifact  # noqa: F401 (re-exported for clients)
 from codemode.activities.models import CellEnd, CellStart
 from codemode.activities.records import (  # noqa: F401 (shared with the activities; re-exported for clients)
     EXECUTION_WORKFLOW_TYPE,
@@ -112,6 +113,9 @@ class ExecutionOutcome(BaseModel):
     runtime: str = "monty"
     #: A cell of a session: the session after it (its state, its globals).
     cell: CellEnd | None = None
+    #: Files the code handed back (``save_artifact``, the outputs directory): references;
+    #: the bytes are in the object store (``codemode artifacts ID NAME``).
+    artifacts: list[Artifact] = Field(default_factory=list)
 
 
 class PendingApproval(BaseModel):

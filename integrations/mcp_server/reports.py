@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from codemode.worker import display
 from codemode.workflows.models import (
     ApprovalRecord,
+    Artifact,
     CallStatus,
     ErrorInfo,
     ExecutionOutcome,
@@ -72,6 +73,8 @@ class ExecutionReport(BaseModel):
     error: ErrorInfo | None = None
     pending_approvals: list[PendingReport] = Field(default_factory=list)
     tool_calls: list[CallReport] = Field(default_factory=list)
+    #: Files the code handed back; their contents follow the text (``artifacts.py``).
+    artifacts: list[Artifact] = Field(default_factory=list)
 
 
 def completed(outcome: ExecutionOutcome) -> ExecutionReport:
@@ -82,6 +85,7 @@ def completed(outcome: ExecutionOutcome) -> ExecutionReport:
         stdout=outcome.stdout,
         error=outcome.error,
         tool_calls=[CallReport.of(c) for c in outcome.tool_calls],
+        artifacts=outcome.artifacts,
     )
 
 
@@ -131,6 +135,7 @@ def text(report: ExecutionReport, *, ui_url: str | None = None) -> str:
     if report.status == "completed":
         lines.append(f"✓ completed · {_count(report)} · {rid}")
         lines.append("output: " + _cut(json.dumps(report.output, indent=2, ensure_ascii=False, default=str)))
+        lines += _artifact_lines(report)
     elif report.status == "awaiting_approval":
         lines.append(f"⏸ {rid} is waiting for approval:")
         lines += [f"    call {p.call_id}: {p.summary or p.tool}" for p in report.pending_approvals]
@@ -153,6 +158,18 @@ def text(report: ExecutionReport, *, ui_url: str | None = None) -> str:
         if err and err.traceback:
             lines.append(err.traceback.rstrip())
     return "\n".join(lines)
+
+
+def _artifact_lines(report: ExecutionReport) -> list[str]:
+    if not report.artifacts:
+        return []
+    from codemode.activities.models import human_bytes
+
+    lines = ["artifacts (their contents follow):"]
+    for a in report.artifacts:
+        lines.append(f"  {a.name} · {a.mime_type} · {human_bytes(a.size)}")
+    lines.append(f"fetch one: codemode artifacts {report.execution_id} NAME -o FILE")
+    return lines
 
 
 def _count(report: ExecutionReport) -> str:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from codemode.runtimes import RUNTIMES
 
 from . import reports
+from .artifacts import artifact_contents
 from .catalog import MAX_CODE_CHARS, ToolCatalog, UnknownTools
 from .execute import BadInput, Executions, TemporalUnavailable
 from .reports import ExecutionReport
@@ -95,7 +96,7 @@ def build_server(
             got = await executions.execute(ctx, code, runtime, session, restart)
         except (BadInput, TemporalUnavailable) as err:
             raise ToolError(str(err)) from None
-        return _answer(got, executions.ui_url)
+        return await _with_files(_answer(got, executions.ui_url), got, executions)
 
     async def search(
         query: Annotated[str, Field(description="What the tool should do, in a few words.")],
@@ -135,7 +136,7 @@ def build_server(
             got = await executions.result(ctx, execution_id, wait_seconds)
         except (BadInput, TemporalUnavailable) as err:
             raise ToolError(str(err)) from None
-        return _answer(got, executions.ui_url)
+        return await _with_files(_answer(got, executions.ui_url), got, executions)
 
     server.add_tool(
         execute,
@@ -163,6 +164,16 @@ def build_server(
         annotations=ToolAnnotations(title="Execution outcome", read_only_hint=False, open_world_hint=False),
     )
     return server
+
+
+async def _with_files(
+    answer: CallToolResult | InputRequiredResult, got: ExecutionReport | InputRequiredResult, executions: Executions
+) -> CallToolResult | InputRequiredResult:
+    """The answer with the run's artifacts after its text (images, embedded files)."""
+    if isinstance(answer, InputRequiredResult) or isinstance(got, InputRequiredResult) or not got.artifacts:
+        return answer
+    answer.content.extend(await artifact_contents(executions.backend.client, got.execution_id, got.artifacts))
+    return answer
 
 
 def _answer(got: ExecutionReport | InputRequiredResult, ui_url: str | None) -> CallToolResult | InputRequiredResult:

@@ -39,7 +39,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from pydantic_ai import CallDeferred, DeferredToolRequests, DeferredToolResults, RunContext
+from pydantic_ai import CallDeferred, DeferredToolRequests, DeferredToolResults, RunContext, ToolReturn
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.tools import Tool
 from pydantic_ai.toolsets import FunctionToolset
@@ -57,6 +57,7 @@ from codemode.workflows.models import (
 )
 from codemode.workflows.session_models import CellTicket, replacement_name
 
+from .artifacts import with_images
 from .returns import RunCodeReturn, run_code_return
 from .session import (
     AGENT_SESSION_IDLE_TIMEOUT,
@@ -77,8 +78,8 @@ if TYPE_CHECKING:
 TOOL_DESCRIPTION = (
     "Run Python code that calls the functions described in the instructions. Returns the value of the "
     "last expression as `output`, what the code printed as `stdout`, and `error` (type, message, line) "
-    "when it failed. Each run is durable: tool calls are retried and audited, and risky calls wait "
-    "for a person's approval."
+    "when it failed, and the `artifacts` (files) it saved; images among them are shown to you. Each run "
+    "is durable: tool calls are retried and audited, and risky calls wait for a person's approval."
 )
 
 #: Prompts already built, by (tools module, runtime): the registry is imported once per
@@ -191,13 +192,15 @@ class DurableCodeMode(AbstractCapability[Any]):
             **extra,
         )
 
-    async def _run_code(self, ctx: RunContext[Any], code: str) -> RunCodeReturn:
+    async def _run_code(self, ctx: RunContext[Any], code: str) -> RunCodeReturn | ToolReturn:
         """Run Python code durably (see TOOL_DESCRIPTION)."""
         if workflow.in_workflow():
             return await self._run_in_workflow(ctx, code)
         return await self._run_from_client(code)
 
-    async def _run_code_in_session(self, ctx: RunContext[Any], code: str, restart: bool = False) -> RunCodeReturn:
+    async def _run_code_in_session(
+        self, ctx: RunContext[Any], code: str, restart: bool = False
+    ) -> RunCodeReturn | ToolReturn:
         """Run Python code durably, in the session of this conversation (see TOOL_DESCRIPTION).
 
         Args:
@@ -237,7 +240,7 @@ class DurableCodeMode(AbstractCapability[Any]):
         notice = replaced_notice(cell.replaced) if cell.replaced and not restart else None
         return run_code_return(cell.outcome, session=cell.session, cell=cell.index, notice=notice)
 
-    async def _run_cell_from_client(self, ctx: RunContext[Any], code: str, restart: bool) -> RunCodeReturn:
+    async def _run_cell_from_client(self, ctx: RunContext[Any], code: str, restart: bool) -> RunCodeReturn | ToolReturn:
         from codemode.worker.client.following import wait_for_outcome
 
         cell, notice = await self._submit_cell(self.session_name(ctx), self.request(code, restart=restart))
@@ -260,7 +263,8 @@ class DurableCodeMode(AbstractCapability[Any]):
                     "decide": decide,
                 }
             )
-        return run_code_return(got, session=cell.session, cell=cell.index, notice=notice)
+        shown = run_code_return(got, session=cell.session, cell=cell.index, notice=notice)
+        return await with_images(await self.get_client(), got, shown)
 
     async def _submit_cell(self, base: str, request: CodeExecutionRequest) -> tuple[CellHandle, str | None]:
         """Send the cell to the conversation's session, or to its successor when it closed.
@@ -303,7 +307,7 @@ class DurableCodeMode(AbstractCapability[Any]):
             return cell, replaced_notice(_closed_reason(closed)) if fresh else None
         raise SessionClosed(f"sessions {base!r} to {replacement_name(base, generation)!r} are all closed")
 
-    async def _run_from_client(self, code: str) -> RunCodeReturn:
+    async def _run_from_client(self, code: str) -> RunCodeReturn | ToolReturn:
         from codemode.worker.client.executions import start_execution
         from codemode.worker.client.following import wait_for_outcome
 
@@ -322,7 +326,7 @@ class DurableCodeMode(AbstractCapability[Any]):
                     "decide": f"codemode approve {handle.id} --all --by NAME (or codemode deny ...)",
                 }
             )
-        return run_code_return(got)
+        return await with_images(client, got, run_code_return(got))
 
     # -- the application's side: clients, decisions, deferred results ---------------------------
 

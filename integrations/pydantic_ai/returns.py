@@ -36,6 +36,12 @@ class CallReturn(TypedDict):
     status: str
 
 
+class ArtifactReturn(TypedDict):
+    name: str
+    mime_type: str
+    size: int
+
+
 class RunCodeReturn(TypedDict, total=False):
     success: bool
     output: Any
@@ -45,6 +51,9 @@ class RunCodeReturn(TypedDict, total=False):
     tool_calls: list[CallReturn]
     more_tool_calls: int
     duration_ms: float
+    #: Files the code handed back (``save_artifact``, the outputs directory); images among
+    #: them follow the return as content the model can see (``artifacts.py``).
+    artifacts: list[ArtifactReturn]
     #: With a session: its name and this call's cell number in it.
     session: str
     cell: int
@@ -98,6 +107,8 @@ def run_code_return(
     }
     if len(calls) > CALLS_SHOWN:
         shown["more_tool_calls"] = len(calls) - CALLS_SHOWN
+    if outcome.artifacts:
+        shown["artifacts"] = [{"name": a.name, "mime_type": a.mime_type, "size": a.size} for a in outcome.artifacts]
     if session is not None:
         shown["session"] = session
     if cell is not None:

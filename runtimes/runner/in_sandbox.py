@@ -506,6 +506,8 @@ class Runner:
         name = spec["name"]  # reported in calls; the code reaches it by its path
         checker = _checker(spec)
         call_sync, call_async = self.call_sync, self.call_async
+        if name == SAVE_ARTIFACT:
+            call_sync = _artifact_caller(call_sync)
         if spec.get("is_async"):
 
             def tool(*args, **kwargs):
@@ -650,6 +652,82 @@ def _unwrap(answer):
     if exc is None:
         exc = RuntimeError(f"{exc_type}: {message}")
     raise exc
+
+
+# -- artifacts (``codemode.runtimes.artifacts``) -------------------------------------------
+
+SAVE_ARTIFACT = "save_artifact"
+OUTPUTS_GLOBAL = "OUTPUTS_DIR"
+OUTPUTS_ENV = "CODEMODE_OUTPUTS_DIR"
+OUTPUTS_DIR = "/tmp/outputs"
+#: A file bigger than this is sent as its size and hash only (the host refuses it): its
+#: base64 would not fit the wire's largest message.
+_WIRE_FILE_BYTES = 40 * 1024 * 1024
+
+
+def _artifact_caller(call_sync):
+    """``save_artifact``'s bytes cross the JSON wire as base64."""
+
+    def call(name, args, kwargs, line):
+        args, kwargs = list(args), dict(kwargs)
+        if len(args) > 1:
+            args[1] = _wire_data(args[1])
+        elif "data" in kwargs:
+            kwargs["data"] = _wire_data(kwargs["data"])
+        return call_sync(name, args, kwargs, line)
+
+    return call
+
+
+def _wire_data(data):
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        import binascii
+
+        data = bytes(data)
+        if len(data) > _WIRE_FILE_BYTES:
+            import hashlib
+
+            return {"omitted": True, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        return {"b64": binascii.b2a_base64(data, newline=False).decode("ascii")}
+    return data
+
+
+def _prepare_outputs(namespace):
+    """Make the outputs directory and tell the code where it is; the ``save_artifact`` stub
+    that hands its files back when the code ends, or None (no such stub, or no filesystem).
+    Files left by an earlier cell of a session were handed back by that cell already."""
+    save = namespace.get(SAVE_ARTIFACT)
+    if not getattr(save, "__codemode_tool__", False):
+        return None
+    # /tmp/outputs in every sandbox (its private /tmp); a run without one (the python runtime's
+    # isolation="none") has a TMPDIR of its own, so its outputs are not another run's.
+    tmp = os.environ.get("TMPDIR") or "/tmp"
+    path = os.environ.get(OUTPUTS_ENV) or (OUTPUTS_DIR if tmp.rstrip("/") == "/tmp" else os.path.join(tmp, "outputs"))
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError:
+        return None
+    os.environ[OUTPUTS_ENV] = path
+    namespace[OUTPUTS_GLOBAL] = path
+    return save, path
+
+
+def _save_outputs(save) -> None:
+    """Hand each file under the outputs directory to ``save_artifact`` (name order), then
+    remove it. A refusal (over a cap) is the code's error, as it would be for its own call."""
+    fn, root = save
+    found = []
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in files:
+            path = os.path.join(folder, name)
+            if os.path.isfile(path) and not os.path.islink(path):
+                found.append((os.path.relpath(path, root).replace(os.sep, "/"), path))
+    for name, path in sorted(found):
+        with open(path, "rb") as f:
+            data = f.read()
+        fn(name, data)
+        os.unlink(path)
 
 
 # -- errors -----------------------------------------------------------------------------
@@ -1202,6 +1280,8 @@ def _variables(namespace):
     for name, value in list(namespace.items()):
         if name.startswith("__") or getattr(value, "__codemode_tool__", False) or isinstance(value, ToolNamespace):
             continue
+        if name == OUTPUTS_GLOBAL:  # ours, like the tool stubs
+            continue
         found[name] = type(value).__name__
         if len(found) >= _MAX_VARIABLES:
             break
@@ -1222,6 +1302,7 @@ def _run_coroutine(coro) -> None:
 
 def _run(code_obj, namespace, clock: _Clock, is_coroutine: bool):
     try:
+        save = _prepare_outputs(namespace)
         clock.start()
         try:
             if is_coroutine:
@@ -1230,6 +1311,8 @@ def _run(code_obj, namespace, clock: _Clock, is_coroutine: bool):
                 exec(code_obj, namespace)
         finally:
             clock.stop()
+        if save is not None:
+            _save_outputs(save)
         _flush_output()
         return {"type": "done", "output": namespace.get(OUTPUT_NAME)}
     except CodeTimeout as exc:

@@ -8,6 +8,7 @@ run the step after their call, issue 11; ``deferred-*.json``: steps that keep th
 on their worker instead of saving a checkpoint, issue 11). ``window64-wide_gather.json`` and
 ``window40-wide_gather.json``: a batch of 50 gathered calls before and after the call window
 went from 64 to 40 (``workflows/execution_workflow.py``, ``CALL_WINDOW_PATCH``).
+``artifacts-save_artifact.json``: a ``save_artifact`` call answered by the step (issue 27).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ SCENARIOS = {
     "decided": CodeExecutionRequest(code="transfer('ann', 2)['to']"),
     "ignored_signal": CodeExecutionRequest(code="transfer('joe', 3)['to']"),
     "cancelled": CodeExecutionRequest(code="transfer('max', 4)['to']"),
+    # A built-in host function the step answers (issue 27): a reference journaled, no activity.
+    "save_artifact": CodeExecutionRequest(code="save_artifact('a.txt', 'x')\nslow_step(1, 0.01)"),
 }
 
 

@@ -260,3 +260,26 @@ async def test_sweep_deletes_what_a_closed_session_left(client, worker, store) -
     report = await sweep(client, store, SweepInput(keep=timedelta(0)))
     assert session_id in report.deleted
     assert await objects_of(store, session_id) == []
+
+
+async def test_artifacts_go_with_their_execution(client, worker, store) -> None:
+    """An execution's artifacts stay while its history does, and the sweep removes them with it."""
+    from codemode.activities.artifacts import ArtifactStore
+    from codemode.activities.checkpoints import CheckpointScope, CheckpointStore, CheckpointUnusable
+
+    code = "save_artifact('kept.txt', 'until retention')\nopen(OUTPUTS_DIR + '/also.txt', 'w').write('x')\n1"
+    req = CodeExecutionRequest(code=code, runtime="python")
+    handle = await start_execution(client, req, task_queue=worker.task_queue)
+    outcome = await handle.result()
+    assert outcome.success and len(outcome.artifacts) == 2, outcome
+    arts = [k for k in await objects_of(store, handle.id) if "/art/" in k]
+    assert len(arts) == 2
+    kept = await sweep(client, store, SweepInput())  # the namespace's retention: too soon
+    assert handle.id in kept.kept and len([k for k in await objects_of(store, handle.id) if "/art/" in k]) == 2
+    report = await sweep(client, store, SweepInput(keep=timedelta(0)))
+    assert handle.id in report.deleted
+    assert await objects_of(store, handle.id) == []
+    artifact = outcome.artifacts[0]
+    scope = CheckpointScope(namespace="default", execution_id=handle.id, first_run_id=artifact.run_id)
+    with pytest.raises(CheckpointUnusable, match="is no longer in"):
+        await ArtifactStore(CheckpointStore(store)).load(scope, artifact)

@@ -6,6 +6,7 @@ One module per command group, so a command is found by its file name:
 - ``decide.py``: ``approve``, ``deny``, ``cancel``
 - ``inspect.py``: ``status``, ``history``
 - ``listing.py``: ``list``
+- ``artifacts.py``: ``artifacts`` (list an execution's files, or fetch one)
 - ``serve.py``: ``worker``, ``server``, ``dev``
 - ``tools.py``: ``tools``
 - ``session.py``: ``session list|show|close|export`` (``run --session NAME`` sends a cell)
@@ -63,6 +64,7 @@ COMMANDS: dict[str, Entry] = {
         "Approve a tool call waiting for approval (CALL_ID as printed by run/status), or every waiting call "
         "with --all.",
     ),
+    "artifacts": Entry("artifacts", "artifacts", "List an execution's artifacts, or fetch the one called NAME."),
     "cancel": Entry("decide", "cancel", "Cancel an execution: it stops where it is, even while it waits for approval."),
     "codec-server": Entry(
         "codec",

@@ -1,0 +1,95 @@
+"""``codemode artifacts ID [NAME]``: list the files an execution handed back, or fetch one.
+
+The references come from the execution's outcome; the bytes from the object store (unsealed
+with ``CODEMODE_ENCRYPTION_KEYS`` when they were sealed). Temporal and the layers below are
+imported inside the command (``tests/cli/test_startup.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+import click
+
+from codemode.worker.cli.common import address_option, json_option
+
+
+@click.command()
+@click.argument("execution_id", metavar="ID")
+@click.argument("name", required=False)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    default=None,
+    help="Where to write the artifact NAME ('-': stdout) [default: its file name, in this directory].",
+)
+@json_option
+@address_option
+def artifacts(execution_id: str, name: str | None, output: str | None, as_json: bool, address: str) -> int:
+    """List an execution's artifacts, or fetch the one called NAME."""
+    return asyncio.run(_artifacts(execution_id, name, output, as_json, address))
+
+
+async def _artifacts(execution_id: str, name: str | None, output: str | None, as_json: bool, address: str) -> int:
+    from codemode.worker.cli.common import EXIT_OK, Fail, existing_handle, open_client
+
+    client = await open_client(address)
+    handle, desc = await existing_handle(client, execution_id)
+    from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+
+    if desc.status == WorkflowExecutionStatus.RUNNING:
+        raise Fail(f"execution {execution_id} is still running: its artifacts are listed when it ends")
+    try:
+        outcome = await handle.result()
+    except WorkflowFailureError as err:
+        raise Fail(f"execution {execution_id} has no outcome ({type(err).__name__}: {err})", exit_code=1) from None
+    if name is None:
+        _list(outcome.artifacts, as_json)
+        return EXIT_OK
+    found = [a for a in outcome.artifacts if a.name == name]
+    if not found:
+        have = ", ".join(a.name for a in outcome.artifacts) or "none"
+        raise Fail(f"execution {execution_id} has no artifact {name!r} (it has: {have})")
+    data = await _load(client, execution_id, found[0])
+    _write(data, output or name.rpartition("/")[2], found[0].name)
+    return EXIT_OK
+
+
+def _list(items: list[Any], as_json: bool) -> None:
+    if as_json:
+        import json
+
+        click.echo(json.dumps({"artifacts": [a.model_dump(mode="json") for a in items]}))
+        return
+    if not items:
+        click.echo("no artifacts")
+        return
+    from codemode.activities.models import human_bytes
+
+    width = max(len(a.name) for a in items)
+    for a in items:
+        click.echo(f"{a.name:<{width}}  {human_bytes(a.size):>8}  {a.mime_type:<24}  sha256:{a.sha256[:16]}")
+
+
+async def _load(client: Any, execution_id: str, artifact: Any) -> bytes:
+    from codemode.activities.checkpoints import CheckpointUnusable
+    from codemode.worker.cli.common import Fail
+    from codemode.worker.client.artifacts import read_artifact
+
+    try:
+        return await read_artifact(client, execution_id, artifact)
+    except CheckpointUnusable as err:
+        raise Fail(str(err), exit_code=1) from None
+
+
+def _write(data: bytes, output: str, name: str) -> None:
+    if output == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        return
+    with open(output, "wb") as f:
+        f.write(data)
+    click.echo(f"wrote {name} to {output} ({len(data)} bytes)", err=True)
