@@ -60,6 +60,76 @@ class PromiseChannel(runner._Channel):
         return future
 
 
+def batch_ready_callbacks() -> None:
+    """Run the event loop's ready callbacks in batches, as CPython's loop does.
+
+    Pyodide's ``WebLoop.call_soon`` hands each callback to JavaScript as a task of its own
+    (a ``setImmediate`` through a JSPI-capable wrapper: a stack switch and a JS<->Python
+    round trip per callback). ``asyncio.gather`` over N tool calls makes about five such
+    callbacks per call (the task's steps, the answer's hand-off, gather's bookkeeping), and
+    those hops, not the code or the channel, were most of a gathered call's cost. Here the
+    ready callbacks queue in Python and one JavaScript task runs every callback queued
+    before it started, in order; one queued meanwhile runs in the next such task. A
+    callback that suspends (a sync tool called from a task) holds back the rest of its
+    batch, which another batch does not wait for. Timers (a delay > 0) are Pyodide's own."""
+    import collections
+
+    from pyodide.ffi import create_once_callable
+    from pyodide.webloop import WebLoop
+    from pyodide_js._api import scheduleCallback
+
+    ready: collections.deque = collections.deque()
+    scheduled = [False]
+    call_later = WebLoop.call_later
+
+    def schedule() -> None:
+        scheduled[0] = True
+        scheduleCallback(create_once_callable(drain, _may_syncify=True), 0)
+
+    def drain() -> None:
+        scheduled[0] = False
+        for _ in range(len(ready)):
+            loop, handle = ready.popleft()
+            if handle.cancelled():
+                continue
+            loop._install_running_loop()
+            loop._install_asyncgen_hooks()
+            try:
+                handle._run()
+            except SystemExit as exc:
+                if not loop._system_exit_handler:
+                    _reschedule(ready, scheduled, schedule)
+                    raise
+                loop._system_exit_handler(exc.code)
+            except KeyboardInterrupt:
+                if not loop._keyboard_interrupt_handler:
+                    _reschedule(ready, scheduled, schedule)
+                    raise
+                loop._keyboard_interrupt_handler()
+            except BaseException:
+                _reschedule(ready, scheduled, schedule)
+                raise
+
+    def batched_call_later(self, delay, callback, *args, context=None):
+        if delay != 0:
+            return call_later(self, delay, callback, *args, context=context)
+        handle = asyncio.Handle(callback, args, self, context=context)
+        ready.append((self, handle))
+        if not scheduled[0]:
+            schedule()
+        return handle
+
+    import asyncio
+
+    WebLoop.call_later = batched_call_later
+
+
+def _reschedule(ready, scheduled, schedule) -> None:
+    """A callback raised out of its batch: the rest still run, in a batch of their own."""
+    if ready and not scheduled[0]:
+        schedule()
+
+
 def preload(wheels_json: str, names_json: str) -> None:
     """Before the snapshot is taken: unpack the preloaded (pure-Python) wheels into
     site-packages and import them, with the standard library modules above."""
@@ -73,6 +143,7 @@ def preload(wheels_json: str, names_json: str) -> None:
     importlib.invalidate_caches()
     for name in (*STDLIB_PRELOAD, *runner._loads(names_json)):
         importlib.import_module(name)
+    batch_ready_callbacks()
 
 
 def warm(names_json: str) -> None:
