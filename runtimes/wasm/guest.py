@@ -39,11 +39,26 @@ class _NoClock:
 
 class PromiseChannel(runner._Channel):
     """Sequential call ids and answer dispatch from the runner; ``host`` (a JS object from
-    ``runner.mjs``) sends a message, or a call whose answer a promise resolves."""
+    ``runner.mjs``) sends a message, a sync call whose answer a promise resolves, or an
+    async call whose answer comes back, with every other answer that arrived meanwhile,
+    through ``deliver_lines`` (one JS->Python call per batch of answers, not a promise and
+    its chain of Python futures per call)."""
 
     def __init__(self, host) -> None:
+        from pyodide.ffi import create_proxy
+
         super().__init__()
         self.host = host
+        self.receiver = create_proxy(self.deliver_lines)
+        host.receive(self.receiver)
+
+    def deliver_lines(self, lines: str) -> None:
+        """Answers to async calls, one JSON per line."""
+        for line in lines.split("\n"):
+            self.deliver(runner._loads(line))
+
+    def close(self) -> None:
+        self.receiver.destroy()
 
     def send(self, msg) -> None:
         self.host.send(runner._dumps_str(msg))
@@ -51,12 +66,11 @@ class PromiseChannel(runner._Channel):
     def call_sync(self, msg):
         from pyodide.ffi import run_sync
 
-        return runner._loads(run_sync(self.host.call(msg["call_id"], runner._dumps_str(msg), False)))
+        return runner._loads(run_sync(self.host.call(msg["call_id"], runner._dumps_str(msg))))
 
     def call_async(self, msg):
         future = self.register(msg["call_id"])
-        promise = self.host.call(msg["call_id"], runner._dumps_str(msg), True)
-        promise.then(lambda line: self.deliver(runner._loads(line)))
+        self.host.call_async(msg["call_id"], runner._dumps_str(msg))
         return future
 
 
@@ -165,7 +179,8 @@ def prime(host) -> None:
     saved = runner._run_coroutine
     runner._run_coroutine = run_sync
     try:
-        tools = runner.Runner(PromiseChannel(host), _NoClock())
+        channel = PromiseChannel(host)
+        tools = runner.Runner(channel, _NoClock())
         namespace = {"__name__": "__main__", "__builtins__": builtins}
         for name, is_async in (("ping", False), ("aping", True)):
             spec = {"name": name, "is_async": is_async, "source": f"def {name}(i: int) -> int: ..."}
@@ -174,6 +189,7 @@ def prime(host) -> None:
         runner._run(runner._compile(code), namespace, _NoClock(), True)
     finally:
         runner._run_coroutine = saved
+        channel.close()
 
 
 async def run(boot_json: str, host) -> str:
