@@ -5,8 +5,11 @@
 
 1. Through the runtime: the host answers each batch ``next_batch()`` returns at once,
    timed from the answer to a first sync call (the code runs) to the result. Per call =
-   (median with N calls - median with 0 calls) / N, interleaved pyodide / python; also the CPU per call (this process and its sandbox
-   subprocesses, the same subtraction) and how many batches the host saw.
+   (median with N calls - median with 0 calls) / N, pyodide and python interleaved; also
+   the CPU per call (this process and its sandbox subprocesses, the same subtraction; read
+   in 10 ms ticks, so only large N mean much) and how many batches the host saw. The floor
+   row is the same gather over the code's own coroutines, no tool call: the interpreter
+   and its event loop alone, which no change to the channel can remove.
 2. Through a workflow (``start_execution`` on a local dev server, the worker in this
    process): the whole execution's latency, median, pyodide / python.
 
@@ -41,6 +44,15 @@ def marked_code(n: int) -> str:
     return "mark(0)\n" + gather_code(n)
 
 
+def floor_code(n: int) -> str:
+    """The same gather over coroutines of the code's own (no tool): the interpreter's and
+    the event loop's share, which no channel change can remove."""
+    return (
+        "import asyncio\nasync def own(i):\n    await asyncio.sleep(0)\n    return i\nmark(0)\n"
+        f"sum(await asyncio.gather(*[own(i) for i in range({n})]))"
+    )
+
+
 def mark(i: int) -> int: ...
 
 
@@ -71,11 +83,11 @@ async def execute(rt: CodeRuntime, code: str, meter: CPUMeter | None = None) -> 
     return t1 - t0, cpu, batches
 
 
-async def one(rt: CodeRuntime, meter: CPUMeter, n: int) -> tuple[float, float, int]:
+async def one(rt: CodeRuntime, meter: CPUMeter, code: str) -> tuple[float, float, int]:
     if isinstance(rt, PyodideRuntime):
         await rt.warm()  # a process waits: the execution does not start one
         await asyncio.sleep(0.05)  # and the one replaced before has settled
-    return await execute(rt, marked_code(n), meter)
+    return await execute(rt, code, meter)
 
 
 def per_call(rows: dict[str, list[tuple[float, float, int]]], key: str, i: int, n: int) -> float:
@@ -92,19 +104,24 @@ async def through_runtime(calls: list[int], runs: int) -> None:
         await execute(pyo, marked_code(1))
         print(f"1. through the runtime, first call answered to result: (N calls - 0 calls) / N, median of {runs}")
         for n in calls:
-            rows: dict[str, list[tuple[float, float, int]]] = {k: [] for k in ("py", "py0", "pyo", "pyo0")}
+            keys = ("py", "py0", "pyo", "pyo0", "fpy", "fpy0", "fpyo", "fpyo0")
+            rows: dict[str, list[tuple[float, float, int]]] = {k: [] for k in keys}
             for _ in range(runs):  # interleaved, so a noisy neighbour hits both alike
-                rows["py"].append(await one(py, meter, n))
-                rows["py0"].append(await one(py, meter, 0))
-                rows["pyo"].append(await one(pyo, meter, n))
-                rows["pyo0"].append(await one(pyo, meter, 0))
+                for key, rt in (("py", py), ("pyo", pyo)):
+                    rows[key].append(await one(rt, meter, marked_code(n)))
+                    rows[key + "0"].append(await one(rt, meter, marked_code(0)))
+                    rows["f" + key].append(await one(rt, meter, floor_code(n)))
+                    rows["f" + key + "0"].append(await one(rt, meter, floor_code(0)))
             py_ms, pyo_ms = per_call(rows, "py", 0, n), per_call(rows, "pyo", 0, n)
+            fpy_ms, fpyo_ms = per_call(rows, "fpy", 0, n), per_call(rows, "fpyo", 0, n)
             py_cpu, pyo_cpu = per_call(rows, "py", 1, n), per_call(rows, "pyo", 1, n)
             batches = (statistics.median(r[2] for r in rows["py"]), statistics.median(r[2] for r in rows["pyo"]))
             print(
                 f"  N={n:3d}  wall  python {py_ms:6.3f} ms/call  pyodide {pyo_ms:6.3f} ms/call  {pyo_ms / py_ms:5.2f}x\n"
                 f"         CPU   python {py_cpu:6.3f} ms/call  pyodide {pyo_cpu:6.3f} ms/call  {pyo_cpu / py_cpu:5.2f}x"
-                f"   batches python {batches[0]:g} pyodide {batches[1]:g}"
+                f"   batches python {batches[0]:g} pyodide {batches[1]:g}\n"
+                f"         floor python {fpy_ms:6.3f} ms/task  pyodide {fpyo_ms:6.3f} ms/task  {fpyo_ms / fpy_ms:5.2f}x"
+                "   (the code's own coroutines, no tool)"
             )
     finally:
         await pyo.aclose()
