@@ -74,6 +74,27 @@ class PromiseChannel(runner._Channel):
         return future
 
 
+class GuestRunner(runner.Runner):
+    """The runner's tools, with an async call's answer set straight on its asyncio future:
+    answers arrive on the loop's own (only) thread, so the CPython runner's hop through
+    ``call_soon_threadsafe`` is a callback for nothing, and a plain ``asyncio.Future``
+    skips the WebLoop's count of futures in progress (two more callbacks per call). The
+    future is always awaited: the count's report of a never-retrieved error has nothing
+    to report."""
+
+    async def call_async(self, name: str, args, kwargs, line):
+        import asyncio
+
+        msg = self._message(name, args, kwargs, True, line)
+        runner._flush_output()
+        fut = self.channel.call_async(msg)
+        afut = asyncio.Future()
+        fut.callbacks.append(lambda value: runner._set_if_pending(afut, value))
+        if fut.done:
+            runner._set_if_pending(afut, fut.value)
+        return runner._unwrap(await afut)
+
+
 def batch_ready_callbacks() -> None:
     """Run the event loop's ready callbacks in batches, as CPython's loop does.
 
@@ -180,7 +201,7 @@ def prime(host) -> None:
     runner._run_coroutine = run_sync
     try:
         channel = PromiseChannel(host)
-        tools = runner.Runner(channel, _NoClock())
+        tools = GuestRunner(channel, _NoClock())
         namespace = {"__name__": "__main__", "__builtins__": builtins}
         for name, is_async in (("ping", False), ("aping", True)):
             spec = {"name": name, "is_async": is_async, "source": f"def {name}(i: int) -> int: ..."}
@@ -225,7 +246,7 @@ def _run(boot, channel: PromiseChannel):
     except ValueError as exc:  # e.g. a NUL byte in the source
         return {"type": "error", "kind": "syntax", "error_type": "SyntaxError", "message": str(exc)}
     clock = _NoClock()
-    tools = runner.Runner(channel, clock)
+    tools = GuestRunner(channel, clock)
     namespace = {"__name__": "__main__", "__builtins__": builtins}
     namespace.update(boot.get("inputs") or {})
     runner._install_tools(namespace, tools, boot.get("functions", []))  # globals, or namespaces (mcp)
