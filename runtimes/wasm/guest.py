@@ -39,11 +39,26 @@ class _NoClock:
 
 class PromiseChannel(runner._Channel):
     """Sequential call ids and answer dispatch from the runner; ``host`` (a JS object from
-    ``runner.mjs``) sends a message, or a call whose answer a promise resolves."""
+    ``runner.mjs``) sends a message, a sync call whose answer a promise resolves, or an
+    async call whose answer comes back, with every other answer that arrived meanwhile,
+    through ``deliver_lines`` (one JS->Python call per batch of answers, not a promise and
+    its chain of Python futures per call)."""
 
     def __init__(self, host) -> None:
+        from pyodide.ffi import create_proxy
+
         super().__init__()
         self.host = host
+        self.receiver = create_proxy(self.deliver_lines)
+        host.receive(self.receiver)
+
+    def deliver_lines(self, lines: str) -> None:
+        """Answers to async calls, one JSON per line."""
+        for line in lines.split("\n"):
+            self.deliver(runner._loads(line))
+
+    def close(self) -> None:
+        self.receiver.destroy()
 
     def send(self, msg) -> None:
         self.host.send(runner._dumps_str(msg))
@@ -51,13 +66,103 @@ class PromiseChannel(runner._Channel):
     def call_sync(self, msg):
         from pyodide.ffi import run_sync
 
-        return runner._loads(run_sync(self.host.call(msg["call_id"], runner._dumps_str(msg), False)))
+        return runner._loads(run_sync(self.host.call(msg["call_id"], runner._dumps_str(msg))))
 
     def call_async(self, msg):
         future = self.register(msg["call_id"])
-        promise = self.host.call(msg["call_id"], runner._dumps_str(msg), True)
-        promise.then(lambda line: self.deliver(runner._loads(line)))
+        self.host.call_async(msg["call_id"], runner._dumps_str(msg))
         return future
+
+
+class GuestRunner(runner.Runner):
+    """The runner's tools, with an async call's answer set straight on its asyncio future:
+    answers arrive on the loop's own (only) thread, so the CPython runner's hop through
+    ``call_soon_threadsafe`` is a callback for nothing, and a plain ``asyncio.Future``
+    skips the WebLoop's count of futures in progress (two more callbacks per call). The
+    future is always awaited: the count's report of a never-retrieved error has nothing
+    to report."""
+
+    async def call_async(self, name: str, args, kwargs, line):
+        import asyncio
+
+        msg = self._message(name, args, kwargs, True, line)
+        runner._flush_output()
+        fut = self.channel.call_async(msg)
+        afut = asyncio.Future()
+        fut.callbacks.append(lambda value: runner._set_if_pending(afut, value))
+        if fut.done:
+            runner._set_if_pending(afut, fut.value)
+        return runner._unwrap(await afut)
+
+
+def batch_ready_callbacks() -> None:
+    """Run the event loop's ready callbacks in batches, as CPython's loop does.
+
+    Pyodide's ``WebLoop.call_soon`` hands each callback to JavaScript as a task of its own
+    (a ``setImmediate`` through a JSPI-capable wrapper: a stack switch and a JS<->Python
+    round trip per callback). ``asyncio.gather`` over N tool calls makes about five such
+    callbacks per call (the task's steps, the answer's hand-off, gather's bookkeeping), and
+    those hops, not the code or the channel, were most of a gathered call's cost. Here the
+    ready callbacks queue in Python and one JavaScript task runs every callback queued
+    before it started, in order; one queued meanwhile runs in the next such task. A
+    callback that suspends (a sync tool called from a task) holds back the rest of its
+    batch, which another batch does not wait for. Timers (a delay > 0) are Pyodide's own."""
+    import collections
+
+    from pyodide.ffi import create_once_callable
+    from pyodide.webloop import WebLoop
+    from pyodide_js._api import scheduleCallback
+
+    ready: collections.deque = collections.deque()
+    scheduled = [False]
+    call_later = WebLoop.call_later
+
+    def schedule() -> None:
+        scheduled[0] = True
+        scheduleCallback(create_once_callable(drain, _may_syncify=True), 0)
+
+    def drain() -> None:
+        scheduled[0] = False
+        for _ in range(len(ready)):
+            loop, handle = ready.popleft()
+            if handle.cancelled():
+                continue
+            loop._install_running_loop()
+            loop._install_asyncgen_hooks()
+            try:
+                handle._run()
+            except SystemExit as exc:
+                if not loop._system_exit_handler:
+                    _reschedule(ready, scheduled, schedule)
+                    raise
+                loop._system_exit_handler(exc.code)
+            except KeyboardInterrupt:
+                if not loop._keyboard_interrupt_handler:
+                    _reschedule(ready, scheduled, schedule)
+                    raise
+                loop._keyboard_interrupt_handler()
+            except BaseException:
+                _reschedule(ready, scheduled, schedule)
+                raise
+
+    def batched_call_later(self, delay, callback, *args, context=None):
+        if delay != 0:
+            return call_later(self, delay, callback, *args, context=context)
+        handle = asyncio.Handle(callback, args, self, context=context)
+        ready.append((self, handle))
+        if not scheduled[0]:
+            schedule()
+        return handle
+
+    import asyncio
+
+    WebLoop.call_later = batched_call_later
+
+
+def _reschedule(ready, scheduled, schedule) -> None:
+    """A callback raised out of its batch: the rest still run, in a batch of their own."""
+    if ready and not scheduled[0]:
+        schedule()
 
 
 def preload(wheels_json: str, names_json: str) -> None:
@@ -73,6 +178,7 @@ def preload(wheels_json: str, names_json: str) -> None:
     importlib.invalidate_caches()
     for name in (*STDLIB_PRELOAD, *runner._loads(names_json)):
         importlib.import_module(name)
+    batch_ready_callbacks()
 
 
 def warm(names_json: str) -> None:
@@ -94,7 +200,8 @@ def prime(host) -> None:
     saved = runner._run_coroutine
     runner._run_coroutine = run_sync
     try:
-        tools = runner.Runner(PromiseChannel(host), _NoClock())
+        channel = PromiseChannel(host)
+        tools = GuestRunner(channel, _NoClock())
         namespace = {"__name__": "__main__", "__builtins__": builtins}
         for name, is_async in (("ping", False), ("aping", True)):
             spec = {"name": name, "is_async": is_async, "source": f"def {name}(i: int) -> int: ..."}
@@ -103,6 +210,7 @@ def prime(host) -> None:
         runner._run(runner._compile(code), namespace, _NoClock(), True)
     finally:
         runner._run_coroutine = saved
+        channel.close()
 
 
 async def run(boot_json: str, host) -> str:
@@ -138,7 +246,7 @@ def _run(boot, channel: PromiseChannel):
     except ValueError as exc:  # e.g. a NUL byte in the source
         return {"type": "error", "kind": "syntax", "error_type": "SyntaxError", "message": str(exc)}
     clock = _NoClock()
-    tools = runner.Runner(channel, clock)
+    tools = GuestRunner(channel, clock)
     namespace = {"__name__": "__main__", "__builtins__": builtins}
     namespace.update(boot.get("inputs") or {})
     runner._install_tools(namespace, tools, boot.get("functions", []))  # globals, or namespaces (mcp)

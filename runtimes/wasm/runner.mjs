@@ -20,8 +20,10 @@
 // not, so code that reaches stdout (console.log, node:process) cannot forge a message.
 // What the code prints goes to stderr, which the host drains with a byte cap.
 //
-// Tool calls: guest.py sends a call and gets a promise the host's answer resolves; a
-// sync tool waits for it with pyodide.ffi.run_sync (JSPI), an async one awaits it. When
+// Tool calls: for a sync tool guest.py sends the call and gets a promise the host's answer
+// resolves, which it waits for with pyodide.ffi.run_sync (JSPI). Answers to async calls go
+// to guest.py's receiver, every answer that arrived meanwhile in one call, in a task of
+// their own (an async tool awaits an asyncio future the receiver sets). When
 // the code has nothing left to run while async calls are outstanding, this file tells the
 // host `blocked` (the CPython runner's event loop does the same from its selector).
 
@@ -166,6 +168,14 @@ async function* stdinLines() {
 }
 
 const pending = new Map(); // call_id -> {resolve, concurrent}
+let receiver = null; // guest.py's: answers to async calls, newline-separated
+let answered = []; // those answers, until the scheduled task hands them over
+
+function handOver() {
+  const lines = answered.join("\n");
+  answered = [];
+  receiver(lines);
+}
 let syncCalls = 0;
 let running = false;
 let reported = "";
@@ -186,15 +196,20 @@ const host = {
   send(json) {
     sendLine(json);
   },
-  call(callId, json, concurrent) {
+  receive(fn) {
+    receiver = fn;
+  },
+  call(callId, json) {
     return new Promise((resolve) => {
-      pending.set(String(callId), { resolve, concurrent });
-      if (!concurrent) {
-        syncCalls += 1;
-        clock.pause();
-      }
+      pending.set(String(callId), { resolve, concurrent: false });
+      syncCalls += 1;
+      clock.pause();
       sendLine(json);
     });
+  },
+  call_async(callId, json) {
+    pending.set(String(callId), { resolve: null, concurrent: true });
+    sendLine(json);
   },
 };
 
@@ -211,9 +226,13 @@ function deliver(line) {
   if (call === undefined) return;
   pending.delete(id);
   reported = "";
-  if (!call.concurrent) syncCalls -= 1;
   clock.resume();
-  call.resolve(line);
+  if (call.concurrent) {
+    if (answered.push(line) === 1) schedule(handOver, []);
+  } else {
+    syncCalls -= 1;
+    call.resolve(line);
+  }
   // The code resumes in microtasks: a task after them checks whether it is idle again.
   channel.port2.postMessage(CHECK);
 }
@@ -298,9 +317,16 @@ if (setup.wheels.length > 0) {
 const guest = pyodide.pyimport("codemode_guest");
 guest.warm(JSON.stringify(setup.imports ?? []));
 // Run an execution's paths once against a host that answers at once (see guest.prime).
+const echoed = (callId) => JSON.stringify({ type: "answer", call_id: callId, ok: true, value: 1 });
 const echo = {
   send() {},
-  call: (callId) => Promise.resolve(JSON.stringify({ type: "answer", call_id: callId, ok: true, value: 1 })),
+  receive(fn) {
+    echo.receiver = fn;
+  },
+  call: (callId) => Promise.resolve(echoed(callId)),
+  call_async(callId) {
+    schedule(() => echo.receiver(echoed(callId)), []);
+  },
 };
 await guest.prime.callPromising(echo);
 

@@ -178,6 +178,64 @@ async def test_gathered_async_calls_come_as_one_batch(rt: PyodideRuntime) -> Non
     assert result.output == [10, 20, 30, 20, 40, 50]
 
 
+async def test_the_event_loop_keeps_asyncios_order_with_batched_callbacks(rt: PyodideRuntime) -> None:
+    """guest.py runs ready callbacks in batches and hands answers over in batches: the order
+    asyncio promises (FIFO callbacks, timers by deadline, cancelled handles skipped) holds,
+    an exception in a task stays in it, and a sync call from a task still works."""
+    code = (
+        "import asyncio\n"
+        "trace, seen = [], []\n"
+        "async def step(i):\n"
+        "    trace.append(('a', i))\n"
+        "    await asyncio.sleep(0)\n"
+        "    trace.append(('b', i))\n"
+        "    v = await fetch(i)\n"
+        "    trace.append(('c', i))\n"
+        "    return v\n"
+        "async def late(delay, tag):\n"
+        "    await asyncio.sleep(delay)\n"
+        "    trace.append(tag)\n"
+        "    return tag\n"
+        "async def boom():\n"
+        "    await asyncio.sleep(0)\n"
+        "    raise ValueError('boom')\n"
+        "async def sync_in_task():\n"
+        "    return get_weather('x')['temp']\n"
+        "loop = asyncio.get_running_loop()\n"
+        "loop.call_soon(seen.append, 1)\n"
+        "loop.call_soon(seen.append, 2).cancel()\n"
+        "loop.call_soon(seen.append, 3)\n"
+        "r = await asyncio.gather(step(1), step(2), late(0.05, 'slow'), late(0.01, 'fast'), boom(), sync_in_task(),\n"
+        "                         return_exceptions=True)\n"
+        "[r[:4], repr(r[4]), r[5], seen, trace]"
+    )
+    result, _ = await run(rt, code)
+    head, error, temp, seen, trace = result.output
+    assert head == [10, 20, "slow", "fast"] and error == "ValueError('boom')" and temp == 20 and seen == [1, 3]
+    trace = [tuple(t) if isinstance(t, list) else t for t in trace]
+    assert trace[:2] == [("a", 1), ("a", 2)]
+    assert trace.index(("b", 1)) < trace.index(("b", 2)) and trace.index("fast") < trace.index("slow")
+    assert sorted(map(str, trace)) == sorted(
+        map(str, [("a", 1), ("a", 2), ("b", 1), ("b", 2), ("c", 1), ("c", 2), "fast", "slow"])
+    )
+
+
+async def test_many_gathered_answers_in_any_order_reach_their_calls(rt: PyodideRuntime) -> None:
+    """Answers to async calls arrive in any order and any grouping (several in one read of
+    the pipe, or one at a time): each reaches its own call."""
+
+    async def backwards(calls: list[FunctionCall], execution: CodeExecution) -> None:
+        for i, call in enumerate(reversed(calls)):
+            await execution.provide_result(call.args[0] * 10, call_id=call.call_id)
+            if i % 7 == 0:
+                await asyncio.sleep(0.01)  # the runner gets some answers alone
+
+    code = "import asyncio\nr = await asyncio.gather(*(fetch(i) for i in range(60)))\nr"
+    result, batches = await run(rt, code, answer=backwards)
+    assert [len(b) for b in batches] == [60]
+    assert result.output == [i * 10 for i in range(60)]
+
+
 async def test_next_with_host_tasks_answering_concurrently(rt: PyodideRuntime) -> None:
     execution = await rt.execute("import asyncio\nawait asyncio.gather(fetch(1), fetch(2), fetch(3))", functions=TOOLS)
     tasks = []
