@@ -31,6 +31,21 @@ async def test_run_starts_the_embedded_server_and_a_worker(fresh: dict[str, str]
     assert port_is_free(port)
 
 
+async def test_artifacts_after_an_embedded_run_start_the_embedded_server_again(fresh: dict[str, str], tmp_path: Path) -> None:
+    """The README's order: `codemode run` (its embedded server stops with it), then
+    `codemode artifacts ID NAME -o FILE` reads the execution from the same database."""
+    code = 'save_artifact("note.txt", "kept")\n"ok"'
+    res = await codemode("run", "-", "--tools", "examples.tools", "--json", env=fresh, stdin=code)
+    assert res.rc == 0, res
+    execution_id = json.loads(res.out)["execution_id"]
+    assert not server_answers(fresh["TEMPORAL_ADDRESS"])
+    target = tmp_path / "note.txt"
+    fetched = await codemode("artifacts", execution_id, "note.txt", "-o", str(target), env=fresh)
+    assert fetched.rc == 0, fetched
+    assert target.read_text() == "kept" and "started the embedded one to read the execution" in fetched.err
+    assert not server_answers(fresh["TEMPORAL_ADDRESS"])  # and stopped it again
+
+
 async def test_run_without_a_server_needs_tools(fresh: dict[str, str]) -> None:
     res = await codemode("run", "examples/trip.py", env=fresh)
     assert res.rc == 2, res

@@ -8,6 +8,7 @@ imported inside the command (``tests/cli/test_startup.py``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 from typing import Any
 
@@ -34,9 +35,30 @@ def artifacts(execution_id: str, name: str | None, output: str | None, as_json: 
 
 
 async def _artifacts(execution_id: str, name: str | None, output: str | None, as_json: bool, address: str) -> int:
-    from codemode.worker.cli.common import EXIT_OK, Fail, existing_handle, open_client
+    async with contextlib.AsyncExitStack() as stack:
+        client = await _client(address, stack)
+        return await _artifacts_of(client, execution_id, name, output, as_json)
 
-    client = await open_client(address)
+
+async def _client(address: str, stack: contextlib.AsyncExitStack) -> Any:
+    """A client for ``address``. When nothing answers at a local address, the embedded server
+    (its database holds what `codemode run` ran on it) starts for this command and stops with
+    it: the README's `codemode run` then `codemode artifacts` works with no server left up."""
+    from codemode.worker.cli.common import note, open_client, start_server
+    from codemode.worker.client.connection import server_answers, split_address
+    from codemode.worker.dev_server import is_local
+
+    if server_answers(address) or not is_local(address):
+        return await open_client(address, quick=True)
+    server = await start_server(split_address(address)[1], None, None)
+    stack.push_async_callback(server.stop)
+    note(f"No Temporal server at {address}: started the embedded one to read the execution (db {server.db}).")
+    return await open_client(server.address, quick=True)
+
+
+async def _artifacts_of(client: Any, execution_id: str, name: str | None, output: str | None, as_json: bool) -> int:
+    from codemode.worker.cli.common import EXIT_OK, Fail, existing_handle
+
     handle, desc = await existing_handle(client, execution_id)
     from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 
