@@ -37,16 +37,19 @@ FIGURES: tuple[Figure, ...] = (
     Figure("tool call vs bare activity (temporal_steps)", 1.01, 1.01, None),
     Figure("10 gathered calls vs 1 call (temporal_steps)", 1.00, 1.00, None),
     Figure("throughput, 50 concurrent runs (temporal_steps)", 0.82, 0.83, 0.80, "min"),
-    Figure("run_code via pydantic-ai vs start_execution (agent_overhead)", 1.02, 1.02, 1.05),
+    Figure("run_code via pydantic-ai vs start_execution (agent_overhead)", 1.32, 1.33, 1.10),
+    Figure("new code, calls/s vs bare, N=20-200: monty (agent_workload)", 0.56, 0.77, 0.85, "min"),
+    Figure("new code, calls/s vs bare, N=20-200: python (agent_workload)", 0.26, 0.37, 0.85, "min"),
     Figure("MCP execute vs codemode run's path (mcp_front)", 0.97, 1.02, 1.10),
     Figure("MCP tool call vs activity + direct SDK call (mcp_tools)", 0.79, 0.91, 1.10),
     Figure("CLI tool call vs activity + bare subprocess (cli_tools)", 1.06, 1.21, 1.10),
     Figure("encrypted vs clear, per call (encryption)", 1.003, 1.003, None),
-    Figure("session cell vs fresh run: monty (sessions)", 1.66, 1.66, 1.10),
-    Figure("session cell vs fresh run: python (sessions)", 0.62, 0.62, 1.10),
+    Figure("session cell vs fresh run: monty (sessions)", 1.66, 1.86, 1.15),
+    Figure("session cell vs fresh run: python (sessions)", 0.48, 0.62, 1.00),
     Figure("session cell vs fresh run: e2b (sessions)", 0.58, 0.58, 1.10),
     Figure("docker first call vs bare containers.run (docker_runtime)", 0.5, 1.0, 1.5),
     Figure("pyodide run of 1 vs python's (pyodide_runtime)", 0.30, 0.76, None),
+    Figure("pyodide gathered call vs python's, N=200 (pyodide_gather)", 3.5, 3.9, 3.0),
 )
 
 LABEL_W, PLOT_W, ROW_H, TOP, MAX_X = 420, 360, 26, 40, 2.0
