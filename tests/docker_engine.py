@@ -131,8 +131,8 @@ class PodmanService:
         """Containers of this service live in storage of its own, with the machine's image
         store read-only beside it: two test sessions on one machine (two checkouts) never
         see, sweep or remove each other's containers, and share the image."""
-        shared = _podman("info", "--format", "{{.Store.GraphRoot}}").stdout.decode().strip()
-        driver = _podman("info", "--format", "{{.Store.GraphDriverName}}").stdout.decode().strip()
+        info = _podman("info", "--format", "{{.Store.GraphRoot}} {{.Store.GraphDriverName}}").stdout.decode()
+        shared, driver = info.split()
         self.storage_conf.write_text(
             "[storage]\n"
             f'driver = "{driver}"\n'
@@ -181,7 +181,9 @@ class PodmanService:
         self.proc = None
         if self.storage_conf.exists():  # unmount what containers left, then drop the storage
             env = {**podman_env(), "CONTAINERS_STORAGE_CONF": str(self.storage_conf)}
-            subprocess.run([podman_path() or "podman", "rm", "--all", "--force", "--time", "0"], env=env, capture_output=True)
+            subprocess.run(
+                [podman_path() or "podman", "rm", "--all", "--force", "--time", "0"], env=env, capture_output=True
+            )
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self) -> PodmanService:

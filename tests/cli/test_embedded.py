@@ -31,7 +31,9 @@ async def test_run_starts_the_embedded_server_and_a_worker(fresh: dict[str, str]
     assert port_is_free(port)
 
 
-async def test_artifacts_after_an_embedded_run_start_the_embedded_server_again(fresh: dict[str, str], tmp_path: Path) -> None:
+async def test_artifacts_after_an_embedded_run_start_the_embedded_server_again(
+    fresh: dict[str, str], tmp_path: Path
+) -> None:
     """The README's order: `codemode run` (its embedded server stops with it), then
     `codemode artifacts ID NAME -o FILE` reads the execution from the same database."""
     code = 'save_artifact("note.txt", "kept")\n"ok"'

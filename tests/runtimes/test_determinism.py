@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -155,7 +158,17 @@ now = datetime.datetime.now(datetime.timezone.utc)
 def test_hash_seed_is_a_valid_pythonhashseed() -> None:
     for seed in (0, 1, 4294967294, 4294967295, 2**63 - 1):
         assert Determinism(seed=seed).hash_seed in range(1, 2**32)
-    assert Determinism.derived("x = 1", {"a": 1}) == Determinism.derived("x = 1", {"a": 1})
+    # The seed derived from code and inputs is the same in another interpreter (another
+    # PYTHONHASHSEED): a worker that replays the run elsewhere derives the same one.
+    probe = "from codemode.runtimes import Determinism; print(Determinism.derived('x = 1', {'a': 1}).seed)"
+    elsewhere = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={**os.environ, "PYTHONHASHSEED": "12345"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert Determinism.derived("x = 1", {"a": 1}).seed == int(elsewhere.stdout)
     assert Determinism.derived("x = 1", {"a": 1}) != Determinism.derived("x = 1", {"a": 2})
 
 

@@ -24,7 +24,7 @@ from .test_crash import spawn_worker
 
 PANDAS = """
 import pandas as pd
-rows = sales_rows(200)
+rows = sales_rows(20000)  # about 1.3 MB of JSON: the store holds it, the history a reference
 df = pd.DataFrame(rows)
 df["day"] = pd.to_datetime(df["day"])
 slow_step(1, 0.3)
@@ -70,14 +70,11 @@ slow_step(3, 0.3)
 {"png": data[:8] == b"\\x89PNG\\r\\n\\x1a\\n", "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 """
 
-STDLIB = """
-import csv, datetime, decimal, io, sqlite3, zoneinfo
+#: The standard library without sqlite3 (Pyodide's npm package does not ship it), then sqlite3.
+STDLIB_BUT_SQLITE = """
+import csv, datetime, decimal, io, zoneinfo
 import pydantic
 rows = sales_rows(100)
-db = sqlite3.connect(":memory:")
-db.execute("create table s (city text, amount real, day text)")
-db.executemany("insert into s values (:city, :amount, :day)", rows)
-top = db.execute("select city, round(sum(amount), 2) from s group by city order by 2 desc").fetchall()
 slow_step(1, 0.3)
 out = io.StringIO()
 writer = csv.DictWriter(out, fieldnames=["city", "amount", "day"])
@@ -95,10 +92,24 @@ class Sale(pydantic.BaseModel):
 
 sales = [Sale(**r) for r in rows]
 slow_step(3, 0.3)
-{"top": [list(t) for t in top], "csv_lines": out.getvalue().count("\\n"), "total": str(total),
- "paris_utc": paris.astimezone(datetime.timezone.utc).isoformat(), "first_day": sales[0].day.isoformat(),
- "now_is_datetime": isinstance(datetime.datetime.now(), datetime.datetime)}
+result = {"csv_lines": out.getvalue().count("\\n"), "total": str(total),
+          "paris_utc": paris.astimezone(datetime.timezone.utc).isoformat(),
+          "first_day": sales[0].day.isoformat(),
+          "now_is_datetime": isinstance(datetime.datetime.now(), datetime.datetime)}
+result
 """
+
+STDLIB = (
+    STDLIB_BUT_SQLITE.removesuffix("result\n")
+    + """
+import sqlite3
+db = sqlite3.connect(":memory:")
+db.execute("create table s (city text, amount real, day text)")
+db.executemany("insert into s values (:city, :amount, :day)", rows)
+result["top"] = [list(t) for t in db.execute("select city, round(sum(amount), 2) from s group by city order by 2 desc")]
+result
+"""
+)
 
 PROGRAMS = {"pandas": PANDAS, "numpy": NUMPY, "matplotlib": MATPLOTLIB, "stdlib": STDLIB}
 #: Every program's calls: one logical call each, whatever happened to the worker.
@@ -184,7 +195,9 @@ async def test_the_programs_survive_a_sigkill_and_match_a_clean_run(
         first.send_signal(signal.SIGKILL)
         first.wait()
         second = spawn_worker(temporal_address, task_queue, events_file)
-        outcomes = dict(zip(handles, await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles.values())), 300)))
+        outcomes = dict(
+            zip(handles, await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles.values())), 300))
+        )
         # The same programs on the surviving worker, uninterrupted: the reference outputs.
         clean = {
             name: await (await start_execution(client, request(name, runtime), task_queue=task_queue)).result()
@@ -246,11 +259,9 @@ async def test_pyodide_runs_what_has_a_wheel_and_refuses_what_has_none(client, t
     """The standard-library program (without sqlite3, which Pyodide's npm package does not
     ship) with pydantic and tzdata from their wheels; pandas, numpy and matplotlib have no
     wheel for this Pyodide on the package index, and the run says so before it starts."""
-    code = STDLIB.replace("sqlite3, ", "").split("db = sqlite3")[0] + STDLIB.split("slow_step(1, 0.3)\n")[1]
-    code = code.replace('"top": [list(t) for t in top], ', "")
     handle = await start_execution(
         client,
-        CodeExecutionRequest(code=code, runtime="pyodide", packages=["pydantic", "tzdata"]),
+        CodeExecutionRequest(code=STDLIB_BUT_SQLITE, runtime="pyodide", packages=["pydantic", "tzdata"]),
         task_queue=task_queue,
     )
     outcome = await handle.result()
@@ -280,7 +291,9 @@ async def test_pyarrow_with_pandas_on_the_python_runtime(client, task_queue, wor
         "[table.num_rows, table.schema.names, str(pa.array([1, 2]).type)]\n"
     )
     limits = {"max_memory_bytes": MEMORY, "timeout_seconds": 120}
-    handle = await start_execution(client, CodeExecutionRequest(code=code, runtime="python", limits=limits), task_queue=task_queue)
+    handle = await start_execution(
+        client, CodeExecutionRequest(code=code, runtime="python", limits=limits), task_queue=task_queue
+    )
     outcome = await handle.result()
     assert outcome.success, outcome.error
     assert outcome.output == [1000, ["city", "amount", "day"], "int64"]
