@@ -22,7 +22,6 @@ import os
 import re
 import resource
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -40,12 +39,6 @@ def codemode_command() -> list[str]:
     """The ``codemode`` script installed beside this interpreter (what a person types), else ``-m``."""
     script = Path(sys.executable).parent / "codemode"
     return [str(script)] if script.exists() else [sys.executable, "-m", "codemode"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def timed(argv: list[str], env: dict[str, str], ok: tuple[int, ...] = (0,)) -> tuple[float, float]:
@@ -83,6 +76,8 @@ def background(argv: list[str], env: dict[str, str], log: Path, ready: str, time
 @contextmanager
 def own_server(env: dict[str, str], folder: Path) -> Iterator[str]:
     """An embedded server and a worker for this run; yields the id of an execution parked on an approval."""
+    from codemode.worker.dev_server import free_port
+
     port = free_port()
     address = f"127.0.0.1:{port}"
     env.update(TEMPORAL_ADDRESS=address, CODEMODE_DATA_DIR=str(folder / "data"))

@@ -106,9 +106,31 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
 
 
 def free_port() -> int:
+    """A port nothing listens on, below the kernel's ephemeral range where it can tell: a port
+    the kernel hands out (bind to 0) is one it also hands to outgoing connections, and one
+    took a dev server's port between this check and the server's bind (seen under load:
+    `listen tcp 127.0.0.1:45829: bind: address already in use`)."""
+    import random
+
+    low = _ephemeral_start()
+    if low is not None and low > 12000:
+        rng = random.SystemRandom()
+        for _ in range(50):
+            port = rng.randrange(10000, low)
+            if port_is_free(port):
+                return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _ephemeral_start() -> int | None:
+    """The first port of Linux's ephemeral range (None elsewhere)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
