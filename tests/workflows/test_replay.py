@@ -9,6 +9,10 @@ on their worker instead of saving a checkpoint, issue 11). ``window64-wide_gathe
 ``window40-wide_gather.json``: a batch of 50 gathered calls before and after the call window
 went from 64 to 40 (``workflows/execution_workflow.py``, ``CALL_WINDOW_PATCH``).
 ``artifacts-save_artifact.json``: a ``save_artifact`` call answered by the step (issue 27).
+``python-*.json``: the python runtime (a live process kept on its worker, each resume step on
+that worker's own queue), recorded before its tool activities ran the step after their call
+(issue 28); ``pyfused-*.json``: recorded after. Regenerate or add a python set with
+CODEMODE_RECORD_PYTHON_HISTORIES=<prefix>.
 """
 
 from __future__ import annotations
@@ -68,9 +72,14 @@ async def _ignored_then_approved(handle, cid) -> None:
     await handle.signal("approve", {"call_id": int(cid), "by": "alice"})
 
 
-async def _record(client, task_queue) -> dict[str, WorkflowHistory]:
+#: The scenarios recorded on the python runtime too (its steps take other paths).
+PYTHON_SCENARIOS = ("sequential", "gather", "retry", "tool_error", "code_error", "approved", "denied", "cancelled")
+
+
+async def _record(client, task_queue, runtime: str = "monty", names=SCENARIOS) -> dict[str, WorkflowHistory]:
     histories = {}
-    for name, request in SCENARIOS.items():
+    for name in names:
+        request = SCENARIOS[name].model_copy(update={"runtime": runtime})
         handle = await start_execution(client, request, task_queue=task_queue)
         if name == "denied":
             decide = lambda h, cid: h.signal("deny", DenySignal(call_id=cid, by="bob", reason="no"))  # noqa: E731
@@ -102,6 +111,16 @@ async def test_recorded_histories_replay(client, task_queue, worker, events_file
     results = await replayer.replay_workflows(_aiter(histories.values()), raise_on_replay_failure=False)
     failures = {wid: str(err) for wid, err in results.replay_failures.items()}
     assert not failures
+
+
+async def test_recorded_python_histories_replay(client, task_queue, worker, events_file) -> None:
+    histories = await _record(client, task_queue, "python", PYTHON_SCENARIOS)
+    if prefix := os.environ.get("CODEMODE_RECORD_PYTHON_HISTORIES"):
+        for name, history in histories.items():
+            (HISTORIES / f"{prefix}-{name}.json").write_text(history.to_json())
+    replayer = Replayer(workflows=[CodeExecutionWorkflow], data_converter=client.data_converter)
+    results = await replayer.replay_workflows(_aiter(histories.values()), raise_on_replay_failure=False)
+    assert not {wid: str(err) for wid, err in results.replay_failures.items()}
 
 
 async def test_committed_histories_replay(converter) -> None:
