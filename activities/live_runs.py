@@ -18,9 +18,7 @@ from codemode.runtimes.errors import SandboxError
 from codemode.runtimes.session import CodeSession
 
 from .checkpoints import CheckpointScope, CheckpointUnusable
-from .models import (
-    CheckpointRef,
-)
+from .models import CheckpointRef, StepResult
 from .tools import ToolSpec
 
 log = logging.getLogger(__name__)
@@ -60,6 +58,25 @@ class LiveRuns:
             if live.expiry is not None:
                 live.expiry.cancel()
             await live.execution.close()
+
+    def holds_process(self, session_id: str) -> bool:
+        """Whether this worker keeps the live process ``session_id`` (or is still stepping it)."""
+        return session_id in self._sessions or session_id in self._handed_over
+
+    def _hand_over(self, session_id: str, step: asyncio.Future[StepResult]) -> None:
+        """A step of live process ``session_id`` that a tool activity started and could not
+        wait for: it goes on here, and the workflow's resume step for the same answers (which
+        comes to this worker's own queue) takes its outcome instead of stepping again. Forgotten
+        after the keep-alive if no step asks (the process it leaves has a keep-alive of its own)."""
+        self._handed_over[session_id] = step
+        step.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved, never logged twice
+        forget = self._handed_over.pop
+        asyncio.get_running_loop().call_later(self.keep_alive_seconds, forget, session_id, None)
+
+    async def _handed_over_step(self, session_id: str | None) -> StepResult | None:
+        """The outcome of the step handed over for ``session_id``, if one was (else None)."""
+        step = self._handed_over.pop(session_id, None) if session_id else None
+        return None if step is None else await step
 
     def _keep(self, live: LiveSession) -> str:
         sid = uuid.uuid4().hex

@@ -350,6 +350,10 @@ class NextStep(CompactModel):
     #: JSON bytes the step may add to the unsaved tail instead of saving a checkpoint (0: save).
     defer_bytes: int = 0
     cell: CellRef | None = None
+    #: A live process a worker keeps (``StepResult.session_id``, a runtime without
+    #: checkpoints): only that worker runs the step; any other leaves it to the workflow,
+    #: whose resume step goes to that worker's queue (issue 28).
+    session_id: str | None = None
 
     def resume_input(self, execution_id: str, answer: JournalEntry) -> ResumeInput:
         return ResumeInput(
@@ -364,6 +368,7 @@ class NextStep(CompactModel):
             live=self.live,
             tail_entries=self.tail_entries,
             cell=self.cell,
+            session_id=self.session_id,
         )
 
 

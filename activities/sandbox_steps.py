@@ -94,6 +94,8 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching):
         self.session_queue = session_queue
         self.keep_alive_seconds = keep_alive_seconds
         self._sessions: dict[str, LiveSession] = {}
+        #: Steps of live processes a tool activity began and left running (``_hand_over``).
+        self._handed_over: dict[str, asyncio.Future[StepResult]] = {}
         #: Checkpointed executions kept live after their step, keyed by execution and
         #: checkpoint hash: the next step on this worker skips the load and restore when it
         #: is handed the very same checkpoint. Purely a cache: the stored checkpoint stays
@@ -200,14 +202,26 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching):
         by ``then.step_timeout``. Any failure comes back as an exception for the tool
         activity to report in-band: the tool's result is final either way. ``spent``: the
         JSON bytes of the call's arguments and result (what deferring its checkpoint adds to
-        the journal tail the workflow holds)."""
-        return await asyncio.wait_for(
-            self._resume_and_release(
-                then.resume_input(execution_id, answer),
-                defer=(then.defer_bytes - spent, spent) if then.defer_bytes > 0 else None,
-            ),
-            then.step_timeout,
-        )
+        the journal tail the workflow holds).
+
+        A live process (``then.session_id``) is stepped only on the worker that keeps it, and
+        a step that outlasts ``then.step_timeout`` is not cut short: it is handed over to the
+        workflow's own resume step, which comes to this worker (``_hand_over``)."""
+        inp = then.resume_input(execution_id, answer)
+        if inp.session_id is None:
+            defer = (then.defer_bytes - spent, spent) if then.defer_bytes > 0 else None
+            return await asyncio.wait_for(self._resume_and_release(inp, defer=defer), then.step_timeout)
+        if not self.holds_process(inp.session_id):
+            raise LookupError("the live sandbox is on another worker")
+        step = asyncio.ensure_future(self._resume(inp))
+        try:
+            return await asyncio.wait_for(asyncio.shield(step), then.step_timeout)
+        except asyncio.TimeoutError:
+            self._hand_over(inp.session_id, step)
+            raise
+        except asyncio.CancelledError:
+            step.cancel()
+            raise
 
     async def _resume_and_release(self, inp: ResumeInput, defer: tuple[int, int] | None = None) -> StepResult:
         step = await self._resume(inp, defer)
@@ -312,6 +326,8 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching):
         return await self._drive(execution, specs, scope, stdout_offset=0, via="started", defer=defer)
 
     async def _resume(self, inp: ResumeInput, defer: tuple[int, int] | None = None) -> StepResult:
+        if (handed := await self._handed_over_step(inp.session_id)) is not None:
+            return handed  # a tool activity began this very step here (its answers are in)
         began = time.perf_counter()
         runtime = self.runtime(inp.runtime)
         scope = step_scope(inp.execution_id, inp.first_run_id)

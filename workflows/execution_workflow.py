@@ -328,6 +328,7 @@ class CodeExecutionWorkflow:
                     await self._roll_over(req, cursor)
                 call = cursor.remaining[0]
                 tail = len(self._journal) - self._deferred.base_index if step.live else 0
+                deferrable = self._deferred.ok and tail < DEFER_ENTRIES and not step.session_id
                 then = NextStep(
                     runtime=req.runtime,
                     first_run_id=start.first_run_id,
@@ -338,10 +339,9 @@ class CodeExecutionWorkflow:
                     step_timeout=min(timeout.total_seconds(), FUSED_STEP_SECONDS),
                     live=step.live,
                     tail_entries=tail,
-                    defer_bytes=(
-                        DEFER_BYTES - self._deferred.tail_bytes if self._deferred.ok and tail < DEFER_ENTRIES else 0
-                    ),
+                    defer_bytes=DEFER_BYTES - self._deferred.tail_bytes if deferrable else 0,
                     cell=self._cell,
+                    session_id=step.session_id,
                 )
                 workflow.set_current_details(f"Running `{summary(call)}`")
                 answer, fused = await self._run_call(call, req.approval_timeout, then=then)
@@ -389,17 +389,18 @@ class CodeExecutionWorkflow:
             fused_before = False
 
     def _can_fuse(self, cursor: Cursor, local: bool) -> bool:
-        """Whether the next call's tool activity can run the step after it: a snapshot step
-        (one any worker can continue) waiting for exactly one call. Decided from recorded
-        data only, so no patch marker (and no search-attribute upsert) per run."""
+        """Whether the next call's tool activity can run the step after it: a step waiting
+        for exactly one call, of a snapshot runtime (any worker can continue it) or of a live
+        process a worker keeps (that worker runs it; elsewhere the activity leaves it to the
+        workflow's own step, on that worker's queue, which is what a run recorded before
+        issue 28 did, so its history replays). Decided from recorded data only, so no patch
+        marker (and no search-attribute upsert) per run."""
         step = cursor.step
-        return (
-            local
-            and (step.checkpoint is not None or step.live is not None)
-            and not step.session_id
-            and len(cursor.remaining) == 1
-            and not cursor.answers
-        )
+        if len(cursor.remaining) != 1 or cursor.answers:
+            return False
+        if step.session_id:
+            return step.session_queue is not None
+        return local and (step.checkpoint is not None or step.live is not None)
 
     def _take(self, step: StepResult, superseded: CheckpointRef | None) -> Cursor:
         """Record a step's outcome; the cursor that works through its calls."""

@@ -34,6 +34,15 @@ async def test_python_runtime_end_to_end(client, task_queue, worker, events_file
     assert outcome.stdout == "caught unknown city: Atlantis\n"
     assert outcome.runtime == "python"
     assert [c.status for c in outcome.tool_calls] == ["ok"] * 4 + ["error"]
+    # The one worker keeps the process, so a lone call's activity steps it on (issue 28): the
+    # workflow runs its own resume step only after the gathered calls and the failed call.
+    scheduled = [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        async for e in handle.fetch_history_events()
+        if e.HasField("activity_task_scheduled_event_attributes")
+    ]
+    gathered = ["fetch", "fetch", "fetch", "sandbox_resume"]
+    assert scheduled == ["sandbox_start", "slow_step", *gathered, "lookup", "sandbox_resume"]
     bad = await start_execution(
         client, CodeExecutionRequest(code="x = 1\nx / 0", runtime="python"), task_queue=task_queue
     )
