@@ -45,7 +45,7 @@ from .errors import (
     SandboxError,
 )
 from .execution import Blocked, CallOutcome, CodeExecution, Step
-from .monty_checker import TypeChecker, type_check_stubs
+from .monty_checker import TypeChecker, bound_before, type_check_stubs
 from .session import CodeSession, bound_names, declared_globals
 from .signatures import FunctionsSpec, ToolSignature, namespace_class, namespaces_of, normalize_functions
 from .types import (
@@ -555,7 +555,8 @@ class _MontySession:
         rt = self.runtime
         signatures = normalize_functions(functions)
         if rt.type_check_enabled:
-            await rt._checker.check_once(code, type_check_stubs(signatures, inputs, self.names))
+            bound = bound_before(signatures, inputs or {}, self.names)
+            await rt._checker.check_once(code, type_check_stubs(signatures), bound)
         for name in [*(inputs or {}), *bound_names(code)]:
             self.names[name] = None
             self.fresh[name] = None
@@ -786,7 +787,9 @@ class MontyRuntime(CodeRuntime):
         signatures = normalize_functions(functions)
         # The sandbox starts while the check runs; the code is fed only once it passed.
         checking = (
-            asyncio.ensure_future(self._checker.check_once(code, type_check_stubs(signatures, inputs)))
+            asyncio.ensure_future(
+                self._checker.check_once(code, type_check_stubs(signatures), bound_before(signatures, inputs or {}))
+            )
             if self.type_check_enabled
             else None
         )
@@ -870,7 +873,7 @@ class MontyRuntime(CodeRuntime):
         return at once and a small heap, so at most a few instructions run. Nothing escapes:
         a tool call only suspends the VM (no host answers it here), print output is dropped
         and Monty denies OS access; the session is discarded."""
-        await self._checker.check(code, type_check_stubs(normalize_functions(signatures), None))
+        await self._checker.check(code, type_check_stubs(normalize_functions(signatures)))
 
     async def restore(self, checkpoint: bytes) -> CodeExecution | None:
         decoded = decode_checkpoint(checkpoint, "monty", MONTY_VERSION)

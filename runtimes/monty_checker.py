@@ -17,6 +17,12 @@ completed, suspended on a call, or its worker failed) is closed, never reused; a
 
 A verdict that passed is kept per (code, stubs) (``TYPE_CHECK_VERDICTS``): a replay, a retried
 start or an agent re-running a script skips the check.
+
+The names the code finds bound before it runs (its inputs; in a session, what earlier cells
+bound) are not in the stubs, which would then differ from one execution to the next and start
+a fresh session for almost every cell: a first line binds them all to ``SESSION_VALUE``
+(declared ``Any`` in the stubs), and a diagnostic's line numbers are shifted back past it
+(``bound_first``), so the stubs depend on the tools alone and one warm session serves them.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import asyncio
 import hashlib
 import keyword
 import logging
+import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -32,7 +39,7 @@ from typing import Any
 
 import pydantic_monty as pm
 
-from .errors import CodeSyntaxError
+from .errors import CodeExecutionError, CodeSyntaxError
 from .signatures import ToolSignature, render_stubs
 
 log = logging.getLogger(__name__)
@@ -76,18 +83,33 @@ class TypeChecker:
         self._slots: asyncio.Queue[_Slot] | None = None
         self._lock = asyncio.Lock()
 
-    async def check_once(self, code: str, stubs: str) -> None:
-        """``check``, unless this code passed against these stubs before."""
-        verdict = hashlib.sha256(f"{len(stubs)}:{stubs}\0{code}".encode()).digest()
+    async def check_once(self, code: str, stubs: str, bound: Iterable[str] = ()) -> None:
+        """``check``, unless this code passed against these stubs (and names bound) before."""
+        first = bound_first(code, bound)
+        verdict = hashlib.sha256(f"{len(stubs)}:{stubs}\0{first}{code}".encode()).digest()
         if verdict in self._passed:
             return
-        await self.check(code, stubs)
+        await self.check(code, stubs, bound)
         self._passed[verdict] = None
         while len(self._passed) > TYPE_CHECK_VERDICTS:
             self._passed.popitem(last=False)
 
-    async def check(self, code: str, stubs: str) -> None:
-        """Raise ``CodeTypeError`` (or ``CodeSyntaxError``) when ty refuses ``code``."""
+    async def check(self, code: str, stubs: str, bound: Iterable[str] = ()) -> None:
+        """Raise ``CodeTypeError`` (or ``CodeSyntaxError``) when ty refuses ``code``, in which
+        the names ``bound`` are bound before it runs (to a value ty knows as ``Any``)."""
+        first = bound_first(code, bound)
+        if not first:
+            await self._check(code, stubs)
+            return
+        if "__future__" in code:  # it must begin the file: the names go into the stubs
+            await self._check(code, stubs + "".join(f"{name}: Any\n" for name in bound))
+            return
+        try:
+            await self._check(first + code, stubs)
+        except CodeExecutionError as err:
+            raise _shifted(err) from None
+
+    async def _check(self, code: str, stubs: str) -> None:
         slots = await self._ready()
         slot = await slots.get()
         clean = False
@@ -174,15 +196,57 @@ class ModuleNotFoundError(ImportError): ...
 """
 
 
-def type_check_stubs(
-    signatures: Mapping[str, ToolSignature], inputs: Mapping[str, Any] | None, names: Iterable[str] = ()
-) -> str:
-    """Tool stubs plus declarations of the injected inputs (and, in a session, the globals
-    earlier cells may have bound), so ty knows their names."""
+#: What the names bound before the code runs are bound to, for the check (declared ``Any``;
+#: no leading underscore: the code sees the stubs as a star import, which skips those).
+SESSION_VALUE = "codemode_bound_value"
+
+
+def type_check_stubs(signatures: Mapping[str, ToolSignature]) -> str:
+    """The tool stubs (and ``SESSION_VALUE``) the code is checked against."""
     # The prelude first: ty quotes the lines around a tool's stub in its diagnostics.
-    text = _TYPE_CHECK_PRELUDE.lstrip() + render_stubs(signatures, with_docstrings=False)
+    return _TYPE_CHECK_PRELUDE.lstrip() + render_stubs(signatures, with_docstrings=False) + f"{SESSION_VALUE}: Any\n"
+
+
+def bound_before(signatures: Mapping[str, ToolSignature], *groups: Iterable[str]) -> list[str]:
+    """The names of ``groups`` (inputs; a session's earlier bindings) the code finds bound,
+    less the tools' own names."""
     declared = {s.namespace or s.name for s in signatures.values()}
-    for name in dict.fromkeys([*(inputs or {}), *names]):
-        if name.isidentifier() and not keyword.iskeyword(name) and name not in declared:
-            text += f"{name}: Any\n"
-    return text
+    names = dict.fromkeys(n for group in groups for n in group)
+    return [n for n in names if n.isidentifier() and not keyword.iskeyword(n) and n not in declared]
+
+
+def bound_first(code: str, bound: Iterable[str]) -> str:
+    """The line checked before ``code`` that binds ``bound`` (empty when there is none)."""
+    names = list(bound)
+    return " = ".join([*names, SESSION_VALUE]) + "\n" if names else ""
+
+
+_GUTTER_RE = re.compile(r"^( *)(\d+)( \|.*)$")
+
+
+def _shifted(err: CodeExecutionError) -> CodeExecutionError:
+    """A diagnostic of the code checked after ``bound_first``'s line, as of the code alone:
+    line numbers one less, the bound line's quote dropped."""
+
+    def arrow(m: re.Match[str]) -> str:
+        return f"{m.group(1)}{max(int(m.group(2)) - 1, 1)}:"
+
+    lines: list[str] = []
+    dropping = False
+    for text in (err.traceback or "").splitlines():
+        gutter = _GUTTER_RE.match(text)
+        if gutter:
+            number = int(gutter.group(2)) - 1
+            dropping = number < 1  # the bound line, and the marks under it
+            width = len(gutter.group(1)) + len(gutter.group(2))
+            text = str(number).rjust(width) + gutter.group(3)
+        elif not _MARKS_RE.match(text):
+            dropping = False
+        if not dropping:
+            lines.append(_ARROW_RE.sub(arrow, text))
+    line = max(err.line - 1, 1) if err.line is not None else None
+    return type(err)(err.message, error_type=err.error_type, line=line, traceback="\n".join(lines) or None)
+
+
+_ARROW_RE = re.compile(r"(--> [^:\n]+:)(\d+):")
+_MARKS_RE = re.compile(r"^ *\|(?! *$)")

@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from codemode.runtimes.errors import CodeSyntaxError, CodeTypeError
+from codemode.runtimes.errors import CodeExecutionError, CodeSyntaxError, CodeTypeError
+from codemode.runtimes.execution import ExecutionResult
 from codemode.runtimes.monty import MontyRuntime
-from codemode.runtimes.monty_checker import TypeChecker, type_check_stubs
+from codemode.runtimes.monty_checker import CHECKERS, TypeChecker, type_check_stubs
 from codemode.runtimes.signatures import normalize_functions
 
 
@@ -17,7 +18,7 @@ async def noop(i: int) -> int:
     return i
 
 
-STUBS = type_check_stubs(normalize_functions({"noop": noop}), None)
+STUBS = type_check_stubs(normalize_functions({"noop": noop}))
 
 
 async def test_one_warm_session_checks_many_codes_and_none_sees_another() -> None:
@@ -45,7 +46,7 @@ async def test_one_warm_session_checks_many_codes_and_none_sees_another() -> Non
         assert opened == [STUBS]  # one session served them all
         # other stubs: another session (the code that passed above fails against them)
         with pytest.raises(CodeTypeError):
-            await checker.check("w = await noop(3)\nw", type_check_stubs({}, None))
+            await checker.check("w = await noop(3)\nw", type_check_stubs({}))
         assert len(opened) == 2
     finally:
         await checker.aclose()
@@ -56,9 +57,9 @@ async def test_a_verdict_that_passed_is_kept() -> None:
     checks: list[str] = []
     check = checker.check
 
-    async def spy(code: str, stubs: str) -> None:
+    async def spy(code: str, stubs: str, bound=()) -> None:  # type: ignore[no-untyped-def]
         checks.append(code)
-        await check(code, stubs)
+        await check(code, stubs, bound)
 
     checker.check = spy  # type: ignore[method-assign]
     try:
@@ -67,3 +68,54 @@ async def test_a_verdict_that_passed_is_kept() -> None:
         assert checks == ["await noop(1)"]
     finally:
         await checker.aclose()
+
+
+def _count_opens(rt: MontyRuntime) -> list[str]:
+    opened: list[str] = []
+    open_session = rt._checker._open
+
+    async def spy(stubs: str) -> Any:
+        opened.append(stubs)
+        return await open_session(stubs)
+
+    rt._checker._open = spy  # type: ignore[method-assign]
+    return opened
+
+
+async def test_cells_that_bind_new_names_keep_one_warm_checker() -> None:
+    """The names earlier cells bound are not in the stubs (they would change with every cell
+    and start a fresh checker, ~15 ms of CPU, each time): the checker's warm sessions check
+    every cell, and a cell still sees the names bound before it and no other."""
+    rt = MontyRuntime()
+    opened = _count_opens(rt)
+    session = await rt.open_session()
+    assert session is not None
+    try:
+        for i in range(6):
+            code = f"v{i} = await noop({i})" + (f"\nv{i} += v{i - 1}" if i else "")
+            execution = await session.run(code, functions={"noop": noop})
+            while not isinstance(event := await execution.next_batch(), ExecutionResult):
+                for call in event:
+                    await execution.provide_result(call.args[0], call_id=call.call_id)
+        with pytest.raises(CodeTypeError, match="v9"):
+            await session.run("v9 + v5", functions={"noop": noop})
+        assert len(opened) <= CHECKERS and len(set(opened)) == 1  # six cells: six opens before
+    finally:
+        await session.close()
+        await rt.aclose()
+
+
+async def test_a_diagnostic_names_the_codes_own_lines() -> None:
+    rt = MontyRuntime()
+    stubs = type_check_stubs(normalize_functions({"noop": noop}))
+    code = "x = 1\nif x:\n    y = earlier + 1\n    z = q\n"
+    try:
+        with pytest.raises(CodeExecutionError) as caught:
+            await rt._checker.check(code, stubs, ["earlier", "other"])
+    finally:
+        await rt.aclose()
+    err = caught.value
+    assert err.line == 4 and "`q`" in err.message
+    assert err.traceback is not None and "earlier =" not in err.traceback and "codemode_bound_value" not in err.traceback
+    assert " --> main.py:4:9" in err.traceback
+    assert "2 | if x:" in err.traceback and "4 |     z = q" in err.traceback
