@@ -116,6 +116,7 @@ async def test_a_diagnostic_names_the_codes_own_lines() -> None:
         await rt.aclose()
     err = caught.value
     assert err.line == 4 and "`q`" in err.message
-    assert err.traceback is not None and "earlier =" not in err.traceback and "codemode_bound_value" not in err.traceback
+    assert err.traceback is not None
+    assert "earlier =" not in err.traceback and "codemode_bound_value" not in err.traceback
     assert " --> main.py:4:9" in err.traceback
     assert "2 | if x:" in err.traceback and "4 |     z = q" in err.traceback
