@@ -541,7 +541,8 @@ class _MontySession:
         self.closed = False
 
     def meta(self) -> dict[str, Any]:
-        return {"names": list(self.names), "known": self.known, "fresh": list(self.fresh), "globals": list(self.globals)}
+        names, fresh, kept = list(self.names), list(self.fresh), list(self.globals)
+        return {"names": names, "known": self.known, "fresh": fresh, "globals": kept}
 
     def alive(self) -> bool:
         return not self.closed and self.pm is not None
