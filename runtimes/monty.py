@@ -16,9 +16,7 @@ import contextlib
 import keyword
 import logging
 import os
-import re
 import time
-import typing
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -37,15 +35,14 @@ from .constraints import CodeConstraints
 from .errors import (
     CodeExecutionError,
     CodeResourceError,
-    CodeRuntimeError,
     CodeSyntaxError,
-    CodeTimeoutError,
     CodeTypeError,
     ExecutionProtocolError,
     SandboxError,
 )
 from .execution import Blocked, CallOutcome, CodeExecution, Step
 from .monty_checker import TypeChecker, bound_before, type_check_stubs
+from .monty_errors import map_monty_error, monty_exception
 from .session import CodeSession, bound_names, declared_globals
 from .signatures import FunctionsSpec, ToolSignature, namespace_class, namespaces_of, normalize_functions
 from .types import (
@@ -87,9 +84,6 @@ MONTY_CONSTRAINTS = CodeConstraints(
     ),
 )
 
-_KNOWN_EXC_TYPES = frozenset(typing.get_args(pm.ExcType))
-_LINE_RE = re.compile(r"--> [^:\n]+:(\d+):(\d+)")
-
 _EXIT_SETTLE_SECONDS = 0.1
 _exit_hook_installed = False
 
@@ -114,17 +108,6 @@ def _settle_monty_threads_at_exit() -> None:
         atexit.register(time.sleep, _EXIT_SETTLE_SECONDS)
 
 
-def _monty_exception(outcome: CallOutcome) -> dict[str, Any]:
-    """A host answer as Monty's ``ExternalResult``. Exception types Monty does not know
-    are raised as RuntimeError with the original type name kept in the message."""
-    if outcome.kind == "result":
-        return {"return_value": outcome.value}
-    exc_type = outcome.exc_type
-    if exc_type in _KNOWN_EXC_TYPES:
-        return {"exc_type": exc_type, "message": outcome.message}
-    return {"exc_type": "RuntimeError", "message": f"{exc_type}: {outcome.message}"}
-
-
 def _call_id(vm_id: int) -> str:
     """Our call id for a Monty call: numbered from 1, like every other runtime's (Monty
     numbers from 0)."""
@@ -133,46 +116,6 @@ def _call_id(vm_id: int) -> str:
 
 def _vm_id(call_id: str) -> int:
     return int(call_id) - 1
-
-
-def map_monty_error(err: BaseException) -> CodeExecutionError | SandboxError:
-    """Vendor error -> our hierarchy, with type, message and line ready for an LLM."""
-    if isinstance(err, pm.MontyTypingError):
-        text = err.display()
-        m = _LINE_RE.search(text)
-        line = int(m.group(1)) if m else None
-        first = text.strip().splitlines()[0] if text.strip() else str(err)
-        if "invalid-syntax" in first:
-            msg = first.split(":", 1)[-1].strip()
-            return CodeSyntaxError(msg, error_type="SyntaxError", line=line, traceback=text.strip())
-        return CodeTypeError(first, error_type="TypeError", line=line, traceback=text.strip())
-    if isinstance(err, pm.MontySyntaxError):
-        frames = err.traceback()
-        line = frames[-1].line if frames else None
-        return CodeSyntaxError(err.display("msg"), error_type="SyntaxError", line=line, traceback=err.display())
-    if isinstance(err, pm.MontyRuntimeError):
-        inner = err.exception()
-        etype = type(inner).__name__
-        frames = err.traceback()
-        line = frames[-1].line if frames else None
-        msg = err.display("msg")
-        tb = err.display()
-        if etype == "NotImplementedError" and "syntax parser does not yet support" in msg:
-            return CodeSyntaxError(msg, error_type="SyntaxError", line=line, traceback=tb)
-        if etype == "TimeoutError" and "time limit exceeded" in msg:
-            return CodeTimeoutError(msg, error_type="TimeoutError", line=line, traceback=tb)
-        if etype == "MemoryError":
-            return CodeResourceError(msg, error_type="MemoryError", line=line, traceback=tb)
-        if etype == "RuntimeError" and "suspension" in msg.lower():
-            return CodeResourceError(msg, error_type="RuntimeError", line=line, traceback=tb)
-        return CodeRuntimeError(msg, error_type=etype, line=line, traceback=tb)
-    if isinstance(err, pm.MontyCrashedError):
-        if err.timed_out:
-            return CodeTimeoutError("the sandbox exceeded its time limit and was stopped", error_type="TimeoutError")
-        return SandboxError(f"the Monty worker crashed: {err}")
-    if isinstance(err, pm.MontyError):
-        return SandboxError(f"Monty failed: {err}")
-    return SandboxError(f"Monty failed: {type(err).__name__}: {err}")
 
 
 async def _open_checker_pool(workers: int) -> Any:
@@ -308,7 +251,7 @@ class _MontyRun:
         """Hand one answer to the VM. A return value Monty cannot convert (a host object
         it does not know) is raised in the code as ``TypeError`` rather than crashing the run;
         Monty leaves the snapshot resumable when it refuses a value."""
-        answer = _monty_exception(outcome)
+        answer = monty_exception(outcome)
 
         def start() -> Awaitable[Any]:
             try:
@@ -352,7 +295,7 @@ class _MontyRun:
                 ready = [c for c in pending if c in self.answers]
                 if not ready:
                     return Blocked(tuple(pending))
-                batch = {_vm_id(c): _monty_exception(self.answers[c]) for c in ready}
+                batch = {_vm_id(c): monty_exception(self.answers[c]) for c in ready}
                 try:
                     started = snap.resume(batch)
                 except pm.MontyError:

@@ -275,9 +275,9 @@ async def test_a_passed_type_check_is_not_repeated_for_the_same_code_and_stubs()
     checked: list[str] = []
     check = rt._checker.check
 
-    async def spy(code: str, stubs: str) -> None:
+    async def spy(code: str, stubs: str, bound=()) -> None:  # type: ignore[no-untyped-def]
         checked.append(code)
-        await check(code, stubs)
+        await check(code, stubs, bound)
 
     rt._checker.check = spy  # type: ignore[method-assign]
     sigs = {"get_weather": get_weather}
