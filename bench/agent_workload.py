@@ -18,8 +18,14 @@ of the worker process (this process: the workers, the client and the person, the
 sides), its sandbox subprocesses and the dev server (``bench/cpu.py``), and the p50/p95 latency
 from the start of an execution to its outcome (of the executions no person held up).
 
+With ``--front N`` it also runs N agents through each door an agent comes by, against the
+direct path (``start_execution``) with the same kind of programs and no approvals: a
+pydantic-ai ``Agent`` with ``DurableCodeMode`` (``run_code``, a session cell per call) and
+MCP clients calling the MCP front's ``execute`` (the official SDK's client, in memory).
+
     python bench/agent_workload.py [--agents 20,100,200] [--runtimes monty,python] [--runs R] [--profile new]
     python bench/agent_workload.py --quick          # agents 10,40, runs 3
+    python bench/agent_workload.py --agents 20 --phases floor --front 20   # the doors at N=20
 """
 
 from __future__ import annotations
@@ -248,6 +254,45 @@ async def run_agents(
     return Phase(wall, calls, cpu.per(calls), latencies)
 
 
+async def run_mcp_clients(
+    meter: CPUMeter, client: Client, registry: ToolRegistry, tq: str, runtime: str, agents: int, runs: int,
+    seeds: Iterator[int],
+) -> Phase:
+    """``agents`` MCP clients at once (the official SDK's, in memory, with a progress token, as
+    an agent's client calls), each calling ``execute`` ``runs`` times with a new program on
+    our MCP server front, served from this process on the same worker and task queue."""
+    from mcp import Client as MCPClient
+
+    from codemode.integrations.mcp_server.backend import Backend, BackendSlot
+    from codemode.integrations.mcp_server.catalog import ToolCatalog
+    from codemode.integrations.mcp_server.execute import Executions
+    from codemode.integrations.mcp_server.server import build_server
+
+    backend = Backend(client=client, address=client.service_client.config.target_host, task_queue=tq)
+    server = build_server(ToolCatalog.of(registry, runtime=runtime), Executions(BackendSlot(backend), runtime=runtime))
+    latencies: list[float] = []
+    calls = 0
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        pass
+
+    async def agent(_: int) -> None:
+        nonlocal calls
+        async with MCPClient(server) as mcp:
+            for _ in range(runs):
+                program = agent_code(next(seeds), approval=False)
+                t0 = time.perf_counter()
+                res = await mcp.call_tool("execute", {"code": program.code}, progress_callback=progress)
+                assert res.structured_content["status"] == "completed", res
+                latencies.append(time.perf_counter() - t0)
+                calls += program.calls
+
+    c0, t0 = meter.read(), time.perf_counter()
+    await asyncio.gather(*(agent(a) for a in range(agents)))
+    wall, cpu = time.perf_counter() - t0, meter.read() - c0
+    return Phase(wall, calls, cpu.per(calls), latencies)
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--agents", default="20,100,200", help="comma-separated N")
@@ -257,7 +302,7 @@ async def main() -> None:
     ap.add_argument("--phases", default="floor,one,new")
     ap.add_argument("--front", type=int, metavar="N", default=0,
                     help="also run N agents through DurableCodeMode's run_code (a session cell each, no approvals) "
-                    "against the direct path with the same programs")
+                    "and N MCP clients through the MCP front's execute, against the direct path")
     ap.add_argument("--profile", metavar="PHASE", help="cProfile this process during PHASE (one, new); top 30 printed")
     args = ap.parse_args()
     sizes = [10, 40] if args.quick else [int(x) for x in args.agents.split(",")]
@@ -301,7 +346,7 @@ async def main() -> None:
         return (a * 7 + r * 3) % APPROVAL_EVERY == 0
 
     rows: list[tuple[str, int, str, Phase, Phase]] = []
-    fronts: list[tuple[str, int, Phase, Phase]] = []
+    fronts: list[tuple[str, int, Phase, Phase, str]] = []
     async with cm.running():
         bare_task = asyncio.create_task(bare.run())
         try:
@@ -344,10 +389,12 @@ async def main() -> None:
                 direct = await run_phase(meter, n, runs, lambda a, r: agent_code(next(seeds), approval=False),
                                          ours(runtime))
                 agent = await run_agents(meter, client, registry, tq, runtime, n, runs, seeds)
-                for name, p in (("direct", direct), ("run_code", agent)):
+                over_mcp = await run_mcp_clients(meter, client, registry, tq, runtime, n, runs, seeds)
+                for name, p in (("direct", direct), ("run_code", agent), ("execute", over_mcp)):
                     print(f"front N={n} {runtime} {name}: {p.calls} calls in {p.wall:.1f}s = {p.rate:.0f} calls/s, "
                           f"p50 {p.pct(0.5):.0f} ms p95 {p.pct(0.95):.0f} ms, CPU/call {p.cpu.ms()}", flush=True)
-                fronts.append((runtime, n, direct, agent))
+                fronts.append((runtime, n, direct, agent, "run_code (DurableCodeMode, a session cell per call)"))
+                fronts.append((runtime, n, direct, over_mcp, "execute (the MCP front, a new execution per call)"))
         finally:
             await bare.shutdown()
             await bare_task
@@ -365,10 +412,10 @@ async def main() -> None:
               f"({cpu_f:.1f}) | {cpu_f / cpu_o:.2f}x | {o.pct(0.5):.0f} ({f.pct(0.5):.0f}) "
               f"| {o.pct(0.95):.0f} ({f.pct(0.95):.0f}) | {o.pct(0.95) / f.pct(0.95):.2f}x |")
     print("Goals (issue 28): new-code calls/s >= 0.85x the floor, CPU floor/ours >= 0.85x, p95 ratio <= 1.3x.")
-    for runtime, n, d, a in fronts:
+    for runtime, n, d, a, what in fronts:
         cpu_d = (d.cpu.worker + d.cpu.sandbox + d.cpu.server) * 1000
         cpu_a = (a.cpu.worker + a.cpu.sandbox + a.cpu.server) * 1000
-        print(f"run_code (DurableCodeMode, a session cell per call) vs start_execution, {runtime}, N={n}: calls/s "
+        print(f"{what} vs start_execution, {runtime}, N={n}: calls/s "
               f"{a.rate / d.rate:.2f}x, CPU per call {cpu_a / cpu_d:.2f}x ({cpu_a:.1f} vs {cpu_d:.1f} ms), "
               f"p50 {a.pct(0.5) / d.pct(0.5):.2f}x, p95 {a.pct(0.95) / d.pct(0.95):.2f}x")
 
