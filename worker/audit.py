@@ -540,9 +540,14 @@ def _call_text(c: CallAudit) -> str:
     return f"{c.summary} failed{attempts}: {c.error.type}: {c.error.message}" if c.error else f"{c.summary} failed"
 
 
-def audit_builder(execution_id: str, converter: DataConverter) -> _Builder:
-    """The fold ``build_audit`` uses, to feed one event at a time (``worker/client/call_progress.py``)."""
-    return _Builder(execution_id, _Decoder(converter))
+def payload_decoder(converter: DataConverter) -> _Decoder:
+    """How the audit reads payloads and failures (``worker/client/call_progress.py`` too)."""
+    return _Decoder(converter)
+
+
+def tool_error(failure: Failure) -> ErrorInfo:
+    """A tool activity's final failure as the code saw it (``_failure_info``)."""
+    return _failure_info(failure)
 
 
 async def build_audit(

@@ -3,44 +3,88 @@ server records it: a long poll of the history, which the server answers. No work
 
 A status query asks the worker that runs the execution, so each look costs that worker and
 the server a round trip, and a look that races the run's end makes the SDK core log ``Query
-not found when attempting to respond to it`` on the worker. Following a run's calls this way
-costs neither: the history is what the audit (``worker/audit.py``) is folded from, one event
-at a time, and a call is reported when its activity completes, fails or times out.
+not found when attempting to respond to it`` on the worker. Following a run's calls from its
+history costs neither. Only what a progress line shows is decoded (``display.call_line``):
+a call's summary when its activity is scheduled, its result or failure when it ends; the
+audit (``worker/audit.py``) reads the same events in full.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryRequest
 from temporalio.client import Client
 
-from codemode.worker.audit import CallAudit, audit_builder
+from codemode.activities.models import ToolOutput
+from codemode.activities.records import ToolCallRecord
+from codemode.worker.audit import payload_decoder, tool_error
 
-_ENDED = (
-    "activity_task_completed_event_attributes",
-    "activity_task_failed_event_attributes",
-    "activity_task_timed_out_event_attributes",
-)
+#: Tool activities are scheduled with this id prefix before the call id (``run_tool``).
+CALL_ACTIVITY_PREFIX = "call-"
+#: Seconds between looks at the history (what a status query's poll waited too).
+LOOK_SECONDS = 0.3
 
 
-async def ended_calls(client: Client, execution_id: str, run_id: str | None = None) -> AsyncIterator[CallAudit]:
+async def ended_calls(
+    client: Client, execution_id: str, run_id: str | None = None, *, every: float = LOOK_SECONDS
+) -> AsyncIterator[ToolCallRecord]:
     """Each tool call of the execution (from run ``run_id`` on: None, the latest) as its
-    activity ends, through the runs it continues as, until the execution closes."""
-    builder = audit_builder(execution_id, client.data_converter)
+    activity completes, fails or times out, through the runs it continues as, until the
+    execution closes. One look at the history every ``every`` seconds at most: what was
+    recorded meanwhile comes in one page (a look for each new event cost the server more than
+    the status queries this replaces)."""
+    decode = payload_decoder(client.data_converter)
     while True:
-        handle = client.get_workflow_handle(execution_id, run_id=run_id)
+        scheduled: dict[int, ToolCallRecord] = {}  # event ids restart in every run
         next_run: str | None = None
-        async for event in handle.fetch_history_events(wait_new_event=True):
-            kind = event.WhichOneof("attributes")
-            if kind == "workflow_execution_continued_as_new_event_attributes":
-                next_run = event.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
-                continue
-            await builder.feed(event)
-            if kind in _ENDED:
-                scheduled = getattr(event, kind).scheduled_event_id
-                _, call_id = builder.activities.get((builder.run, scheduled), ("", None))
-                if call_id is not None:
-                    yield builder.calls[call_id]
+        token = b""
+        while True:
+            page = await client.workflow_service.get_workflow_execution_history(
+                GetWorkflowExecutionHistoryRequest(
+                    namespace=client.namespace,
+                    execution=WorkflowExecution(workflow_id=execution_id, run_id=run_id or ""),
+                    next_page_token=token,
+                    wait_new_event=True,
+                )
+            )
+            for e in page.history.events:
+                kind = e.WhichOneof("attributes")
+                if kind == "activity_task_scheduled_event_attributes":
+                    attrs = e.activity_task_scheduled_event_attributes
+                    if attrs.activity_id.startswith(CALL_ACTIVITY_PREFIX):
+                        tool = attrs.activity_type.name
+                        has_summary = e.user_metadata.HasField("summary")
+                        summary = await decode([e.user_metadata.summary], str) if has_summary else ""
+                        scheduled[e.event_id] = ToolCallRecord(
+                            call_id=attrs.activity_id.removeprefix(CALL_ACTIVITY_PREFIX),
+                            tool=tool,
+                            summary=summary if isinstance(summary, str) and summary else f"{tool}(...)",
+                            status="running",
+                        )
+                elif kind == "activity_task_completed_event_attributes":
+                    attrs = e.activity_task_completed_event_attributes
+                    call = scheduled.pop(attrs.scheduled_event_id, None)
+                    if call is not None:
+                        out = await decode(attrs.result, ToolOutput)
+                        call.status = "ok"
+                        if isinstance(out, ToolOutput):
+                            call.result, call.attempts = out.value, out.attempt
+                        yield call
+                elif kind in ("activity_task_failed_event_attributes", "activity_task_timed_out_event_attributes"):
+                    attrs = getattr(e, kind)
+                    call = scheduled.pop(attrs.scheduled_event_id, None)
+                    if call is not None:
+                        call.status, call.error = "error", tool_error(await decode.failure(attrs.failure))
+                        yield call
+                elif kind == "workflow_execution_continued_as_new_event_attributes":
+                    next_run = e.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+            token = page.next_page_token
+            if not token:  # the run closed
+                break
+            await asyncio.sleep(every)
         if next_run is None:
             return
-        run_id, builder.run = next_run, builder.run + 1
+        run_id = next_run
