@@ -26,10 +26,11 @@ from codemode.worker.client.executions import start_execution
 from codemode.worker.client.following import (
     PARKED_POLL_MAX_SECONDS,
     POLL_SECONDS,
-    QUERY_TIMEOUT,
     cancel_reason,
     closed_word,
+    parked,
     query_status,
+    quietly,
 )
 from codemode.worker.client.sessions import SessionError, describe_session, submit_cell
 from codemode.worker.dev_server import server_answers
@@ -352,16 +353,16 @@ class Executions:
                         raise TemporalUnavailable(self.backend.address, handle.id)
                 # Look while still waiting for the result: an outcome that arrives meanwhile is
                 # answered at once, not after the look's round trip.
-                looking = asyncio.ensure_future(_waits_for_a_person(handle))
+                looking = asyncio.ensure_future(parked(handle))
                 done, _ = await asyncio.wait({result, looking}, return_when=asyncio.FIRST_COMPLETED)
                 if result in done:
                     break
-                parked = await looking
+                waits = await looking
                 wait = min(wait * 2, PARKED_POLL_MAX_SECONDS)
-                if parked is None:  # no server
+                if waits is None:  # no server
                     if not await self._server_answers():
                         gone_since = time.monotonic()
-                elif parked:
+                elif waits:
                     status = await query_status(handle)
                     if status is not None:
                         await progress.calls(status.tool_calls)
@@ -384,15 +385,16 @@ class Executions:
                     pending.cancel()
             if looking is not None and not looking.done():
                 # Left to finish (milliseconds): the server logs a cancelled request as a failure.
-                looking.add_done_callback(_quietly)
+                looking.add_done_callback(quietly)
         await progress.calls(outcome.tool_calls)
         return reports.completed(outcome)
 
     async def _show_calls(self, handle: WorkflowHandle[Any, ExecutionOutcome], progress: Progress) -> None:
         """Each call as MCP progress when it ends, until the run closes (or this is cancelled)."""
         try:
-            async for call in ended_calls(self.backend.client, handle.id, handle.run_id):
-                await progress.calls([call])
+            async for item in ended_calls(self.backend.client, handle.id, handle.run_id):
+                if not isinstance(item, str):  # (what the code printed is in the report)
+                    await progress.calls([item])
         except asyncio.CancelledError:
             pass
         except Exception as err:  # noqa: BLE001 - progress is a courtesy: the outcome lists every call
@@ -466,18 +468,3 @@ class Executions:
 
     async def _server_answers(self) -> bool:
         return await asyncio.to_thread(server_answers, self.backend.address)
-
-
-async def _waits_for_a_person(handle: WorkflowHandle[Any, Any]) -> bool | None:
-    """Whether the run waits for a person, from its memo (the server answers), or None when
-    the server does not answer."""
-    try:
-        description = await handle.describe(rpc_timeout=QUERY_TIMEOUT)
-        return bool(await description.memo_value("pending_approvals", None))
-    except RPCError:
-        return None
-
-
-def _quietly(done: asyncio.Future[Any]) -> None:
-    if not done.cancelled():
-        done.exception()
