@@ -267,7 +267,9 @@ class _Builder:
         if audit.deferred:
             text += " (checkpoint deferred: kept live on its worker)"
         if audit.network_cut:
-            self.event(at, "step", f"{name}: cut the sandbox's network for good before the code saw it: {audit.network_cut}")
+            self.event(
+                at, "step", f"{name}: cut the sandbox's network for good before the code saw it: {audit.network_cut}"
+            )
         self.event(at, "step", text)
         if step is not None:
             self.audit.stdout += step.stdout
@@ -316,7 +318,8 @@ class _Builder:
             self.event(
                 at,
                 "started",
-                f"execution started ({a.runtime or '?'}, {lines} line{'s' if lines != 1 else ''} of code) by {attrs.identity}",
+                f"execution started ({a.runtime or '?'}, {lines} line{'s' if lines != 1 else ''} of code) "
+                f"by {attrs.identity}",
             )
         elif kind == "marker_recorded_event_attributes":
             attrs = e.marker_recorded_event_attributes
@@ -379,7 +382,9 @@ class _Builder:
             if call_id is None:
                 if name == names.SANDBOX_RELEASE:
                     what = self.releases.get((self.run, attrs.scheduled_event_id)) or "release"
-                    text = "paused the sandbox while the run waits" if what.startswith("pause") else "released the sandbox"
+                    text = (
+                        "paused the sandbox while the run waits" if what.startswith("pause") else "released the sandbox"
+                    )
                     self.event(at, "step", f"sandbox_release: {text}")
                 elif name in STEP_TYPES:
                     attempt = self.step_attempts.get((self.run, attrs.scheduled_event_id), 1)
@@ -419,7 +424,9 @@ class _Builder:
                 return
             call_id, by, text = read
             decision = "approved" if attrs.signal_name == "approve" else "denied"
-            self._approval(ApprovalAudit(call_id=call_id, decision=decision, by=by, comment=text, at=at, identity=attrs.identity))
+            self._approval(
+                ApprovalAudit(call_id=call_id, decision=decision, by=by, comment=text, at=at, identity=attrs.identity)
+            )
         elif kind == "workflow_execution_update_accepted_event_attributes":
             attrs = e.workflow_execution_update_accepted_event_attributes
             request = attrs.accepted_request
@@ -531,6 +538,16 @@ def _call_text(c: CallAudit) -> str:
     if c.status == "ok":
         return f"{c.summary} returned{attempts}"
     return f"{c.summary} failed{attempts}: {c.error.type}: {c.error.message}" if c.error else f"{c.summary} failed"
+
+
+def payload_decoder(converter: DataConverter) -> _Decoder:
+    """How the audit reads payloads and failures (``worker/client/call_progress.py`` too)."""
+    return _Decoder(converter)
+
+
+def tool_error(failure: Failure) -> ErrorInfo:
+    """A tool activity's final failure as the code saw it (``_failure_info``)."""
+    return _failure_info(failure)
 
 
 async def build_audit(

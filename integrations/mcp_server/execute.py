@@ -20,9 +20,18 @@ from temporalio.service import RPCError, RPCStatusCode
 from codemode.runtimes import RUNTIMES
 from codemode.worker import display
 from codemode.worker.audit import fetch_audit
+from codemode.worker.client.call_progress import ended_calls
 from codemode.worker.client.connection import has_workers
 from codemode.worker.client.executions import start_execution
-from codemode.worker.client.following import POLL_SECONDS, cancel_reason, closed_word, query_status
+from codemode.worker.client.following import (
+    PARKED_POLL_MAX_SECONDS,
+    POLL_SECONDS,
+    cancel_reason,
+    closed_word,
+    parked,
+    query_status,
+    quietly,
+)
 from codemode.worker.client.sessions import SessionError, describe_session, submit_cell
 from codemode.worker.dev_server import server_answers
 from codemode.workflows.models import (
@@ -318,14 +327,21 @@ class Executions:
         answered: set[str],
     ) -> ExecutionReport | Parked | None:
         """The report once the run ends, ``Parked`` when it waits for a person on calls not
-        answered here, None when the deadline passes first."""
+        answered here, None when the deadline passes first.
+
+        No worker is asked while the run goes on (issue 28): each call's progress comes from
+        the history as the server records it (``ended_calls``), and whether the run waits for
+        a person from its memo, which the server answers. Only a run the memo says is parked
+        is asked for its status (the calls it waits on): a parked run is not about to end, so
+        that query does not race the run's end (the SDK core logs such a race on the worker)."""
         result = asyncio.ensure_future(handle.result())
-        asking: asyncio.Future[ExecutionStatus | None] | None = None
-        since, gone_since = 0, None
+        calls = asyncio.ensure_future(self._show_calls(handle, progress))
+        looking: asyncio.Future[Any] | None = None
+        wait, gone_since = POLL_SECONDS, None
         try:
             while True:
                 remaining = deadline - time.monotonic()
-                done, _ = await asyncio.wait({result}, timeout=max(0.0, min(POLL_SECONDS, remaining)))
+                done, _ = await asyncio.wait({result}, timeout=max(0.0, min(wait, remaining)))
                 if done:
                     break
                 if gone_since is not None:  # Temporal stopped answering: probe its port, not its API
@@ -335,22 +351,24 @@ class Executions:
                         continue
                     else:
                         raise TemporalUnavailable(self.backend.address, handle.id)
-                # Ask while still waiting for the result: an outcome that arrives meanwhile is
-                # answered at once, not after the query's round trip to the worker.
-                asking = asyncio.ensure_future(query_status(handle, since))
-                done, _ = await asyncio.wait({result, asking}, return_when=asyncio.FIRST_COMPLETED)
+                # Look while still waiting for the result: an outcome that arrives meanwhile is
+                # answered at once, not after the look's round trip.
+                looking = asyncio.ensure_future(parked(handle))
+                done, _ = await asyncio.wait({result, looking}, return_when=asyncio.FIRST_COMPLETED)
                 if result in done:
                     break
-                status = await asking
-                if status is None:  # no worker answered in time, or no server
+                waits = await looking
+                wait = min(wait * 2, PARKED_POLL_MAX_SECONDS)
+                if waits is None:  # no server
                     if not await self._server_answers():
                         gone_since = time.monotonic()
-                else:
-                    await progress.calls(status.tool_calls)
-                    since = _next_since(status)
-                    waiting = [p for p in status.pending_approvals if p.call_id not in answered]
-                    if waiting and status.state == "awaiting_approval":
-                        return Parked(waiting)
+                elif waits:
+                    status = await query_status(handle)
+                    if status is not None:
+                        await progress.calls(status.tool_calls)
+                        waiting = [p for p in status.pending_approvals if p.call_id not in answered]
+                        if waiting and status.state == "awaiting_approval":
+                            return Parked(waiting)
                 if remaining <= 0:
                     return None
             try:
@@ -362,11 +380,25 @@ class Executions:
                     raise TemporalUnavailable(self.backend.address, handle.id) from None
                 raise
         finally:
-            for pending in (result, asking):
-                if pending is not None and not pending.done():
+            for pending in (result, calls):
+                if not pending.done():
                     pending.cancel()
+            if looking is not None and not looking.done():
+                # Left to finish (milliseconds): the server logs a cancelled request as a failure.
+                looking.add_done_callback(quietly)
         await progress.calls(outcome.tool_calls)
         return reports.completed(outcome)
+
+    async def _show_calls(self, handle: WorkflowHandle[Any, ExecutionOutcome], progress: Progress) -> None:
+        """Each call as MCP progress when it ends, until the run closes (or this is cancelled)."""
+        try:
+            async for item in ended_calls(self.backend.client, handle.id, handle.run_id):
+                if not isinstance(item, str):  # (what the code printed is in the report)
+                    await progress.calls([item])
+        except asyncio.CancelledError:
+            pass
+        except Exception as err:  # noqa: BLE001 - progress is a courtesy: the outcome lists every call
+            log.debug("following the calls of %s stopped: %s", handle.id, err)
 
     async def _closed(self, handle: WorkflowHandle[Any, Any], err: WorkflowFailureError) -> ExecutionReport:
         """A run that ended without an outcome: cancelled, timed out or terminated."""
@@ -436,11 +468,3 @@ class Executions:
 
     async def _server_answers(self) -> bool:
         return await asyncio.to_thread(server_answers, self.backend.address)
-
-
-def _next_since(status: ExecutionStatus) -> int:
-    """Index of the first call not final yet: the next poll asks only from there on."""
-    return status.calls_from + next(
-        (i for i, c in enumerate(status.tool_calls) if c.status not in display.FINAL_CALL_STATES),
-        len(status.tool_calls),
-    )

@@ -45,32 +45,30 @@ from codemode.worker.cli.common import (
     open_cli,
     open_client,
     open_mcp,
-    os_user,
     printed_address_flag,
     start_server,
     task_queue_option,
     tools_option,
 )
+from codemode.worker.cli.follower import Follower
 from codemode.worker.client.connection import connect, has_workers
 from codemode.worker.client.executions import InputTooLarge, check_request_size, start_execution
-from codemode.worker.client.following import cancel_reason, query_status
+from codemode.worker.client.following import (
+    cancel_reason,
+)
 from codemode.worker.dev_server import is_local, server_answers, split_address
 from codemode.workflows.models import (
     CODE_APPROVAL_ID,
-    ApproveSignal,
     CodeExecutionRequest,
-    DenySignal,
     ExecutionOutcome,
     InvalidSessionName,
     PendingApproval,
-    ToolCallRecord,
     check_session_name,
 )
 
 if TYPE_CHECKING:
     from codemode.activities.mcp_tools import McpConfig
 
-POLL_SECONDS = 0.3
 #: The defaults the help text shows (the models hold them; the flags only override).
 _LIMITS = ExecutionLimits()
 _APPROVAL_TIMEOUT = CodeExecutionRequest.model_fields["approval_timeout"].default
@@ -115,78 +113,6 @@ def read_code(file: str) -> str:
 
 
 # -- following a run ------------------------------------------------------------------------------
-
-
-class Follower:
-    """Shows each tool call as it happens (polling the status query) and waits for the outcome."""
-
-    def __init__(self, handle: WorkflowHandle[Any, ExecutionOutcome], *, as_json: bool, interactive: bool) -> None:
-        self.handle = handle
-        self.as_json = as_json
-        self.interactive = interactive
-        self.shown: dict[str, str] = {}
-        self.stdout_seen = 0
-        self.decided: set[str] = set()
-        #: Index of the first call not final yet: each poll asks only from there on.
-        self.since = 0
-
-    def show_calls(self, calls: list[ToolCallRecord]) -> None:
-        for call in calls:
-            showable = call.status in display.FINAL_CALL_STATES or call.status == "awaiting_approval"
-            if showable and self.shown.get(call.call_id) != call.status:
-                self.shown[call.call_id] = call.status
-                note(display.call_line(call))
-
-    def show_stdout(self, stdout: str) -> None:
-        if len(stdout) > self.stdout_seen:
-            if not self.as_json:
-                click.echo(stdout[self.stdout_seen :], nl=False)
-            self.stdout_seen = len(stdout)
-
-    async def ask(self, pending: list[PendingApproval]) -> None:
-        """Interactive terminal: decide each pending call here and now."""
-        by = os_user()
-        for p in pending:
-            if p.call_id in self.decided:
-                continue
-            ok = await asyncio.to_thread(click.confirm, f"Approve {p.summary or p.tool}?", default=False, err=True)
-            self.decided.add(p.call_id)
-            if ok:
-                await self.handle.signal(
-                    "approve", ApproveSignal(call_id=p.call_id, by=by, comment="approved at the terminal")
-                )
-            else:
-                await self.handle.signal("deny", DenySignal(call_id=p.call_id, by=by, reason="denied at the terminal"))
-
-    async def wait(self) -> ExecutionOutcome | list[PendingApproval]:
-        """The outcome, or the pending approvals when the run parks and nobody here can decide."""
-        result = asyncio.ensure_future(self.handle.result())
-        try:
-            while True:
-                done, _ = await asyncio.wait({result}, timeout=POLL_SECONDS)
-                if done:
-                    break
-                status = await query_status(self.handle, self.since)
-                if status is None:
-                    continue
-                self.show_calls(status.tool_calls)
-                self.since = status.calls_from + next(
-                    (i for i, c in enumerate(status.tool_calls) if c.status not in display.FINAL_CALL_STATES),
-                    len(status.tool_calls),
-                )
-                self.show_stdout(status.stdout)
-                pending = [p for p in status.pending_approvals if p.call_id not in self.decided]
-                if pending and status.state == "awaiting_approval":
-                    if not self.interactive:
-                        return status.pending_approvals
-                    await self.ask(pending)
-            outcome = result.result()
-        finally:
-            if not result.done():
-                result.cancel()
-        self.show_calls(outcome.tool_calls)
-        self.show_stdout(outcome.stdout)
-        return outcome
 
 
 def report_outcome(outcome: ExecutionOutcome, *, as_json: bool) -> int:
@@ -419,7 +345,8 @@ def run(
     config = load_mcp_config_file(mcp_config)
     registry = open_cli(registry, load_cli_config_file(cli_config))
     if registry is not None and allowed_tools and config is None:
-        _check_allowed(registry, allowed_tools, " or ".join(s for s in (tools_module, cli_config and "the CLI tools") if s))
+        sources = " or ".join(s for s in (tools_module, cli_config and "the CLI tools") if s)
+        _check_allowed(registry, allowed_tools, sources)
     opts = RunOptions(
         request=request,
         registry=registry,
@@ -561,7 +488,8 @@ async def _client_and_worker_for_run(
         own_worker = not await has_workers(client, opts.task_queue)
         if own_worker and not can_serve:
             note(
-                f"warning: no worker polls task queue {opts.task_queue!r}; start one with `codemode worker --tools MODULE`"
+                f"warning: no worker polls task queue {opts.task_queue!r}; "
+                "start one with `codemode worker --tools MODULE`"
             )
             return client, False, parked_extra
         if own_worker:
@@ -570,7 +498,10 @@ async def _client_and_worker_for_run(
         if not is_local(address):
             raise Fail(f"no Temporal server answers at {address}")
         if not can_serve:
-            raise Fail(f"no Temporal server answers at {address}; pass --tools MODULE (or --mcp-config, --cli-config) to start one here with a worker")
+            raise Fail(
+                f"no Temporal server answers at {address}; pass --tools MODULE "
+                "(or --mcp-config, --cli-config) to start one here with a worker"
+            )
         server = await start_server(split_address(address)[1], None, None)
         stack.push_async_callback(server.stop)
         note(f"No Temporal server at {address}: started the embedded one (UI {server.ui_url}, db {server.db}).")

@@ -61,14 +61,14 @@ async def query_status(handle: WorkflowHandle[Any, Any], since: int | None = Non
         return None
 
 
-async def parked(handle: WorkflowHandle[Any, Any]) -> bool:
+async def parked(handle: WorkflowHandle[Any, Any]) -> bool | None:
     """Whether the execution waits for a person, from the memo the workflow keeps (the
-    server answers; False when it does not)."""
+    server answers; None when it does not)."""
     try:
         description = await handle.describe(rpc_timeout=QUERY_TIMEOUT)
         return bool(await description.memo_value("pending_approvals", None))
     except RPCError:
-        return False
+        return None
 
 
 async def wait_for_outcome(
@@ -126,10 +126,11 @@ async def wait_for_outcome(
         if asking is not None and not asking.done():
             # A look in flight is left to finish (milliseconds): the server logs a cancelled
             # request as a service failure.
-            asking.add_done_callback(_quietly)
+            asking.add_done_callback(quietly)
 
 
-def _quietly(done: asyncio.Future[Any]) -> None:
+def quietly(done: asyncio.Future[Any]) -> None:
+    """A done-callback that retrieves a look's outcome, so nothing logs it as unretrieved."""
     if not done.cancelled():
         done.exception()
 
