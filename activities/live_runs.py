@@ -23,6 +23,9 @@ from .tools import ToolSpec
 
 log = logging.getLogger(__name__)
 
+#: Runs kept live between steps for a runtime without a pool that bounds them.
+DEFAULT_CACHE = 64
+
 
 @dataclass
 class LiveSession:
@@ -86,10 +89,13 @@ class LiveRuns:
         return sid
 
     def _cache_snapshot(self, runtime: str, key: str, live: LiveSession) -> None:
-        # A cached execution holds one of the runtime's sandbox processes: keep at least
-        # two of them free so cached runs can never starve new steps.
-        capacity = getattr(self._runtimes.get(runtime), "max_processes", None)
-        limit = self.snapshot_cache_size if capacity is None else min(self.snapshot_cache_size, capacity - 2)
+        # A cached execution holds one of the runtime's sandboxes: with a bounded pool, keep
+        # at least two of them free so cached runs can never starve new steps.
+        held = self._runtimes.get(runtime)
+        capacity = held.live_capacity if held is not None else None
+        limit = self.snapshot_cache_size or (DEFAULT_CACHE if capacity is None else capacity)
+        if capacity is not None:
+            limit = min(limit, capacity - 2)
         if limit <= 0:
             self._close_later(live.execution)
             return

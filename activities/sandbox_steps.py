@@ -82,7 +82,7 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching):
         runtimes: Mapping[str, CodeRuntime] | None = None,
         session_queue: str | None = None,
         keep_alive_seconds: float = 60.0,
-        snapshot_cache_size: int = 64,
+        snapshot_cache_size: int | None = None,
         snapshot_cache_bytes: int = 256 * 1024 * 1024,
         session_keep_alive_seconds: float = 900.0,
         artifact_limits: ArtifactLimits | None = None,
@@ -102,7 +102,9 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching):
         #: the durable truth. A miss costs a load, a hash check and a restore in a fresh
         #: sandbox process (about 10% of a worker's CPU per tool call with 50 executions
         #: running, issue 11), so the cache holds as many executions as run at once, up to
-        #: ``snapshot_cache_size`` and ``snapshot_cache_bytes`` of their checkpoints.
+        #: ``snapshot_cache_size`` (None: all but two of the runtime's pool, Monty's
+        #: ``max_processes``; 64 for a runtime without one) and ``snapshot_cache_bytes`` of
+        #: their checkpoints.
         self.snapshot_cache_size = snapshot_cache_size
         self.snapshot_cache_bytes = snapshot_cache_bytes
         self._snapshots: OrderedDict[str, LiveSession] = OrderedDict()

@@ -23,6 +23,12 @@ class CodeRuntime(ABC):
     constraints: CodeConstraints = FULL_PYTHON
     capabilities: RuntimeCapabilities = RuntimeCapabilities(name="runtime")
 
+    @property
+    def live_capacity(self) -> int | None:
+        """How many executions this runtime can hold open at once (a pool's size), or None
+        when nothing here bounds it. A worker keeps runs live between steps up to it."""
+        return None
+
     @abstractmethod
     async def execute(
         self,

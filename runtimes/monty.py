@@ -118,6 +118,15 @@ def _vm_id(call_id: str) -> int:
     return int(call_id) - 1
 
 
+def _processes_setting() -> int | None:
+    value = os.environ.get("CODEMODE_MONTY_PROCESSES", "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 3:
+        raise ValueError(f"CODEMODE_MONTY_PROCESSES={value!r}: expected a whole number of at least 3")
+    return int(value)
+
+
 async def _open_checker_pool(workers: int) -> Any:
     """The type checker's own pool (``monty_checker.py``)."""
     _settle_monty_threads_at_exit()
@@ -648,7 +657,9 @@ class MontyRuntime(CodeRuntime):
         #: then fails with SandboxError. The pool starts them as needed (about 7 MB each plus
         #: the heap they hold) and keeps them; a worker keeps executions live between steps in
         #: them (``activities/live_runs.py``), so the default leaves room for many at once.
-        self.max_processes = max_processes or max(64, 2 * (os.cpu_count() or 1))
+        #: ``CODEMODE_MONTY_PROCESSES`` sets it for a worker that runs more at once (issue 28:
+        #: at 100 concurrent executions, 256 cost 10% less CPU per call than 64).
+        self.max_processes = max_processes or _processes_setting() or max(64, 2 * (os.cpu_count() or 1))
         self._pool_args = {
             "min_processes": min_processes,
             "max_processes": self.max_processes,
@@ -675,6 +686,10 @@ class MontyRuntime(CodeRuntime):
             pool, self._pool = self._pool, None
         if pool is not None:
             await pool.__aexit__(None, None, None)
+
+    @property
+    def live_capacity(self) -> int:
+        return self.max_processes
 
     async def _checkout(
         self,

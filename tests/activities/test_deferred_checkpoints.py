@@ -334,3 +334,25 @@ async def test_release_frees_a_deferred_run_held_or_spilled(tmp_path: Path) -> N
         assert not _checkpoints(tmp_path) and not acts._snapshots and not acts._spilled
     finally:
         await acts.aclose()
+
+
+async def test_a_worker_keeps_live_all_but_two_of_the_monty_pool(tmp_path: Path) -> None:
+    """How many runs a worker keeps live follows Monty's pool (``CODEMODE_MONTY_PROCESSES``):
+    all but two of its processes, so new steps always find one; one more spills the oldest."""
+    acts = SandboxActivities(
+        ToolRegistry([noop]),
+        CheckpointStore(FileBlobStore(tmp_path / "blobs")),
+        runtimes={"monty": MontyRuntime(max_processes=5)},
+    )
+    try:
+        for i in ("exec-a", "exec-b", "exec-c", "exec-d"):
+            start = StartInput(
+                execution_id=i, runtime="monty", code=CODE, first_run_id="run-1",
+                limits=ExecutionLimits(timeout_seconds=60), defer_bytes=256 * 1024,
+            )
+            assert (await _env(i).run(acts.start, start)).live is not None
+        await asyncio.sleep(0.2)  # the spill is written in the background
+        assert len(acts._snapshots) == 3
+        assert len(_checkpoints(tmp_path)) == 1  # exec-a's run, spilled
+    finally:
+        await acts.aclose()

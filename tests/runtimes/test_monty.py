@@ -466,3 +466,16 @@ def test_processes_using_monty_exit_cleanly() -> None:
     outcomes = [(p.wait(timeout=GUARD_S), *p.communicate()) for p in procs]
     for code, out, err in outcomes:
         assert (code, out.strip()) == (0, b"3"), err.decode()[-2000:]
+
+
+def test_the_pool_size_is_a_setting(monkeypatch) -> None:
+    """``CODEMODE_MONTY_PROCESSES`` sizes the pool (and so how many runs a worker keeps live);
+    a value that is not a whole number of at least 3 is refused, naming the variable."""
+    monkeypatch.setenv("CODEMODE_MONTY_PROCESSES", "256")
+    assert MontyRuntime().live_capacity == 256
+    assert MontyRuntime(max_processes=8).live_capacity == 8  # the argument wins
+    monkeypatch.setenv("CODEMODE_MONTY_PROCESSES", "lots")
+    with pytest.raises(ValueError, match="CODEMODE_MONTY_PROCESSES='lots'"):
+        MontyRuntime()
+    monkeypatch.delenv("CODEMODE_MONTY_PROCESSES")
+    assert MontyRuntime().live_capacity >= 64
