@@ -11,7 +11,6 @@ worker never takes the host down. Requires PyPI ``pydantic-monty`` 1.4.x.
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
 import keyword
 import logging
@@ -41,6 +40,7 @@ from .errors import (
     SandboxError,
 )
 from .execution import Blocked, CallOutcome, CodeExecution, Step
+from .exit_settle import settle_at_exit
 from .monty_checker import TypeChecker, bound_before, type_check_stubs
 from .monty_errors import map_monty_error, monty_exception
 from .session import CodeSession, bound_names, declared_globals
@@ -84,30 +84,6 @@ MONTY_CONSTRAINTS = CodeConstraints(
     ),
 )
 
-_EXIT_SETTLE_SECONDS = 0.1
-_exit_hook_installed = False
-
-
-def _settle_monty_threads_at_exit() -> None:
-    """Give Monty's tokio threads a moment to finish before the interpreter finalizes.
-
-    pydantic-monty completes every awaitable from a tokio thread with
-    ``loop.call_soon_threadsafe``, which sends a wake-up byte with the GIL released. When
-    the last Monty await of a process (closing a session or the pool) is followed at once
-    by interpreter exit, that thread can try to retake the GIL while Python finalizes;
-    CPython < 3.14 then ends the thread with ``pthread_exit``, which cannot unwind Rust
-    frames, and the process dies with "Aborted" (SIGABRT, exit 134) after all its work
-    is done. Reproduced here about one exit in six, with sessions closed or not
-    (pyo3 issue 4874, rust-lang/rust issue 135929). An ``atexit`` hook runs before
-    finalization starts; sleeping in it releases the GIL so such a thread finishes its
-    send. Installed once, on the first pool; costs 0.1 s at exit of processes that used
-    Monty. Processes that leave with ``os._exit`` skip both the hook and the hazard."""
-    global _exit_hook_installed
-    if not _exit_hook_installed:
-        _exit_hook_installed = True
-        atexit.register(time.sleep, _EXIT_SETTLE_SECONDS)
-
-
 def _call_id(vm_id: int) -> str:
     """Our call id for a Monty call: numbered from 1, like every other runtime's (Monty
     numbers from 0)."""
@@ -129,7 +105,7 @@ def _processes_setting() -> int | None:
 
 async def _open_checker_pool(workers: int) -> Any:
     """The type checker's own pool (``monty_checker.py``)."""
-    _settle_monty_threads_at_exit()
+    settle_at_exit()
     pool = pm.AsyncMonty(min_processes=1, max_processes=workers, checkout_timeout=60.0)
     await pool.__aenter__()
     return pool
@@ -674,7 +650,7 @@ class MontyRuntime(CodeRuntime):
     async def _get_pool(self) -> Any:
         async with self._pool_lock:
             if self._pool is None:
-                _settle_monty_threads_at_exit()
+                settle_at_exit()
                 pool = pm.AsyncMonty(**self._pool_args)
                 await pool.__aenter__()
                 self._pool = pool

@@ -34,7 +34,7 @@ from datetime import timedelta
 from importlib.metadata import version as _version
 from typing import TYPE_CHECKING, Any, Literal
 
-from temporalio.client import Client
+from temporalio.client import Client, ClientConfig
 from temporalio.converter import DataConverter
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker, WorkerConfig, WorkflowRunner
@@ -48,6 +48,7 @@ from codemode.activities.storage import BlobStore, StorageSettings, blob_store_f
 from codemode.activities.tool_activity import tool_activities
 from codemode.activities.tools import ToolRegistry
 from codemode.runtimes import CodeRuntime
+from codemode.runtimes.exit_settle import settle_at_exit
 from codemode.worker import telemetry
 from codemode.worker.converter import data_converter, keyring_of, store_of
 from codemode.worker.workflow_runner import CodeModeWorkflowRunner
@@ -155,6 +156,12 @@ class CodeModePlugin(SimplePlugin):
         )
 
     # -- the client side -----------------------------------------------------------------
+
+    def configure_client(self, config: ClientConfig) -> ClientConfig:
+        # A short-lived process (a starter, a CLI command) can abort at exit after its work is
+        # done when the SDK's threads still talk to Python (``runtimes/exit_settle.py``).
+        settle_at_exit()
+        return super().configure_client(config)
 
     @property
     def store(self) -> BlobStore:

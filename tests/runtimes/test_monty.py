@@ -457,7 +457,7 @@ EXIT_SCRIPT = textwrap.dedent(
 def test_processes_using_monty_exit_cleanly() -> None:
     """A smoke check, not proof: interpreter exit right after the last Monty await aborted
     (SIGABRT) about one sequential run in six before codemode.runtimes.monty installed its exit hook
-    (see _settle_monty_threads_at_exit); with four processes at once this catches a
+    (see runtimes/exit_settle.py); with four processes at once this catches a
     regression only some of the time."""
     procs = [
         subprocess.Popen([sys.executable, "-c", EXIT_SCRIPT], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -91,3 +91,26 @@ async def test_beside_pydantic_ais_plugin(temporal_address: str, store: BlobStor
         )
     assert outcome.success and outcome.output == 4000
     assert agent["output"] == 2
+
+
+def test_a_client_with_the_plugin_lets_the_sdks_threads_finish_at_exit(temporal_address: str, data_dir) -> None:
+    """A short-lived process (a starter, a CLI command) could abort at exit after its work was
+    done, while the SDK's threads still talked to Python (temporalio/sdk-python issue 300, seen
+    once in our CI with the sample project's starter): a client the plugin configures installs
+    the exit hook of ``runtimes/exit_settle.py``."""
+    import os
+    import subprocess
+    import sys
+
+    program = (
+        "import asyncio, sys\n"
+        "from temporalio.client import Client\n"
+        "from codemode import CodeModePlugin\n"
+        "from codemode.runtimes import exit_settle\n"
+        "assert not exit_settle.installed()\n"
+        "asyncio.run(Client.connect(sys.argv[1], plugins=[CodeModePlugin()]))\n"
+        "print(exit_settle.installed())\n"
+    )
+    env = {**os.environ, "CODEMODE_DATA_DIR": str(data_dir)}
+    res = subprocess.run([sys.executable, "-c", program, temporal_address], capture_output=True, text=True, env=env)
+    assert res.returncode == 0 and res.stdout.strip() == "True", res.stderr
