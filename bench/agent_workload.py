@@ -156,6 +156,11 @@ class Phase:
     def rate(self) -> float:
         return self.calls / self.wall
 
+    @property
+    def cpu_ms(self) -> float:
+        """CPU per call of the worker, its sandboxes and the server together, in ms."""
+        return (self.cpu.worker + self.cpu.sandbox + self.cpu.server) * 1000
+
     def pct(self, q: float) -> float:
         xs = sorted(self.latencies)
         return xs[min(len(xs) - 1, int(q * len(xs)))] * 1000 if xs else float("nan")
@@ -405,16 +410,14 @@ async def main() -> None:
           "| p50 ms (floor) | p95 ms (floor) | p95 ratio |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for runtime, n, kind, f, o in rows:
-        cpu_o = (o.cpu.worker + o.cpu.sandbox + o.cpu.server) * 1000
-        cpu_f = (f.cpu.worker + f.cpu.sandbox + f.cpu.server) * 1000
+        cpu_o, cpu_f = o.cpu_ms, f.cpu_ms
         print(f"| {runtime} | {n} | {kind} | {o.rate:.0f} ({f.rate:.0f}) | {o.rate / f.rate:.2f}x "
               f"| {cpu_o:.1f} = {o.cpu.worker*1000:.1f}+{o.cpu.sandbox*1000:.1f}+{o.cpu.server*1000:.1f} "
               f"({cpu_f:.1f}) | {cpu_f / cpu_o:.2f}x | {o.pct(0.5):.0f} ({f.pct(0.5):.0f}) "
               f"| {o.pct(0.95):.0f} ({f.pct(0.95):.0f}) | {o.pct(0.95) / f.pct(0.95):.2f}x |")
     print("Goals (issue 28): new-code calls/s >= 0.85x the floor, CPU floor/ours >= 0.85x, p95 ratio <= 1.3x.")
     for runtime, n, d, a, what in fronts:
-        cpu_d = (d.cpu.worker + d.cpu.sandbox + d.cpu.server) * 1000
-        cpu_a = (a.cpu.worker + a.cpu.sandbox + a.cpu.server) * 1000
+        cpu_d, cpu_a = d.cpu_ms, a.cpu_ms
         print(f"{what} vs start_execution, {runtime}, N={n}: calls/s "
               f"{a.rate / d.rate:.2f}x, CPU per call {cpu_a / cpu_d:.2f}x ({cpu_a:.1f} vs {cpu_d:.1f} ms), "
               f"p50 {a.pct(0.5) / d.pct(0.5):.2f}x, p95 {a.pct(0.95) / d.pct(0.95):.2f}x")

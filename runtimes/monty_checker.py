@@ -40,6 +40,7 @@ from typing import Any
 import pydantic_monty as pm
 
 from .errors import CodeExecutionError, CodeSyntaxError
+from .monty_errors import LOCATION_RE
 from .signatures import ToolSignature, render_stubs
 
 log = logging.getLogger(__name__)
@@ -229,7 +230,7 @@ def _shifted(err: CodeExecutionError) -> CodeExecutionError:
     line numbers one less, the bound line's quote dropped."""
 
     def arrow(m: re.Match[str]) -> str:
-        return f"{m.group(1)}{max(int(m.group(2)) - 1, 1)}:"
+        return f"{m.group(1)}{max(int(m.group(2)) - 1, 1)}:{m.group(3)}"
 
     lines: list[str] = []
     dropping = False
@@ -243,10 +244,9 @@ def _shifted(err: CodeExecutionError) -> CodeExecutionError:
         elif not _MARKS_RE.match(text):
             dropping = False
         if not dropping:
-            lines.append(_ARROW_RE.sub(arrow, text))
+            lines.append(LOCATION_RE.sub(arrow, text))
     line = max(err.line - 1, 1) if err.line is not None else None
     return type(err)(err.message, error_type=err.error_type, line=line, traceback="\n".join(lines) or None)
 
 
-_ARROW_RE = re.compile(r"(--> [^:\n]+:)(\d+):")
 _MARKS_RE = re.compile(r"^ *\|(?! *$)")

@@ -21,7 +21,9 @@ from .errors import (
 from .execution import CallOutcome
 
 _KNOWN_EXC_TYPES = frozenset(typing.get_args(pm.ExcType))
-_LINE_RE = re.compile(r"--> [^:\n]+:(\d+):(\d+)")
+#: Where a diagnostic of ty points: `` --> main.py:LINE:COLUMN`` (groups: up to the line, the
+#: line, the column).
+LOCATION_RE = re.compile(r"(--> [^:\n]+:)(\d+):(\d+)")
 
 
 def monty_exception(outcome: CallOutcome) -> dict[str, Any]:
@@ -39,8 +41,8 @@ def map_monty_error(err: BaseException) -> CodeExecutionError | SandboxError:
     """Vendor error -> our hierarchy, with type, message and line ready for an LLM."""
     if isinstance(err, pm.MontyTypingError):
         text = err.display()
-        m = _LINE_RE.search(text)
-        line = int(m.group(1)) if m else None
+        m = LOCATION_RE.search(text)
+        line = int(m.group(2)) if m else None
         first = text.strip().splitlines()[0] if text.strip() else str(err)
         if "invalid-syntax" in first:
             msg = first.split(":", 1)[-1].strip()

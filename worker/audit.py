@@ -156,7 +156,7 @@ class ExecutionAudit(BaseModel):
 # -- decoding ----------------------------------------------------------------------------------
 
 
-class _Decoder:
+class PayloadDecoder:
     """Payloads to values through the full data converter: external-storage references are
     fetched from the object store (and a codec, when one is configured, applied)."""
 
@@ -202,7 +202,7 @@ def _time(event: HistoryEvent) -> datetime:
     return event.event_time.ToDatetime(tzinfo=UTC)
 
 
-def _failure_info(failure: Failure) -> ErrorInfo:
+def tool_error(failure: Failure) -> ErrorInfo:
     """The tool's own error: the innermost application failure, or a timeout."""
     f = failure
     while f.HasField("activity_failure_info") and f.HasField("cause"):
@@ -227,7 +227,7 @@ def _as(model: type[BaseModel], value: Any) -> Any:
 
 
 class _Builder:
-    def __init__(self, execution_id: str, decode: _Decoder) -> None:
+    def __init__(self, execution_id: str, decode: PayloadDecoder) -> None:
         self.audit = ExecutionAudit(execution_id=execution_id)
         self.decode = decode
         self.calls: dict[str, CallAudit] = {}
@@ -332,7 +332,7 @@ class _Builder:
             if attrs.HasField("failure"):
                 failure = await decode.failure(attrs.failure)
                 self.audit.steps.append(
-                    StepAudit(name=name, local=True, at=at, error=_failure_info(failure), kind="error")
+                    StepAudit(name=name, local=True, at=at, error=tool_error(failure), kind="error")
                 )
                 self.event(at, "step", f"{name} (local) failed: {failure.message}")
                 return
@@ -373,7 +373,7 @@ class _Builder:
                 c = self.call(call_id, name)
                 c.attempts = attrs.attempt
                 if attrs.HasField("last_failure"):
-                    c.retried_after = _failure_info(await decode.failure(attrs.last_failure))
+                    c.retried_after = tool_error(await decode.failure(attrs.last_failure))
             else:
                 self.step_attempts[(self.run, attrs.scheduled_event_id)] = attrs.attempt
         elif kind == "activity_task_completed_event_attributes":
@@ -404,7 +404,7 @@ class _Builder:
         elif kind in ("activity_task_failed_event_attributes", "activity_task_timed_out_event_attributes"):
             attrs = getattr(e, kind)
             name, call_id = self.activities.get((self.run, attrs.scheduled_event_id), ("?", None))
-            err = _failure_info(await decode.failure(attrs.failure))
+            err = tool_error(await decode.failure(attrs.failure))
             if call_id is None:
                 self.audit.steps.append(StepAudit(name=name, local=False, at=at, error=err, kind="error"))
                 self.event(at, "step", f"{name} failed: {err.message}")
@@ -540,21 +540,11 @@ def _call_text(c: CallAudit) -> str:
     return f"{c.summary} failed{attempts}: {c.error.type}: {c.error.message}" if c.error else f"{c.summary} failed"
 
 
-def payload_decoder(converter: DataConverter) -> _Decoder:
-    """How the audit reads payloads and failures (``worker/client/call_progress.py`` too)."""
-    return _Decoder(converter)
-
-
-def tool_error(failure: Failure) -> ErrorInfo:
-    """A tool activity's final failure as the code saw it (``_failure_info``)."""
-    return _failure_info(failure)
-
-
 async def build_audit(
     execution_id: str, runs: Sequence[Iterable[HistoryEvent]], converter: DataConverter, run_ids: Sequence[str] = ()
 ) -> ExecutionAudit:
     """Fold the histories of an execution's runs (first to latest) into one audit."""
-    builder = _Builder(execution_id, _Decoder(converter))
+    builder = _Builder(execution_id, PayloadDecoder(converter))
     builder.audit.runs = list(run_ids)
     for index, events in enumerate(runs):
         builder.run = index

@@ -13,7 +13,7 @@ from temporalio.client import WorkflowHandle
 from codemode.worker import display
 from codemode.worker.cli.common import note, os_user
 from codemode.worker.client.call_progress import ended_calls
-from codemode.worker.client.following import PARKED_POLL_MAX_SECONDS, POLL_SECONDS, parked, query_status
+from codemode.worker.client.following import PARKED_POLL_MAX_SECONDS, POLL_SECONDS, waiting_status
 from codemode.workflows.models import ApproveSignal, DenySignal, ExecutionOutcome, PendingApproval, ToolCallRecord
 
 log = logging.getLogger(__name__)
@@ -91,10 +91,8 @@ class Follower:
                 if done:
                     break
                 wait = min(wait * 2, PARKED_POLL_MAX_SECONDS)
-                if not await parked(self.handle):
-                    continue
-                status = await query_status(self.handle)
-                if status is None or status.state != "awaiting_approval":
+                status = await waiting_status(self.handle)
+                if status is None:
                     continue
                 self.show_calls(status.tool_calls)
                 self.show_stdout(status.stdout)

@@ -23,7 +23,7 @@ from temporalio.client import Client
 from codemode.activities import names
 from codemode.activities.models import StepResult, ToolOutput
 from codemode.activities.records import ToolCallRecord
-from codemode.worker.audit import LOCAL_ACTIVITY_MARKER, payload_decoder, tool_error
+from codemode.worker.audit import LOCAL_ACTIVITY_MARKER, PayloadDecoder, tool_error
 
 #: Tool activities are scheduled with this id prefix before the call id (``run_tool``).
 CALL_ACTIVITY_PREFIX = "call-"
@@ -42,7 +42,7 @@ async def ended_calls(
     runs it continues as, until the execution closes. One look at the history every
     ``every`` seconds at most: what was recorded meanwhile comes in one page (a look for each
     new event cost the server more than the status queries this replaces)."""
-    decode = payload_decoder(client.data_converter)
+    decode = PayloadDecoder(client.data_converter)
     while True:
         scheduled: dict[int, ToolCallRecord] = {}  # event ids restart in every run
         steps: set[int] = set()

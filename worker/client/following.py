@@ -14,7 +14,6 @@ and the MCP front all need, in one place.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -71,22 +70,32 @@ async def parked(handle: WorkflowHandle[Any, Any]) -> bool | None:
         return None
 
 
+async def waiting_status(handle: WorkflowHandle[Any, Any]) -> ExecutionStatus | None:
+    """The status of a run that waits for a person (the calls it waits on), else None.
+    Whether it waits comes from its memo (``parked``: the server answers); only then is its
+    worker asked. A parked run is not about to end, so that query does not race the run's end
+    (which makes the SDK core log "Query not found" on the worker), and a run that goes on
+    costs its worker no query at all."""
+    if not await parked(handle):
+        return None
+    status = await query_status(handle)
+    if status is None or status.state != "awaiting_approval" or not status.pending_approvals:
+        return None
+    return status
+
+
 async def wait_for_outcome(
     handle: WorkflowHandle[Any, ExecutionOutcome],
     *,
     until_parked: bool = False,
-    on_status: Callable[[ExecutionStatus], Awaitable[None] | None] | None = None,
     poll_seconds: float = POLL_SECONDS,
 ) -> ExecutionOutcome | ExecutionStatus:
     """The execution's outcome. With ``until_parked``, a run that parks on an approval returns
     its ``ExecutionStatus`` (state ``awaiting_approval``, the pending calls) instead, and keeps
-    waiting durably on the server. ``on_status`` sees each status polled meanwhile (progress).
-
-    Without ``on_status``, whether the run parked is read from its memo, which the server
-    answers (``parked``), not by querying the worker: a status query racing the run's end
-    makes the SDK core log "Query not found" on the worker, and every query costs the worker
-    and the server a round trip. Then the wait between looks grows to
-    ``PARKED_POLL_MAX_SECONDS``."""
+    waiting durably on the server (``waiting_status``; the wait between looks grows to
+    ``PARKED_POLL_MAX_SECONDS``)."""
+    if not until_parked:
+        return await handle.result()
     result = asyncio.ensure_future(handle.result())
     asking: asyncio.Future[Any] | None = None
     wait = poll_seconds
@@ -95,30 +104,15 @@ async def wait_for_outcome(
             done, _ = await asyncio.wait({result}, timeout=wait)
             if done:
                 return result.result()
-            if not until_parked and on_status is None:
-                continue
-            if on_status is None:
-                asking = asyncio.ensure_future(parked(handle))
-                done, _ = await asyncio.wait({result, asking}, return_when=asyncio.FIRST_COMPLETED)
-                if result in done:
-                    return result.result()
-                wait = min(wait * 2, PARKED_POLL_MAX_SECONDS)
-                if not await asking:
-                    continue
-            # Ask for the status while still waiting for the result: an outcome that arrives
-            # meanwhile is returned at once, not after the query's round trip to the worker.
-            asking = asyncio.ensure_future(query_status(handle))
+            # Look while still waiting for the result: an outcome that arrives meanwhile is
+            # returned at once, not after the look's round trips.
+            asking = asyncio.ensure_future(waiting_status(handle))
             done, _ = await asyncio.wait({result, asking}, return_when=asyncio.FIRST_COMPLETED)
             if result in done:
                 return result.result()
+            wait = min(wait * 2, PARKED_POLL_MAX_SECONDS)
             status = await asking
-            if status is None:
-                continue
-            if on_status is not None:
-                shown = on_status(status)
-                if shown is not None:
-                    await shown
-            if until_parked and status.state == "awaiting_approval" and status.pending_approvals:
+            if status is not None:
                 return status
     finally:
         if not result.done():
