@@ -32,7 +32,13 @@ def call_line(call: ToolCallRecord | CallAudit) -> str:
     head = f"→ {call.summary or call.tool + '(...)'}"
     attempts = f"  ({call.attempts} attempts)" if call.attempts > 1 else ""
     if call.status == "ok":
-        return f"{head}  ✓ {short(call.result)}{attempts}"
+        # A large result is not in the record, only the start of it (the journal has it all).
+        preview = getattr(call, "result_preview", None)
+        if call.result is None and preview:
+            shown = preview if len(preview) <= 100 else preview[:99] + "…"
+        else:
+            shown = short(call.result)
+        return f"{head}  ✓ {shown}{attempts}"
     if call.status == "awaiting_approval":
         return f"{head}  ⏸ awaiting approval (call {call.call_id})"
     if call.status in ("denied", "timed_out"):
