@@ -36,6 +36,13 @@ class ApprovalRecord(BaseModel):
     decision: Literal["approved", "denied", "timed_out"]
     by: str | None = None
     comment: str | None = None
+    #: The arguments the call asked for and, when a person edited them, the ones approved.
+    asked_arguments: dict[str, Any] | None = None
+    approved_arguments: dict[str, Any] | None = None
+    #: A person answered instead of the tool (the tool did not run).
+    answered: bool = False
+    #: The door the decision came through (cli, inbox, link, mcp, pydantic-ai, signal, ui).
+    door: str | None = None
 
 
 class ToolCallRecord(BaseModel):

@@ -160,6 +160,12 @@ class DenySignal(BaseModel):
     reason: str | None = None
 
 
+class Answer(BaseModel):
+    """A person's answer given instead of running the tool: ``value`` is the call's result."""
+
+    value: Any = None
+
+
 class Decision(BaseModel):
     """Input of the ``decide`` Update: approve or deny a pending call, and say who decides."""
 
@@ -167,6 +173,14 @@ class Decision(BaseModel):
     approve: bool
     by: str
     comment: str | None = None
+    #: Edited arguments approved instead of the asked ones (parameter name -> value), checked
+    #: against the tool's schema before the call runs. None: the asked arguments.
+    arguments: dict[str, Any] | None = None
+    #: The person answers instead of the tool: the call's result is this value and the tool
+    #: does not run. None: the tool runs (when approved).
+    answer: Answer | None = None
+    #: The door the decision came through: cli, inbox, link, mcp, pydantic-ai, signal, ui.
+    door: str | None = None
 
 
 #: Keys a person may use in an approve/deny signal (the UI's "Send a Signal" box is free JSON).
