@@ -13,7 +13,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from codemode.activities.encryption import KEY_ID_METADATA, DecryptionFailed, UnknownEncryptionKey
 from codemode.runtimes import RUNTIMES
-from codemode.worker.cli.common import EXIT_OK, Fail, address_option, emit, json_option, note, open_client
+from codemode.worker.cli.common import EXIT_OK, Fail, connection_options, emit, json_option, note, open_client
 from codemode.worker.client.executions import unplain
 from codemode.worker.client.following import CLOSED_STATES
 from codemode.workflows.models import RUNTIME_KEY, SA_RUNTIME, SA_STATUS, STATUS_KEY, WORKFLOW_TYPE
@@ -104,7 +104,7 @@ def list_lines(listing: ExecutionList) -> list[str]:
     "--limit", type=click.IntRange(min=1), default=20, show_default=True, metavar="N", help="At most N executions."
 )
 @json_option
-@address_option
+@connection_options
 def list_executions(state: str | None, runtime: str | None, limit: int, as_json: bool, address: str) -> int:
     """Executions newest first, from the server's visibility index (no worker needed)."""
     return asyncio.run(_list(state, runtime, limit, as_json, address))

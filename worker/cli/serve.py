@@ -18,7 +18,7 @@ from codemode.activities.tools import ToolRegistry
 from codemode.worker.cli.common import (
     EXIT_OK,
     Fail,
-    address_option,
+    connection_options,
     cli_config_option,
     codec_port_option,
     load_cli_config_file,
@@ -36,7 +36,7 @@ from codemode.worker.cli.common import (
     tools_option,
     ui_port_option,
 )
-from codemode.worker.client.connection import connect
+from codemode.worker.client.connection import connect, local_target
 from codemode.worker.dev_server import EmbeddedServer, default_db_path
 
 if TYPE_CHECKING:
@@ -147,7 +147,7 @@ async def _serve_worker(
 @tools_option
 @mcp_config_option
 @cli_config_option
-@address_option
+@connection_options
 @task_queue_option
 @metrics_option
 @click.option(
@@ -252,7 +252,7 @@ async def _dev(
     try:
         for line in [*server_banner(srv), *metrics_banner(metrics)]:
             note(line)
-        client = await connect(srv.address, **client_options(runtime))
+        client = await connect(target=local_target(srv.address), **client_options(runtime))
         await _serve_worker(client, registry, mcp_config, task_queue, srv.address)
     finally:
         await srv.stop()
