@@ -349,7 +349,10 @@ def explain(err: BaseException, target: Target) -> str:
         message = message[:300] + "..."
     said = f"{_words(code)}: {message}" if code else message
     hints = {
-        "unauthenticated": " (check the API key or the client certificate)",
+        "unauthenticated": {
+            "api key": " (check the API key)",
+            "no credential": " (the server wants a credential: an API key or a client certificate)",
+        }.get(target.credential, " (check the client certificate and its key)"),
         "permission denied": f" (is the credential valid for namespace {target.namespace}?)",
         "not found": f" (does namespace {target.namespace} exist? --namespace or TEMPORAL_NAMESPACE)",
     }
