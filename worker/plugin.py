@@ -51,6 +51,7 @@ from codemode.runtimes import CodeRuntime
 from codemode.runtimes.exit_settle import settle_at_exit
 from codemode.worker import telemetry
 from codemode.worker.converter import data_converter, keyring_of, store_of
+from codemode.worker.search_attributes import ensure_search_attributes
 from codemode.worker.workflow_runner import CodeModeWorkflowRunner
 from codemode.workflows.execution_workflow import CodeExecutionWorkflow
 from codemode.workflows.session_workflow import CodeSessionWorkflow
@@ -247,6 +248,8 @@ class CodeModePlugin(SimplePlugin):
         # Steps of live sandboxes come to this worker's own queue; a plain worker, with no
         # plugins, because it only runs the step activities of the worker it belongs to.
         client = worker.client
+        # Our search attributes: created where this client may, else said how (never fatal).
+        await ensure_search_attributes(client)
         own = Worker(
             Client(**{**client.config(active_config=True), "plugins": []}),
             task_queue=parts.session_queue,

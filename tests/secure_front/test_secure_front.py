@@ -261,3 +261,32 @@ async def test_a_profile_that_is_not_there_is_a_usage_error(front: SecureFront, 
     env = base_env(TEMPORAL_CONFIG_FILE=front.config_file, CODEMODE_DATA_DIR=str(tmp_path))
     res = await codemode("list", "--profile", "nope", env=env, timeout=REFUSED_WITHIN)
     assert res.rc == 2 and "Profile 'nope' not found" in res.err and front.config_file in res.err, res
+
+
+async def test_a_namespace_without_our_search_attributes(front: SecureFront, data: str, tmp_path: Path) -> None:
+    """As on a Cloud namespace nobody prepared: the worker may not create CodeModeStatus and
+    CodeModeRuntime, says which to create and how, and runs; listing by state still works."""
+    from tests.secure_front.rig import BARE_NAMESPACE
+
+    env = base_env(**front.env_profile("bare"), CODEMODE_TASK_QUEUE=f"secure-bare-{uuid.uuid4().hex[:6]}", CODEMODE_DATA_DIR=data)
+    worker = await Background("worker", "--tools", "examples.tools", env=env, log=tmp_path / "worker.log").start("Worker ready")
+    try:
+        said = worker.output()
+        assert f"search attributes CodeModeStatus, CodeModeRuntime (Keyword) are missing on namespace {BARE_NAMESPACE}" in said
+        assert f"temporal operator search-attribute create --namespace {BARE_NAMESPACE}" in said
+        assert f'tcld namespace search-attributes add -n {BARE_NAMESPACE} --sa "CodeModeStatus=Keyword"' in said
+        ran = await codemode("run", "examples/trip.py", "--json", env=env)
+        assert ran.rc == 0 and json.loads(ran.out)["success"], ran
+        parked = await codemode("run", "-", "--json", env=env, stdin=EMAIL)
+        assert parked.rc == 3, parked
+        execution_id = json.loads(parked.out)["execution_id"]
+        listed = await codemode("list", "--status", "awaiting_approval", "--json", env=env)
+        assert listed.rc == 0, listed
+        assert [e["execution_id"] for e in json.loads(listed.out)["executions"]] == [execution_id]
+        running = await codemode("list", "--status", "running", "--json", env=env)
+        assert execution_id not in running.out
+        completed = await codemode("list", "--status", "completed", "--json", env=env)
+        assert json.loads(ran.out)["execution_id"] in completed.out
+        assert (await codemode("cancel", execution_id, env=env)).rc == 0
+    finally:
+        assert await worker.stop() == 0, worker.output()
