@@ -146,7 +146,7 @@ def resolve(options: ConnectionOptions | None = None, *, env: Mapping[str, str] 
     from temporalio.envconfig import ClientConfigProfile, ClientConfigTLS
 
     o = options or ConnectionOptions()
-    environ = dict(os.environ if env is None else env)
+    environ = set_variables(os.environ if env is None else env)
     source = None
     if o.config_file:
         source = Path(o.config_file).expanduser()
@@ -190,6 +190,13 @@ def resolve(options: ConnectionOptions | None = None, *, env: Mapping[str, str] 
         client_cert=client_cert,
         configured=named or from_file or o.secured() or bool(profile.api_key) or tls_config is not False,
     )
+
+
+def set_variables(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` without the empty ``TEMPORAL_*`` variables: an empty one counts as unset (a
+    compose file's ``${TEMPORAL_TLS:-}`` must not turn TLS on, nor an empty API key mean one),
+    except ``TEMPORAL_GRPC_META_*``, where empty removes a header."""
+    return {k: v for k, v in env.items() if v or not k.startswith("TEMPORAL_") or k.startswith("TEMPORAL_GRPC_META_")}
 
 
 def _tls_over(tls: Any, o: ConnectionOptions, tls_class: Any) -> Any:
