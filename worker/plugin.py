@@ -58,6 +58,7 @@ from codemode.runtimes import CodeRuntime
 from codemode.runtimes.exit_settle import settle_at_exit
 from codemode.worker import telemetry
 from codemode.worker.converter import data_converter, keyring_of, store_of
+from codemode.worker.reachability import watch_reachability
 from codemode.worker.search_attributes import ensure_search_attributes
 from codemode.worker.workflow_runner import CodeModeWorkflowRunner
 from codemode.workflows.execution_workflow import CodeExecutionWorkflow
@@ -287,6 +288,7 @@ class CodeModePlugin(SimplePlugin):
         )
         own_task = asyncio.create_task(own.run())
         sweeper = asyncio.create_task(_sweep_orphans(parts.sandbox))
+        watcher = asyncio.create_task(watch_reachability(client))  # logs a lost credential
         try:
             main_task = asyncio.ensure_future(next(worker))
             done, _ = await asyncio.wait({main_task, own_task}, return_when=asyncio.FIRST_COMPLETED)
@@ -298,6 +300,7 @@ class CodeModePlugin(SimplePlugin):
             await main_task
         finally:
             sweeper.cancel()
+            watcher.cancel()
             if own.is_running:
                 await own.shutdown()
             with contextlib.suppress(Exception, asyncio.CancelledError):

@@ -90,6 +90,8 @@ class SecureFront:
 
     dir: Path
     api_key: str = field(default_factory=lambda: secrets.token_hex(24))
+    #: The API keys the front accepts now (``rotate``); the rig's own key at start.
+    accepted_keys: list[str] = field(default_factory=list)
     backend_port: int = 0
     mtls_port: int = 0
     apikey_port: int = 0
@@ -152,6 +154,7 @@ class SecureFront:
 
     def start(self, timeout: float = 60.0) -> SecureFront:
         nginx = nginx_path()
+        self.accepted_keys = self.accepted_keys or [self.api_key]
         if nginx is None:
             raise RigError("nginx is not installed (apt-get install nginx-light; .ci/run does)")
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -197,7 +200,27 @@ class SecureFront:
             raise RigError(f"temporal {' '.join(args)} failed: {done.stderr or done.stdout}")
         return done.returncode
 
-    def _start_nginx(self, nginx: str, timeout: float) -> None:
+    def rotate(self, *keys: str) -> None:
+        """Accept these API keys from now on (none: refuse every key): the config rewritten and
+        nginx reloaded, as a key rotation on a real front; waits until the reload took."""
+        nginx = nginx_path()
+        assert nginx is not None
+        self.accepted_keys = list(keys)
+        conf = self._write_conf()
+        before = self._nginx_workers()
+        os.kill(self._procs[-1].pid, signal.SIGHUP)
+        deadline = time.monotonic() + 30
+        while self._nginx_workers() & before or not self._nginx_workers():  # old workers gone, new ones up
+            if time.monotonic() > deadline:
+                raise RigError(f"nginx did not reload {conf}")
+            time.sleep(0.05)
+
+    def _nginx_workers(self) -> set[int]:
+        master = self._procs[-1].pid
+        children = Path(f"/proc/{master}/task/{master}/children")
+        return {int(pid) for pid in children.read_text().split()} if children.exists() else set()
+
+    def _write_conf(self) -> Path:
         template = (HERE / "nginx.conf.in").read_text()
         values = {
             "DIR": str(self.dir),
@@ -205,13 +228,19 @@ class SecureFront:
             "BACKEND_PORT": str(self.backend_port),
             "MTLS_PORT": str(self.mtls_port),
             "APIKEY_PORT": str(self.apikey_port),
-            "API_KEY": self.api_key,
+            "API_KEY_CHECKS": "\n".join(
+                f'        if ($http_authorization = "Bearer {key}") {{ set $key_ok 1; }}' for key in self.accepted_keys
+            ),
             "NAMESPACE_LINES": "\n".join(f'        "{ns}" 0;' for ns in (NAMESPACE, BARE_NAMESPACE)),
         }
         for name, value in values.items():
             template = template.replace("{{" + name + "}}", value)
         conf = self.dir / "nginx.conf"
         conf.write_text(template)
+        return conf
+
+    def _start_nginx(self, nginx: str, timeout: float) -> None:
+        conf = self._write_conf()
         check = subprocess.run([nginx, "-t", "-c", str(conf), "-p", str(self.dir)], capture_output=True, text=True)
         if check.returncode != 0:
             raise RigError(f"nginx -t: {check.stderr}")

@@ -11,6 +11,7 @@ command runs under a 30 s subprocess timeout; a hang or a retry loop fails it)."
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import uuid
@@ -289,4 +290,40 @@ async def test_a_namespace_without_our_search_attributes(front: SecureFront, dat
         assert json.loads(ran.out)["execution_id"] in completed.out
         assert (await codemode("cancel", execution_id, env=env)).rc == 0
     finally:
+        assert await worker.stop() == 0, worker.output()
+
+
+async def test_a_worker_that_loses_its_key_keeps_polling_and_loses_no_run(
+    front: SecureFront, data: str, tmp_path: Path
+) -> None:
+    """The key a running worker holds stops being accepted (a rotation): the worker logs the
+    refusals and keeps polling; a run started meanwhile waits on the server, and completes once
+    the worker's key is accepted again."""
+    import secrets
+
+    queue = f"secure-rotate-{uuid.uuid4().hex[:6]}"
+    env = base_env(**front.env_apikey(), CODEMODE_TASK_QUEUE=queue, CODEMODE_DATA_DIR=data)
+    worker = await Background("worker", "--tools", "examples.tools", env=env, log=tmp_path / "worker.log").start("Worker ready")
+    new_key = secrets.token_hex(24)
+    try:
+        front.rotate(new_key)
+        with_new_key = {**env, "TEMPORAL_API_KEY": new_key}
+        started = await codemode("run", "examples/trip.py", "--no-wait", env=with_new_key)
+        assert started.rc == 0, started
+        execution_id = started.out.strip()
+        for _ in range(300):  # until the worker said it is refused (it checks every 10 s)
+            if "invalid API key" in worker.output():
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError(f"the worker never met the refusal:\n{worker.output()}")
+        said = worker.output()
+        assert f"cannot reach Temporal at {front.apikey_address} (namespace {NAMESPACE}, TLS, api key)" in said
+        assert "keeps polling" in said and front.api_key not in said
+        assert worker.proc is not None and worker.proc.returncode is None, said  # still running
+        front.rotate(front.api_key, new_key)  # the worker's key is accepted again
+        result = await codemode("result", execution_id, "--json", env=with_new_key, timeout=120)
+        assert result.rc == 0 and json.loads(result.out)["success"], result
+    finally:
+        front.rotate(front.api_key)
         assert await worker.stop() == 0, worker.output()
