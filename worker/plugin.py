@@ -10,9 +10,10 @@ worker's own task queue for the steps of sandboxes it keeps live. ``CodeModeWork
 CLI's workers and clients are built on it, so a worker is assembled here and nowhere else.
 
 Add code mode to a worker that runs your own workflows (they can start executions as child
-workflows on the same task queue)::
+workflows on the same task queue); ``codemode.connect`` reads Temporal's profile and
+``TEMPORAL_*`` variables (``Client.connect(address, plugins=[...])`` works too)::
 
-    client = await Client.connect("localhost:7233", plugins=[CodeModePlugin(tools="my.tools")])
+    client = await codemode.connect(plugins=[CodeModePlugin(tools="my.tools")])
     worker = Worker(client, task_queue="agents", workflows=[MyAgentWorkflow])
 
 Put the plugin on the client (as above) so that the client you start and read workflows with

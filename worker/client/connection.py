@@ -288,11 +288,13 @@ async def connect(
     if target is None:
         o = options or ConnectionOptions()
         target = resolve(dataclasses.replace(o, address=address or o.address, namespace=namespace or o.namespace))
-    if "data_converter" not in kwargs:
+    # With a CodeModePlugin among the plugins, the plugin sets the converter and the tracing.
+    plugged = any(getattr(p, "name", lambda: "")() == "codemode.CodeModePlugin" for p in kwargs.get("plugins") or ())
+    if "data_converter" not in kwargs and not plugged:
         from codemode.worker.converter import data_converter, default_store
 
         kwargs["data_converter"] = data_converter(store or await default_store())
-    if "interceptors" not in kwargs:
+    if "interceptors" not in kwargs and not plugged:
         from codemode.worker import telemetry
 
         kwargs["interceptors"] = telemetry.interceptors_for(tracer)
