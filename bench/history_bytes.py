@@ -97,8 +97,8 @@ async def first_call_ms(client: Client, runs: list[tuple[str, int]]) -> list[flo
         history = await client.get_workflow_handle(wid).fetch_history()
         start = history.events[0].event_time.ToDatetime()
         for event in history.events:
-            if event.HasField("activity_task_scheduled_event_attributes"):
-                if event.activity_task_scheduled_event_attributes.activity_type.name not in RESERVED:
-                    out.append((event.event_time.ToDatetime() - start).total_seconds() * 1000)
-                    break
+            attrs = event.activity_task_scheduled_event_attributes
+            if event.HasField("activity_task_scheduled_event_attributes") and attrs.activity_type.name not in RESERVED:
+                out.append((event.event_time.ToDatetime() - start).total_seconds() * 1000)
+                break
     return out

@@ -1141,6 +1141,9 @@ def main(argv) -> None:
         _drop_privileges(argv[argv.index("--drop-to") + 1])
     reader, write_fd = _redirect_stdio()
     _close_other_fds({reader.fileno(), write_fd})
+    if "--warm" in argv:  # a warm interpreter (runtimes/warm_pool.py): what every run needs, now
+        import asyncio  # noqa: F401
+        import selectors  # noqa: F401
     boot = _loads(reader.readline())
     limits = boot.get("limits", {})
     _apply_limits(limits)

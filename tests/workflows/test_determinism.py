@@ -31,7 +31,7 @@ from tests.sessions.session_parent import SessionParentWorkflow
 from tests.sessions.test_session_replay import HISTORIES as SESSION_HISTORIES
 from tests.sessions.test_session_replay import _histories
 from tests.workflows.conftest import TOOLS_MODULE
-from tests.workflows.test_replay import HISTORIES, PYTHON_SCENARIOS, SCENARIOS, _aiter, _record
+from tests.workflows.test_replay import HISTORIES, PYTHON_SCENARIOS, _aiter, _record
 
 WORKFLOWS_DIR = Path(__file__).resolve().parents[2] / "workflows"
 
@@ -40,20 +40,63 @@ WORKFLOWS_DIR = Path(__file__).resolve().parents[2] / "workflows"
 #: versions: ``workflow.now()``, ``workflow.random()``, ``workflow.uuid4()``, timers).
 FORBIDDEN_MODULES = frozenset(
     {
-        "time", "random", "secrets", "uuid", "os", "sys", "socket", "ssl", "select", "selectors",
-        "threading", "multiprocessing", "concurrent", "subprocess", "signal", "io", "pathlib",
-        "shutil", "tempfile", "glob", "urllib", "http", "requests", "httpx", "aiohttp", "sqlite3",
-        "logging", "importlib", "ctypes", "mmap", "resource", "platform", "getpass", "locale",
-        "temporalio.worker.workflow_sandbox", "temporalio.client", "temporalio.activity",
-        "codemode.runtimes.monty", "codemode.runtimes.python", "codemode.activities.sandbox_steps",
+        "time",
+        "random",
+        "secrets",
+        "uuid",
+        "os",
+        "sys",
+        "socket",
+        "ssl",
+        "select",
+        "selectors",
+        "threading",
+        "multiprocessing",
+        "concurrent",
+        "subprocess",
+        "signal",
+        "io",
+        "pathlib",
+        "shutil",
+        "tempfile",
+        "glob",
+        "urllib",
+        "http",
+        "requests",
+        "httpx",
+        "aiohttp",
+        "sqlite3",
+        "logging",
+        "importlib",
+        "ctypes",
+        "mmap",
+        "resource",
+        "platform",
+        "getpass",
+        "locale",
+        "temporalio.worker.workflow_sandbox",
+        "temporalio.client",
+        "temporalio.activity",
+        "codemode.runtimes.monty",
+        "codemode.runtimes.python",
+        "codemode.activities.sandbox_steps",
         "codemode.activities.storage",
     }
 )
 #: Calls a workflow module may not make, whatever it imported: (object, attribute).
 FORBIDDEN_CALLS = frozenset(
-    {("datetime", "now"), ("datetime", "utcnow"), ("datetime", "today"), ("date", "today"),
-     ("asyncio", "get_event_loop"), ("asyncio", "new_event_loop"), ("asyncio", "to_thread"),
-     ("asyncio", "create_subprocess_exec"), ("asyncio", "create_subprocess_shell"), ("asyncio", "open_connection")}
+    {
+        ("datetime", "now"),
+        ("datetime", "utcnow"),
+        ("datetime", "today"),
+        ("date", "today"),
+        ("asyncio", "get_event_loop"),
+        ("asyncio", "new_event_loop"),
+        ("asyncio", "to_thread"),
+        ("asyncio", "create_subprocess_exec"),
+        ("asyncio", "create_subprocess_shell"),
+        ("asyncio", "open_connection"),
+    }
 )
 FORBIDDEN_BUILTINS = frozenset({"open", "input", "print", "exec", "eval", "__import__", "id", "hash"})
 
@@ -74,7 +117,11 @@ def _problems(path: Path) -> list[str]:
                 found.append(f"{path.name}:{node.lineno} from {node.module} import ...")
         elif isinstance(node, ast.Call):
             f = node.func
-            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and (f.value.id, f.attr) in FORBIDDEN_CALLS:
+            if (
+                isinstance(f, ast.Attribute)
+                and isinstance(f.value, ast.Name)
+                and (f.value.id, f.attr) in FORBIDDEN_CALLS
+            ):
                 found.append(f"{path.name}:{node.lineno} {f.value.id}.{f.attr}()")
             if isinstance(f, ast.Name) and f.id in FORBIDDEN_BUILTINS:
                 found.append(f"{path.name}:{node.lineno} {f.id}()")
@@ -120,10 +167,14 @@ async def uncached_worker(client: Client, task_queue: str):
 @pytest.mark.slow
 async def test_every_execution_path_with_no_workflow_cache(client, task_queue, uncached_worker, events_file) -> None:
     histories = await _record(client, task_queue)
-    histories.update({f"python-{k}": v for k, v in (await _record(client, task_queue, "python", PYTHON_SCENARIOS)).items()})
+    histories.update(
+        {f"python-{k}": v for k, v in (await _record(client, task_queue, "python", PYTHON_SCENARIOS)).items()}
+    )
     await _no_failed_tasks(histories)
     results = await Replayer(
-        workflows=[CodeExecutionWorkflow], data_converter=client.data_converter, workflow_runner=CodeModeWorkflowRunner()
+        workflows=[CodeExecutionWorkflow],
+        data_converter=client.data_converter,
+        workflow_runner=CodeModeWorkflowRunner(),
     ).replay_workflows(_aiter(histories.values()), raise_on_replay_failure=False)
     assert not {wid: str(err) for wid, err in results.replay_failures.items()}
 
