@@ -393,7 +393,12 @@ async def main() -> None:
                         profiler = cProfile.Profile() if kind == args.profile else None
                         if profiler is not None:
                             profiler.enable()
+                        pool = getattr(cm.sandbox.runtime(runtime), "warm_pool", None) if kind != "floor" else None
+                        before = (pool.hits, pool.misses) if pool is not None else (0, 0)
                         measured[kind] = await run_phase(meter, n, runs, kinds[kind], run, client)
+                        if pool is not None:
+                            print(f"  warm python interpreters: {pool.hits - before[0]} starts took one, "
+                                  f"{pool.misses - before[1]} found none (pool of {pool.size})", flush=True)
                         if profiler is not None:
                             profiler.disable()
                             path = f"agent_workload-{runtime}-{n}-{kind}.prof"
