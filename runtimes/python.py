@@ -59,7 +59,7 @@ from .runner.runtime import RunnerRuntime
 from .signatures import ToolSignature
 from .transports import CallbackChannel, CallbackTransport, get_transport
 from .types import CheckpointTier, Determinism, ExecutionLimits, RuntimeCapabilities, SandboxOptions
-from .warm_pool import WarmInterpreter, WarmPool, warm_size_from_env
+from .warm_pool import WARM_LINE, WarmInterpreter, WarmPool, warm_size_from_env
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ class _PythonRun(RunnerDriver):
 
     async def start(self, code: str, inputs: Mapping[str, Any] | None, determinism: Determinism) -> None:
         rt = self.runtime
-        interpreter = await asyncio.to_thread(probe_interpreter, rt.python)
+        interpreter = await rt.interpreter()
         self.channel = channel = await rt.transport.open(sandboxed=rt.isolation == "bwrap", network=rt.network)
         warm = rt.take_warm() if self._may_start_warm(channel, determinism) else None
         if warm is not None:  # its hash seed becomes the execution's (the caller records it)
@@ -301,6 +301,7 @@ class PythonRuntime(RunnerRuntime):
         self.startup_timeout = startup_timeout
         self.kill_grace = kill_grace
         self.bwrap = find_bwrap() if isolation == "bwrap" else ""
+        self._interpreter: Interpreter | None = None
         size = warm_size_from_env() if warm_interpreters is None else warm_interpreters
         #: Jailed interpreters started ahead of the executions that take them (bubblewrap only).
         self.warm_pool = WarmPool(self._spawn_warm, size) if size > 0 and isolation == "bwrap" else None
@@ -327,12 +328,27 @@ class PythonRuntime(RunnerRuntime):
     def take_warm(self) -> WarmInterpreter | None:
         return self.warm_pool.take() if self.warm_pool is not None else None
 
+    async def interpreter(self) -> Interpreter:
+        """The interpreter the sandboxes run (probed once, in a thread: it may run it)."""
+        if self._interpreter is None:
+            self._interpreter = await asyncio.to_thread(probe_interpreter, self.python)
+        return self._interpreter
+
     async def _spawn_warm(self, hash_seed: int) -> WarmInterpreter:
-        interpreter = await asyncio.to_thread(probe_interpreter, self.python)
+        interpreter = await self.interpreter()
         process, lease = await self.spawn_jailed(
             interpreter, hash_seed=hash_seed, protocol_on_stdout=True, output_limit=0, warm=True
         )
-        return WarmInterpreter(process, hash_seed, lease)
+        warm = WarmInterpreter(process, hash_seed, lease)
+        try:  # ready only once it has started, imported what every run needs and waits
+            assert process.proc.stdout is not None
+            line = await asyncio.wait_for(process.proc.stdout.readline(), self.startup_timeout)
+            if line.strip() != WARM_LINE.strip():
+                raise SandboxError(f"a warm interpreter said {line[:200]!r} instead of being ready")
+        except BaseException:
+            await warm.discard()
+            raise
+        return warm
 
     async def spawn_jailed(
         self,

@@ -39,6 +39,9 @@ log = logging.getLogger(__name__)
 WARM_ENV = "CODEMODE_PYTHON_WARM"
 DEFAULT_WARM = 2
 
+#: What a warm runner writes once it waits for its bootstrap (the runner's own ``WARM_LINE``).
+WARM_LINE = b'{"type": "warm"}\n'
+
 _seeds = random.SystemRandom()
 
 

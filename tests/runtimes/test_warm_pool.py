@@ -82,6 +82,13 @@ async def test_no_warm_interpreter_for_a_session_or_mounts(tmp_path) -> None:
         await rt.aclose()
 
 
+def test_the_runner_and_the_pool_agree_on_the_ready_line() -> None:
+    from codemode.runtimes.runner.bootstrap import RUNNER_PATH
+    from codemode.runtimes.warm_pool import WARM_LINE
+
+    assert f"WARM_LINE = {WARM_LINE!r}" in RUNNER_PATH.read_text()
+
+
 def test_the_pool_size_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(WARM_ENV, raising=False)
     assert warm_size_from_env() == 2
