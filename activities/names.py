@@ -18,8 +18,10 @@ SESSION_SAVE_RECIPE = "session_save_recipe"
 SESSION_RELEASE = "session_release"
 #: The retention sweep of the object store (``activities/retention.py``).
 STORAGE_SWEEP = "storage_sweep"
+#: The sweep of sandboxes no open execution names (``activities/sandbox_sweep.py``).
+SANDBOX_SWEEP = "sandbox_sweep"
 
 SANDBOX_STEPS = frozenset({SANDBOX_START, SANDBOX_RESUME, SANDBOX_RELEASE, SANDBOX_SAVE_STATE, SANDBOX_LOAD_STATE})
 SESSION_STEPS = frozenset({SESSION_SAVE_RECIPE, SESSION_RELEASE})
 #: Every activity name that is not a tool's.
-RESERVED = SANDBOX_STEPS | SESSION_STEPS | {STORAGE_SWEEP}
+RESERVED = SANDBOX_STEPS | SESSION_STEPS | {STORAGE_SWEEP, SANDBOX_SWEEP}

@@ -27,11 +27,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from temporalio import activity
+from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from codemode.runtimes import CodeExecution, CodeExecutionError, CodeRuntime, ExecutionResult, FunctionCall, get_runtime
 from codemode.runtimes.errors import SandboxError
 from codemode.runtimes.journal_replay import JournalEntry, replay
+from codemode.runtimes.runner.owner import SandboxOwner, owned_by
+from codemode.runtimes.runner.sandbox_runtime import SandboxRuntime
 from codemode.runtimes.session import CodeSession
 from codemode.runtimes.types import CheckpointTier
 
@@ -46,6 +49,7 @@ from .models import (
     CellEnd,
     CellRecipe,
     CellRef,
+    CellStart,
     CheckpointRef,
     LoadStateInput,
     NextStep,
@@ -63,6 +67,7 @@ from .models import (
     Via,
 )
 from .records import ErrorInfo
+from .sandbox_sweep import SandboxSweepInput, SandboxSweepReport, sweep_sandboxes
 from .session_cells import SessionCells
 from .step_loop import Ratchet, StepLoop, answer, error_info, replay_from_checkpoint, session_scope, step_scope
 from .tools import ToolRegistry, ToolSpec
@@ -161,18 +166,28 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching):
     def _close_later(self, execution: CodeExecution) -> None:
         self._in_background(execution.close())
 
-    async def sweep_orphans(self) -> list[str]:
-        """Remove the sandboxes crashed workers left on a shared engine (the docker runtime's
-        labelled containers that no run can use any more). Only for runtimes this worker can
-        build without being asked: docker when ``CODEMODE_DOCKER_IMAGE`` names its image."""
-        if "docker" not in self._runtimes and not os.environ.get("CODEMODE_DOCKER_IMAGE"):
-            return []
-        try:
-            runtime = self.runtime("docker")
-            return list(await runtime.sweep())  # type: ignore[attr-defined]
-        except Exception as err:  # an engine that is down is the steps' problem, not the worker's
-            log.warning("could not sweep orphaned docker containers: %s", err)
-            return []
+    def swept_runtimes(self) -> tuple[dict[str, SandboxRuntime], list[str]]:
+        """The runtimes of sandboxes that outlive a worker which this worker serves: those it
+        holds already, and those the environment configures (``SWEPT_RUNTIMES``). Also what
+        could not be built, as errors."""
+        found: dict[str, SandboxRuntime] = {}
+        errors: list[str] = []
+        for name, variables in SWEPT_RUNTIMES.items():
+            if name not in self._runtimes and not all(os.environ.get(v) for v in variables):
+                continue
+            try:
+                runtime = self.runtime(name)
+            except Exception as err:  # not installed, or misconfigured: the steps will say so
+                errors.append(f"{name}: {err}")
+                continue
+            if isinstance(runtime, SandboxRuntime):
+                found[name] = runtime
+        return found, errors
+
+    async def sweep_sandboxes(self, client: Client, inp: SandboxSweepInput | None = None) -> SandboxSweepReport:
+        """Destroy the sandboxes no open execution names (``activities/sandbox_sweep.py``)."""
+        runtimes, errors = self.swept_runtimes()
+        return await sweep_sandboxes(client, runtimes, self.checkpoints, inp, errors=errors)
 
     def activities(self) -> list[Any]:
         return [
@@ -190,12 +205,14 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching):
     @activity.defn(name=names.SANDBOX_START)
     async def start(self, inp: StartInput) -> StepResult:
         async with _heartbeating():
-            return await self._start(inp)
+            with owned_by(step_owner(inp.execution_id, inp.cell)):
+                return await self._start(inp)
 
     @activity.defn(name=names.SANDBOX_RESUME)
     async def resume(self, inp: ResumeInput) -> StepResult:
         async with _heartbeating():
-            return await self._resume_and_release(inp)
+            with owned_by(step_owner(inp.execution_id, inp.cell or (inp.start.cell if inp.start else None))):
+                return await self._resume_and_release(inp)
 
     async def step_after_tool(
         self, then: NextStep, execution_id: str, answer: JournalEntry, spent: int = 0
@@ -210,6 +227,10 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching):
         a step that outlasts ``then.step_timeout`` is not cut short: it is handed over to the
         workflow's own resume step, which comes to this worker (``_hand_over``)."""
         inp = then.resume_input(execution_id, answer)
+        with owned_by(step_owner(execution_id, inp.cell)):
+            return await self._step_after_tool(inp, then, spent)
+
+    async def _step_after_tool(self, inp: ResumeInput, then: NextStep, spent: int) -> StepResult:
         if inp.session_id is None:
             defer = (then.defer_bytes - spent, spent) if then.defer_bytes > 0 else None
             return await asyncio.wait_for(self._resume_and_release(inp, defer=defer), then.step_timeout)
@@ -532,8 +553,30 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching):
             log.info("session %s closed: %d stored objects deleted", inp.scope.session_id, deleted)
 
 
+#: The runtimes the sandbox sweep covers, and the variables that configure each: a worker
+#: sweeps a runtime it holds, or whose variables are all set.
+SWEPT_RUNTIMES = {
+    "docker": ("CODEMODE_DOCKER_IMAGE",),
+    "e2b": ("E2B_API_KEY",),
+    "blaxel": ("BL_API_KEY", "BL_WORKSPACE"),
+    "modal": ("MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET"),
+}
 #: Stored segments of a session's recipe before they are merged into one.
 RECIPE_SEGMENTS = 8
+
+
+def step_owner(execution_id: str, cell: CellStart | CellRef | None) -> SandboxOwner | None:
+    """Whom a sandbox made by the running step belongs to: its execution, the step's
+    activity attempt, the namespace (and for a cell, its session)."""
+    if not activity.in_activity():
+        return None
+    info = activity.info()
+    return SandboxOwner(
+        execution_id=execution_id,
+        step=f"{info.activity_id}#{info.attempt}",
+        namespace=info.workflow_namespace,
+        session_id=cell.scope.session_id if cell is not None else "",
+    )
 
 
 @contextlib.asynccontextmanager

@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         StateSegment,
         StepResult,
     )
+    from codemode.activities.sandbox_sweep import SANDBOX_HELD_QUERY, HeldSandbox
     from codemode.activities.step_answers import answered_in_step
     from codemode.runtimes.journal_replay import JournalEntry
     from codemode.runtimes.types import Determinism
@@ -186,6 +187,12 @@ class CodeExecutionWorkflow:
             runs=len(self._runs) + 1,
             ignored_signals=list(self._approvals.ignored),
         )
+
+    @workflow.query(name=SANDBOX_HELD_QUERY)
+    def sandbox_held(self) -> HeldSandbox:
+        """The latest checkpoint: the sandbox sweep asks which sandbox it names."""
+        info = workflow.info()
+        return HeldSandbox(runtime=self._runtime, first_run_id=info.first_execution_run_id, checkpoint=self._held.checkpoint)
 
     @property
     def _earlier_calls(self) -> int:

@@ -1,0 +1,200 @@
+"""The sandbox sweep on every provider a worker serves: docker (podman), e2b, blaxel and modal
+(their local servers, driven by the unmodified SDKs).
+
+A worker SIGKILLed in the middle of a step leaves the sandbox it had started; the run goes on
+by a retry in another sandbox on another worker. One sweep (the ``codemode-sandbox-sweep``
+Schedule's workflow, as the web UI shows it) destroys the orphan at once, while the run is
+still open and parked, because the run's checkpoint names the other sandbox; and it keeps the
+parked one. After the run, the provider holds nothing of it. A worker killed while two runs
+are parked: one run is cancelled (its release frees its sandbox), the other terminated (no
+release runs): one sweep removes what the terminated run left, saying why."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import signal
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
+
+from codemode.activities import ToolRegistry
+from codemode.activities.sandbox_sweep import SandboxSweepInput, SandboxSweepReport
+from codemode.runtimes import get_runtime
+from codemode.runtimes.runner.owner import EXECUTION_LABEL
+from codemode.worker.client.executions import start_execution
+from codemode.worker.worker import CodeModeWorker
+from codemode.workflows.models import ApproveSignal, CodeExecutionRequest
+from codemode.workflows.sweep_workflow import SANDBOX_SWEEP_WORKFLOW
+from tests.blaxel_local import LocalBlaxelServer
+from tests.e2b_local import LocalE2BServer
+from tests.modal_local import LocalModalServer
+
+from .conftest import TOOLS_MODULE, read_events
+from .test_approval import wait_for_state
+from .test_crash import spawn_worker
+
+#: The first step sleeps in the sandbox, so the worker can be killed in the middle of it.
+SLOW_START = (
+    "import time\nprint('started')\ntime.sleep(3)\na = slow_step(1, 0)\nr = transfer('bob', a)\nprint('after')\n[a, r['to']]"
+)
+CODE = "a = slow_step(1, 0)\nr = transfer('bob', a)\n[a, r['to']]"
+PROVIDERS = ["docker", "e2b", "blaxel", "modal"]
+
+
+@dataclass
+class Provider:
+    name: str
+    runtime: Any
+
+    async def sandboxes(self) -> dict[str, str]:
+        """Every sandbox of ours the provider holds: its name and its execution."""
+        return {
+            self.runtime.sandbox_of(own.handle): own.labels.get(EXECUTION_LABEL, "")
+            for own in await self.runtime.list_own()
+            if own.usable or self.name == "docker"  # a container in any state is still held
+        }
+
+    async def of(self, execution_id: str) -> list[str]:
+        return [name for name, owner in (await self.sandboxes()).items() if owner == execution_id]
+
+    async def wait_for(self, execution_id: str, count: int, timeout: float = 60.0) -> list[str]:
+        for _ in range(int(timeout / 0.1)):
+            found = await self.of(execution_id)
+            if len(found) >= count:
+                return found
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"{self.name}: never {count} sandboxes of {execution_id}: {await self.sandboxes()}")
+
+
+@pytest.fixture(scope="module", params=PROVIDERS)
+def provider_server(request: pytest.FixtureRequest) -> Iterator[tuple[str, Any]]:
+    name = request.param
+    if name == "docker":
+        yield name, None
+        return
+    kind = {"e2b": LocalE2BServer, "blaxel": LocalBlaxelServer, "modal": LocalModalServer}[name]
+    with kind() as running:
+        yield name, running
+
+
+@pytest.fixture
+async def provider(provider_server: tuple[str, Any], monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Provider]:
+    """The provider's variables for this process and the workers it spawns; afterwards it
+    holds no sandbox."""
+    name, server = provider_server
+    if name == "docker":
+        from tests.docker_engine import engine
+
+        engine()
+    else:
+        for key, value in server.env.items():
+            monkeypatch.setenv(key, value)
+        if name == "blaxel":
+            monkeypatch.setenv("BL_REGION", "local")
+    runtime = get_runtime(name)
+    found = Provider(name, runtime)
+    try:
+        yield found
+        for _ in range(50):
+            left = await found.sandboxes()
+            if not left:
+                break
+            await asyncio.sleep(0.1)
+        assert not left, f"{name} sandboxes left: {left}"
+    finally:
+        await runtime.aclose()
+
+
+async def sweep(client: Client, task_queue: str) -> SandboxSweepReport:
+    """One sweep, as the Schedule runs it (a workflow on the task queue, shown in the UI)."""
+    return await client.execute_workflow(
+        SANDBOX_SWEEP_WORKFLOW,
+        SandboxSweepInput(young_seconds=0),
+        id=f"sandbox-sweep-{uuid.uuid4().hex[:8]}",
+        task_queue=task_queue,
+        result_type=SandboxSweepReport,
+    )
+
+
+async def only_open_executions_hold_sandboxes(client: Client, provider: Provider) -> None:
+    for sandbox, execution_id in (await provider.sandboxes()).items():
+        desc = await client.get_workflow_handle(execution_id).describe()
+        assert desc.status == WorkflowExecutionStatus.RUNNING, (sandbox, execution_id, desc.status)
+
+
+@contextlib.contextmanager
+def killed_at_the_end(*procs: Any) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+async def test_a_worker_killed_mid_step_leaves_nothing_after_one_sweep(
+    provider: Provider, client, temporal_address, task_queue, events_file
+) -> None:
+    registry = ToolRegistry.from_module(TOOLS_MODULE)
+    first = spawn_worker(temporal_address, task_queue, events_file)
+    with killed_at_the_end(first):
+        handle = await start_execution(
+            client, CodeExecutionRequest(code=SLOW_START, runtime=provider.name), task_queue=task_queue
+        )
+        (orphan,) = await provider.wait_for(handle.id, 1)
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    async with CodeModeWorker(client, registry, task_queue=task_queue).running():
+        await wait_for_state(handle, "awaiting_approval", timeout=90)  # the retry, in a new sandbox
+        both = await provider.wait_for(handle.id, 2)
+        (parked,) = [name for name in both if name != orphan]
+        report = await sweep(client, task_queue)
+        removed = {e.sandbox: e for e in report.removed}
+        assert orphan in removed and parked not in removed, report
+        assert removed[orphan].execution == handle.id and "never reported back" in removed[orphan].reason, report
+        assert any(e.sandbox == parked and "names it" in e.reason for e in report.kept), report
+        assert await provider.of(handle.id) == [parked]
+
+        await handle.signal("approve", ApproveSignal(call_id="2", by="ana"))
+        outcome = await asyncio.wait_for(handle.result(), 120)
+        await sweep(client, task_queue)
+    assert outcome.success, outcome.error
+    assert outcome.output == [10, "bob"]
+    starts = collections.Counter(e["tool"] for e in read_events(events_file) if e["event"] == "start")
+    assert starts == {"slow_step": 1, "transfer": 1}  # each tool ran once
+    assert await provider.of(handle.id) == []
+    await only_open_executions_hold_sandboxes(client, provider)
+
+
+async def test_a_worker_killed_while_runs_are_parked_leaves_nothing_after_one_sweep(
+    provider: Provider, client, temporal_address, task_queue, events_file
+) -> None:
+    registry = ToolRegistry.from_module(TOOLS_MODULE)
+    first = spawn_worker(temporal_address, task_queue, events_file)
+    with killed_at_the_end(first):
+        cancelled, terminated = [
+            await start_execution(client, CodeExecutionRequest(code=CODE, runtime=provider.name), task_queue=task_queue)
+            for _ in range(2)
+        ]
+        for handle in (cancelled, terminated):
+            await wait_for_state(handle, "awaiting_approval", timeout=60)
+        (left_behind,) = await provider.of(terminated.id)
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    async with CodeModeWorker(client, registry, task_queue=task_queue).running():
+        await cancelled.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await asyncio.wait_for(cancelled.result(), 60)
+        await terminated.terminate("gone")  # no release step runs: only the sweep can free it
+        report = await sweep(client, task_queue)
+    removed = {e.sandbox: e for e in report.removed}
+    assert left_behind in removed and "is closed (terminated)" in removed[left_behind].reason, report
+    assert await provider.of(cancelled.id) == [] and await provider.of(terminated.id) == []
+    await only_open_executions_hold_sandboxes(client, provider)
