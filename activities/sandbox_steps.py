@@ -20,21 +20,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
 from temporalio import activity
-from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from codemode.runtimes import CodeExecution, CodeExecutionError, CodeRuntime, ExecutionResult, FunctionCall, get_runtime
 from codemode.runtimes.errors import SandboxError
 from codemode.runtimes.journal_replay import JournalEntry, replay
 from codemode.runtimes.runner.owner import SandboxOwner, owned_by
-from codemode.runtimes.runner.sandbox_runtime import SandboxRuntime
 from codemode.runtimes.session import CodeSession
 from codemode.runtimes.types import CheckpointTier
 
@@ -67,7 +64,7 @@ from .models import (
     Via,
 )
 from .records import ErrorInfo
-from .sandbox_sweep import SandboxSweepInput, SandboxSweepReport, sweep_sandboxes
+from .sandbox_sweep import SweptRuntimes
 from .session_cells import SessionCells
 from .step_loop import Ratchet, StepLoop, answer, error_info, replay_from_checkpoint, session_scope, step_scope
 from .tools import ToolRegistry, ToolSpec
@@ -75,7 +72,7 @@ from .tools import ToolRegistry, ToolSpec
 log = logging.getLogger(__name__)
 
 
-class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching):
+class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching, SweptRuntimes):
     """The step activities of one worker. Holds the runtimes (one pool each), the checkpoint
     store and, for runtimes without checkpoints, the live sessions this worker keeps a while."""
 
@@ -165,29 +162,6 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching):
 
     def _close_later(self, execution: CodeExecution) -> None:
         self._in_background(execution.close())
-
-    def swept_runtimes(self) -> tuple[dict[str, SandboxRuntime], list[str]]:
-        """The runtimes of sandboxes that outlive a worker which this worker serves: those it
-        holds already, and those the environment configures (``SWEPT_RUNTIMES``). Also what
-        could not be built, as errors."""
-        found: dict[str, SandboxRuntime] = {}
-        errors: list[str] = []
-        for name, variables in SWEPT_RUNTIMES.items():
-            if name not in self._runtimes and not all(os.environ.get(v) for v in variables):
-                continue
-            try:
-                runtime = self.runtime(name)
-            except Exception as err:  # not installed, or misconfigured: the steps will say so
-                errors.append(f"{name}: {err}")
-                continue
-            if isinstance(runtime, SandboxRuntime):
-                found[name] = runtime
-        return found, errors
-
-    async def sweep_sandboxes(self, client: Client, inp: SandboxSweepInput | None = None) -> SandboxSweepReport:
-        """Destroy the sandboxes no open execution names (``activities/sandbox_sweep.py``)."""
-        runtimes, errors = self.swept_runtimes()
-        return await sweep_sandboxes(client, runtimes, self.checkpoints, inp, errors=errors)
 
     def activities(self) -> list[Any]:
         return [
@@ -553,14 +527,6 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching):
             log.info("session %s closed: %d stored objects deleted", inp.scope.session_id, deleted)
 
 
-#: The runtimes the sandbox sweep covers, and the variables that configure each: a worker
-#: sweeps a runtime it holds, or whose variables are all set.
-SWEPT_RUNTIMES = {
-    "docker": ("CODEMODE_DOCKER_IMAGE",),
-    "e2b": ("E2B_API_KEY",),
-    "blaxel": ("BL_API_KEY", "BL_WORKSPACE"),
-    "modal": ("MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET"),
-}
 #: Stored segments of a session's recipe before they are merged into one.
 RECIPE_SEGMENTS = 8
 

@@ -27,10 +27,12 @@ web UI with the report: what was removed and why.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 from temporalio import activity
@@ -164,16 +166,24 @@ class _Judge:
         execution_id = own.labels.get(EXECUTION_LABEL)
         if not execution_id:
             why = runtime.expired(own, now)
-            return (why, False) if why else ("it carries no execution (made before labels): kept until it expires", True)
+            return (
+                (why, False) if why else ("it carries no execution (made before labels): kept until it expires", True)
+            )
         session_id = own.labels.get(SESSION_LABEL)
         if session_id:  # a session's cell: the session keeps the sandbox between cells
-            session = await self.describe(session_id, query=False)
+            try:
+                session = await self.describe(session_id, query=False)
+            except Exception as err:
+                return f"cannot ask Temporal about session {session_id}: {err}", True
             if session is None:
                 return f"its session {session_id} is unknown to Temporal", False
             if not session.open:
                 return f"its session {session_id} is closed ({session.status})", False
             return f"its session {session_id} is open", True
-        execution = await self.describe(execution_id, query=True)
+        try:
+            execution = await self.describe(execution_id, query=True)
+        except Exception as err:  # Temporal unreachable: the next sweep asks again
+            return f"cannot ask Temporal about execution {execution_id}: {err}", True
         if execution is None:
             return f"execution {execution_id} is unknown to Temporal", False
         if not execution.open:
@@ -226,13 +236,60 @@ class _Judge:
         """The sandbox the execution's latest checkpoint names (None: none, or unreadable)."""
         if held.checkpoint is None or held.runtime != runtime.name:
             return None
-        scope = CheckpointScope(namespace=self.client.namespace, execution_id=execution_id, first_run_id=held.first_run_id)
+        scope = CheckpointScope(
+            namespace=self.client.namespace, execution_id=execution_id, first_run_id=held.first_run_id
+        )
         try:
             blob = await self.checkpoints.load(scope, held.checkpoint)
         except CheckpointUnusable as err:
             self.errors.append(f"execution {execution_id}: its checkpoint is unreadable: {err}")
             return None
         return runtime.sandbox_named_by(blob)
+
+
+#: The runtimes the sandbox sweep covers, and the variables that configure each: a worker
+#: sweeps a runtime it holds, or whose variables are all set.
+SWEPT_RUNTIMES = {
+    "docker": ("CODEMODE_DOCKER_IMAGE",),
+    "e2b": ("E2B_API_KEY",),
+    "blaxel": ("BL_API_KEY", "BL_WORKSPACE"),
+    "modal": ("MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET"),
+}
+
+
+class SweptRuntimes:
+    """The sweep over one worker's runtimes (mixed into ``SandboxActivities``, whose state it
+    uses: ``_runtimes``, ``runtime()``, ``checkpoints``)."""
+
+    _runtimes: dict[str, Any]
+    checkpoints: CheckpointStore
+
+    if TYPE_CHECKING:
+
+        def runtime(self, name: str) -> Any: ...
+
+    def swept_runtimes(self) -> tuple[dict[str, SandboxRuntime], list[str]]:
+        """The runtimes of sandboxes that outlive a worker which this worker serves: those it
+        holds already, and those the environment configures (``SWEPT_RUNTIMES``). Also what
+        could not be built, as errors."""
+        found: dict[str, SandboxRuntime] = {}
+        errors: list[str] = []
+        for name, variables in SWEPT_RUNTIMES.items():
+            if name not in self._runtimes and not all(os.environ.get(v) for v in variables):
+                continue
+            try:
+                runtime = self.runtime(name)
+            except Exception as err:  # not installed, or misconfigured: the steps will say so
+                errors.append(f"{name}: {err}")
+                continue
+            if isinstance(runtime, SandboxRuntime):
+                found[name] = runtime
+        return found, errors
+
+    async def sweep_sandboxes(self, client: Client, inp: SandboxSweepInput | None = None) -> SandboxSweepReport:
+        """Destroy the sandboxes no open execution names (``activities/sandbox_sweep.py``)."""
+        runtimes, errors = self.swept_runtimes()
+        return await sweep_sandboxes(client, runtimes, self.checkpoints, inp, errors=errors)
 
 
 class SandboxSweepActivities:
@@ -251,7 +308,9 @@ class SandboxSweepActivities:
 
 def report_lines(report: SandboxSweepReport) -> list[str]:
     """The report as a person reads it (the CLI, the logs)."""
-    lines = [f"swept {', '.join(report.runtimes) or 'no runtime'}: {len(report.removed)} removed, {len(report.kept)} kept"]
+    lines = [
+        f"swept {', '.join(report.runtimes) or 'no runtime'}: {len(report.removed)} removed, {len(report.kept)} kept"
+    ]
     verb = "would remove" if report.dry_run else "removed"
     lines += [f"  {verb} {e.runtime} {e.sandbox}: {e.reason}" for e in report.removed]
     lines += [f"  error: {e}" for e in report.errors]

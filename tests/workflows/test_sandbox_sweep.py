@@ -40,9 +40,7 @@ from .test_approval import wait_for_state
 from .test_crash import spawn_worker
 
 #: The first step sleeps in the sandbox, so the worker can be killed in the middle of it.
-SLOW_START = (
-    "import time\nprint('started')\ntime.sleep(3)\na = slow_step(1, 0)\nr = transfer('bob', a)\nprint('after')\n[a, r['to']]"
-)
+SLOW_START = "import time\nprint('started')\ntime.sleep(3)\na = slow_step(1, 0)\nr = transfer('bob', a)\nprint('after')\n[a, r['to']]"
 CODE = "a = slow_step(1, 0)\nr = transfer('bob', a)\n[a, r['to']]"
 PROVIDERS = ["docker", "e2b", "blaxel", "modal"]
 
