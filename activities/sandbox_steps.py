@@ -64,6 +64,7 @@ from .models import (
     Via,
 )
 from .records import ErrorInfo
+from .parking import Parking
 from .sandbox_sweep import SweptRuntimes
 from .session_cells import SessionCells
 from .step_loop import Ratchet, StepLoop, answer, error_info, replay_from_checkpoint, session_scope, step_scope
@@ -72,7 +73,7 @@ from .tools import ToolRegistry, ToolSpec
 log = logging.getLogger(__name__)
 
 
-class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching, SweptRuntimes):
+class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching, SweptRuntimes, Parking):
     """The step activities of one worker. Holds the runtimes (one pool each), the checkpoint
     store and, for runtimes without checkpoints, the live sessions this worker keeps a while."""
 
@@ -168,6 +169,7 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching, Swep
             self.start,
             self.resume,
             self.release,
+            self.park,
             self.save_state,
             self.load_state,
             self.release_session,

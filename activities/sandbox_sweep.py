@@ -32,13 +32,14 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, Field
 from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
+from codemode.runtimes import get_runtime
 from codemode.runtimes.runner.owner import EXECUTION_LABEL, NAMESPACE_LABEL, SESSION_LABEL, STEP_LABEL
 from codemode.runtimes.runner.provider import OwnSandbox
 from codemode.runtimes.runner.sandbox_runtime import SandboxRuntime
@@ -264,24 +265,21 @@ class SweptRuntimes:
     _runtimes: dict[str, Any]
     checkpoints: CheckpointStore
 
-    if TYPE_CHECKING:
-
-        def runtime(self, name: str) -> Any: ...
-
     def swept_runtimes(self) -> tuple[dict[str, SandboxRuntime], list[str]]:
         """The runtimes of sandboxes that outlive a worker which this worker serves: those it
-        holds already, and those the environment configures (``SWEPT_RUNTIMES``). Also what
-        could not be built, as errors."""
+        holds already, and those the environment configures (``SWEPT_RUNTIMES``), built for
+        the sweep alone (the steps build their own when they need one, and say what is
+        missing). Also what could not be built, as errors."""
         found: dict[str, SandboxRuntime] = {}
         errors: list[str] = []
         for name, variables in SWEPT_RUNTIMES.items():
-            if name not in self._runtimes and not all(os.environ.get(v) for v in variables):
-                continue
-            try:
-                runtime = self.runtime(name)
-            except Exception as err:  # not installed, or misconfigured: the steps will say so
-                errors.append(f"{name}: {err}")
-                continue
+            runtime = self._runtimes.get(name)
+            if runtime is None and all(os.environ.get(v) for v in variables):
+                try:
+                    runtime = get_runtime(name)
+                except Exception as err:  # not installed, or misconfigured: the steps will say so
+                    errors.append(f"{name}: {err}")
+                    continue
             if isinstance(runtime, SandboxRuntime):
                 found[name] = runtime
         return found, errors
@@ -289,7 +287,12 @@ class SweptRuntimes:
     async def sweep_sandboxes(self, client: Client, inp: SandboxSweepInput | None = None) -> SandboxSweepReport:
         """Destroy the sandboxes no open execution names (``activities/sandbox_sweep.py``)."""
         runtimes, errors = self.swept_runtimes()
-        return await sweep_sandboxes(client, runtimes, self.checkpoints, inp, errors=errors)
+        try:
+            return await sweep_sandboxes(client, runtimes, self.checkpoints, inp, errors=errors)
+        finally:
+            for name, runtime in runtimes.items():
+                if self._runtimes.get(name) is not runtime:
+                    await runtime.aclose()
 
 
 class SandboxSweepActivities:
