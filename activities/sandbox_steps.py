@@ -63,8 +63,8 @@ from .models import (
     StepResult,
     Via,
 )
-from .records import ErrorInfo
 from .parking import Parking
+from .records import ErrorInfo
 from .sandbox_sweep import SweptRuntimes
 from .session_cells import SessionCells
 from .step_loop import Ratchet, StepLoop, answer, error_info, replay_from_checkpoint, session_scope, step_scope

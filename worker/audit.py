@@ -37,6 +37,7 @@ from codemode.workflows.models import (
     ExecutionOutcome,
     IgnoredSignal,
     PendingApproval,
+    SandboxUsage,
     read_decision,
 )
 
@@ -131,6 +132,8 @@ class ExecutionAudit(BaseModel):
     steps: list[StepAudit] = Field(default_factory=list)
     calls: list[CallAudit] = Field(default_factory=list)
     events: list[AuditEvent] = Field(default_factory=list)
+    #: What its sandboxes cost (``ExecutionOutcome.usage``), once it completed.
+    usage: dict[str, SandboxUsage] = Field(default_factory=dict)
 
     @property
     def duration_ms(self) -> float | None:
@@ -456,6 +459,7 @@ class _Builder:
             a.status, a.closed_at = "completed", at
             if outcome is not None:
                 a.success, a.output, a.error, a.stdout = outcome.success, outcome.output, outcome.error, outcome.stdout
+                a.usage = outcome.usage
                 self._reconcile(outcome)
             if a.success:
                 self.event(at, "completed", "execution completed: success")

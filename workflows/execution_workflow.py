@@ -42,7 +42,6 @@ with workflow.unsafe.imports_passed_through():
     from codemode.runtimes.journal_replay import JournalEntry
     from codemode.runtimes.types import Determinism
     from codemode.workflows.approvals import Approvals, permission_error, summary
-    from codemode.workflows.summary import final_details, preview
     from codemode.workflows.continuation import Continuation, Cursor
     from codemode.workflows.models import (
         CODE_APPROVAL_ID,
@@ -59,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
         PendingApproval,
         ToolCallRecord,
     )
+    from codemode.workflows.parking import Parking
     from codemode.workflows.step_activities import (
         LOCAL_STEP_RUNTIMES,
         load_state,
@@ -71,8 +71,8 @@ with workflow.unsafe.imports_passed_through():
         tool_failure,
         why_not_live,
     )
-    from codemode.workflows.parking import Parking
     from codemode.workflows.step_state import DeferredTail, Held
+    from codemode.workflows.summary import final_details, preview
     from codemode.workflows.usage import UsageMeter
 
 #: What a tool's activity gives the step after its call before leaving it to the workflow's

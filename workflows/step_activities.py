@@ -20,7 +20,6 @@ from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from codemode.activities import names
-    from codemode.runtimes.runner.parking import DEFAULT_RELEASE_AFTER
     from codemode.activities.models import (
         CallRequest,
         LoadStateInput,
@@ -34,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         ToolInput,
         ToolOutput,
     )
+    from codemode.runtimes.runner.parking import DEFAULT_RELEASE_AFTER
 
 #: Runtimes whose steps are cheap, stateless and snapshot-based: run them as local activities.
 LOCAL_STEP_RUNTIMES = frozenset({"monty"})

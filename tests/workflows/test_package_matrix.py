@@ -21,8 +21,8 @@ from codemode.workflows.models import CodeExecutionRequest
 from tests.e2b_local import LocalE2BServer
 
 from .conftest import read_events
+from .sandbox_providers import sweep
 from .test_crash import spawn_worker
-from .test_sandbox_sweep import sweep
 
 PANDAS = """
 import pandas as pd
