@@ -14,25 +14,39 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import os
 from collections.abc import AsyncIterator
 
 import pytest
+from temporalio.worker import Replayer
 
 from codemode.activities import ToolRegistry
 from codemode.worker import display
 from codemode.worker.audit import fetch_audit
 from codemode.worker.client.executions import start_execution
 from codemode.worker.worker import CodeModeWorker
+from codemode.workflows.execution_workflow import CodeExecutionWorkflow
 from codemode.workflows.models import ApproveSignal, CodeExecutionRequest
 
 from .conftest import TOOLS_MODULE, read_events
 from .sandbox_providers import Provider, provider_fixture, provider_server_fixture  # noqa: F401 (fixtures)
 from .test_approval import wait_for_state
+from .test_replay import HISTORIES
 
 CODE = "print('started')\na = slow_step(1, 0)\nr = transfer('bob', a)\nprint('after')\n[a, r['to']]"
 #: Seconds the test lets a parked run wait after its sandbox was released or paused: the
 #: usage may not count them as running.
 WAIT = 2.0
+
+
+async def replays(client, handle, name: str) -> None:
+    """The run's history replays; with CODEMODE_RECORD_PARK_HISTORIES set it is committed
+    beside the others (``histories/park-*.json``, replayed by ``test_replay.py``)."""
+    history = await handle.fetch_history()
+    if os.environ.get("CODEMODE_RECORD_PARK_HISTORIES"):
+        (HISTORIES / f"park-{name}.json").write_text(history.to_json())
+    replayer = Replayer(workflows=[CodeExecutionWorkflow], data_converter=client.data_converter)
+    await replayer.replay_workflow(history)
 
 
 async def history_says(client, execution_id: str, text: str, timeout: float = 60.0) -> list[str]:
@@ -76,6 +90,7 @@ async def test_modal_releases_a_parked_sandbox_and_replays_on_approval(
     assert usage.paused_seconds == 0
     assert 0 < usage.running_seconds <= outcome.duration_ms / 1000 - WAIT, (usage, outcome.duration_ms)
     assert any(ln.startswith("usage: modal") for ln in display.usage_lines(outcome))
+    await replays(client, handle, "modal-released")
 
     # The same code approved at once (well within the grace period): the same result, and
     # its one sandbox went on without a replay.
@@ -105,3 +120,4 @@ async def test_a_paused_sandbox_counts_its_wait_as_paused(
     assert (usage.sandboxes_created, usage.replays, usage.released_while_parked) == (1, 0, 0), usage
     assert usage.paused_seconds >= WAIT, usage
     assert usage.running_seconds <= outcome.duration_ms / 1000 - WAIT, (usage, outcome.duration_ms)
+    await replays(client, handle, f"{provider.name}-paused")
