@@ -27,6 +27,7 @@ from codemode.worker.client.executions import start_execution
 from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.execution_workflow import CodeExecutionWorkflow
 from codemode.workflows.models import ApproveSignal, CodeExecutionRequest
+from tests.cli.runner import base_env, codemode
 
 from .conftest import TOOLS_MODULE, read_events
 from .sandbox_providers import Provider, provider_fixture, provider_server_fixture  # noqa: F401 (fixtures)
@@ -68,7 +69,7 @@ async def worker(client, task_queue, monkeypatch: pytest.MonkeyPatch) -> AsyncIt
 
 @pytest.mark.parametrize("provider_server", ["modal"], indirect=True)
 async def test_modal_releases_a_parked_sandbox_and_replays_on_approval(
-    provider: Provider, client, task_queue, worker, events_file, monkeypatch: pytest.MonkeyPatch
+    provider: Provider, client, temporal_address, task_queue, worker, events_file, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     handle = await start_execution(client, CodeExecutionRequest(code=CODE, runtime="modal"), task_queue=task_queue)
     await wait_for_state(handle, "awaiting_approval", timeout=60)
@@ -91,6 +92,12 @@ async def test_modal_releases_a_parked_sandbox_and_replays_on_approval(
     assert 0 < usage.running_seconds <= outcome.duration_ms / 1000 - WAIT, (usage, outcome.duration_ms)
     assert any(ln.startswith("usage: modal") for ln in display.usage_lines(outcome))
     await replays(client, handle, "modal-released")
+    # What a person sees: `codemode result` and `codemode history` show the usage.
+    env = base_env(TEMPORAL_ADDRESS=temporal_address, CODEMODE_DATA_DIR=os.environ["CODEMODE_DATA_DIR"])
+    result = await codemode("result", handle.id, env=env)
+    assert result.rc == 0 and "usage: modal" in result.err and "1 released while parked" in result.err, result
+    history = await codemode("history", handle.id, env=env)
+    assert history.rc == 0 and "usage: modal" in history.out, history
 
     # The same code approved at once (well within the grace period): the same result, and
     # its one sandbox went on without a replay.
