@@ -6,7 +6,9 @@ sandbox is paused and kept. Where it cannot (Modal; or a pause that failed) the 
 running, so after a grace period it is released, and the run continues on approval in a
 fresh sandbox by journal replay, as the python runtime does.
 
-The grace period: ``CODEMODE_PARK_RELEASE_AFTER_<RUNTIME>`` (``..._MODAL``), else
+The grace period: ``CODEMODE_PARK_RELEASE_AFTER_<RUNTIME>`` (``CODEMODE_PARK_RELEASE_AFTER_MODAL``,
+``CODEMODE_PARK_RELEASE_AFTER_DOCKER``, ``CODEMODE_PARK_RELEASE_AFTER_E2B``,
+``CODEMODE_PARK_RELEASE_AFTER_BLAXEL``), else
 ``CODEMODE_PARK_RELEASE_AFTER``, else ``DEFAULT_RELEASE_AFTER``; or a runtime's own
 ``park_release_after`` (seconds). Durations: seconds (``90``) or numbers with units ms, s, m,
 h, d (``90s``, ``10m``, ``1h30m``). A grace period short enough to spare a quick approval the
