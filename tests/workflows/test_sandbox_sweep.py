@@ -112,3 +112,31 @@ async def test_a_worker_killed_while_runs_are_parked_leaves_nothing_after_one_sw
     assert left_behind in removed and "is closed (terminated)" in removed[left_behind].reason, report
     assert await provider.of(cancelled.id) == [] and await provider.of(terminated.id) == []
     await only_open_executions_hold_sandboxes(client, provider)
+
+
+async def test_the_sandbox_sweep_schedule_is_created_once_and_its_runs_show_the_report(client, worker) -> None:
+    from codemode.activities.sandbox_sweep import SandboxSweepReport
+    from codemode.worker.worker import SWEEP_EVERY
+    from codemode.workflows.sweep_workflow import SANDBOX_SWEEP_SCHEDULE_ID, SANDBOX_SWEEP_WORKFLOW
+
+    assert await worker.ensure_sandbox_sweep_schedule() is True
+    assert await worker.ensure_sandbox_sweep_schedule() is False
+    schedule = client.get_schedule_handle(SANDBOX_SWEEP_SCHEDULE_ID)
+    try:
+        desc = await schedule.describe()
+        assert [i.every for i in desc.schedule.spec.intervals] == [SWEEP_EVERY]
+        assert desc.schedule.action.workflow == SANDBOX_SWEEP_WORKFLOW
+        await schedule.trigger()
+        for _ in range(300):
+            desc = await schedule.describe()
+            if desc.info.recent_actions:
+                break
+            await asyncio.sleep(0.1)
+        started = desc.info.recent_actions[-1].action
+        handle = client.get_workflow_handle(started.workflow_id, result_type=SandboxSweepReport)
+        report = await asyncio.wait_for(handle.result(), 60)
+        assert not report.dry_run
+        meta = await handle.query("__temporal_workflow_metadata")  # the UI's Current Details
+        assert meta.current_details.startswith(f"**{len(report.removed)} removed**, {len(report.kept)} kept")
+    finally:
+        await schedule.delete()
