@@ -1,13 +1,14 @@
 """The sandbox sweep on every provider a worker serves: docker (podman), e2b, blaxel and modal
 (their local servers, driven by the unmodified SDKs).
 
-A worker SIGKILLed in the middle of a step leaves the sandbox it had started; the run goes on
-by a retry in another sandbox on another worker. One sweep (the ``codemode-sandbox-sweep``
-Schedule's workflow, as the web UI shows it) destroys the orphan at once, while the run is
-still open and parked, because the run's checkpoint names the other sandbox; and it keeps the
-parked one. After the run, the provider holds nothing of it. A worker killed while two runs
-are parked: one run is cancelled (its release frees its sandbox), the other terminated (no
-release runs): one sweep removes what the terminated run left, saying why."""
+One worker holds two runs parked on an approval and a third in the middle of its first step
+when it is SIGKILLed. On another worker the first parked run is cancelled (its release frees
+its sandbox), the second terminated (no release runs), and the third goes on by a retry in a
+new sandbox until it parks. One sweep (the ``codemode-sandbox-sweep`` Schedule's workflow, as
+the web UI shows it) destroys at once the sandbox the killed step left, while its run is still
+open, because the run's checkpoint names the other sandbox, and the terminated run's; it keeps
+the parked one. After the run, the provider holds nothing of it, and nothing of a closed
+execution."""
 
 from __future__ import annotations
 
@@ -53,41 +54,7 @@ def killed_at_the_end(*procs: Any) -> Iterator[None]:
                 proc.wait()
 
 
-async def test_a_worker_killed_mid_step_leaves_nothing_after_one_sweep(
-    provider: Provider, client, temporal_address, task_queue, events_file
-) -> None:
-    registry = ToolRegistry.from_module(TOOLS_MODULE)
-    first = spawn_worker(temporal_address, task_queue, events_file)
-    with killed_at_the_end(first):
-        handle = await start_execution(
-            client, CodeExecutionRequest(code=SLOW_START, runtime=provider.name), task_queue=task_queue
-        )
-        (orphan,) = await provider.wait_for(handle.id, 1)
-        first.send_signal(signal.SIGKILL)
-        first.wait()
-    async with CodeModeWorker(client, registry, task_queue=task_queue).running():
-        await wait_for_state(handle, "awaiting_approval", timeout=90)  # the retry, in a new sandbox
-        both = await provider.wait_for(handle.id, 2)
-        (parked,) = [name for name in both if name != orphan]
-        report = await sweep(client, task_queue)
-        removed = {e.sandbox: e for e in report.removed}
-        assert orphan in removed and parked not in removed, report
-        assert removed[orphan].execution == handle.id and "never reported back" in removed[orphan].reason, report
-        assert any(e.sandbox == parked and "names it" in e.reason for e in report.kept), report
-        assert await provider.of(handle.id) == [parked]
-
-        await handle.signal("approve", ApproveSignal(call_id="2", by="ana"))
-        outcome = await asyncio.wait_for(handle.result(), 120)
-        await sweep(client, task_queue)
-    assert outcome.success, outcome.error
-    assert outcome.output == [10, "bob"]
-    starts = collections.Counter(e["tool"] for e in read_events(events_file) if e["event"] == "start")
-    assert starts == {"slow_step": 1, "transfer": 1}  # each tool ran once
-    assert await provider.of(handle.id) == []
-    await only_open_executions_hold_sandboxes(client, provider)
-
-
-async def test_a_worker_killed_while_runs_are_parked_leaves_nothing_after_one_sweep(
+async def test_a_worker_killed_mid_step_or_while_parked_leaves_nothing_after_one_sweep(
     provider: Provider, client, temporal_address, task_queue, events_file
 ) -> None:
     registry = ToolRegistry.from_module(TOOLS_MODULE)
@@ -97,20 +64,43 @@ async def test_a_worker_killed_while_runs_are_parked_leaves_nothing_after_one_sw
             await start_execution(client, CodeExecutionRequest(code=CODE, runtime=provider.name), task_queue=task_queue)
             for _ in range(2)
         ]
-        for handle in (cancelled, terminated):
-            await wait_for_state(handle, "awaiting_approval", timeout=60)
+        for parked_run in (cancelled, terminated):
+            await wait_for_state(parked_run, "awaiting_approval", timeout=60)
         (left_behind,) = await provider.of(terminated.id)
+        handle = await start_execution(
+            client, CodeExecutionRequest(code=SLOW_START, runtime=provider.name), task_queue=task_queue
+        )
+        (orphan,) = await provider.wait_for(handle.id, 1)  # its first step is under way
         first.send_signal(signal.SIGKILL)
         first.wait()
     async with CodeModeWorker(client, registry, task_queue=task_queue).running():
-        await cancelled.cancel()
+        await cancelled.cancel()  # its release frees its sandbox
         with pytest.raises(WorkflowFailureError):
             await asyncio.wait_for(cancelled.result(), 60)
         await terminated.terminate("gone")  # no release step runs: only the sweep can free it
+        await wait_for_state(handle, "awaiting_approval", timeout=90)  # the retry, in a new sandbox
+        both = await provider.wait_for(handle.id, 2)
+        (parked,) = [name for name in both if name != orphan]
+
         report = await sweep(client, task_queue)
-    removed = {e.sandbox: e for e in report.removed}
-    assert left_behind in removed and "is closed (terminated)" in removed[left_behind].reason, report
-    assert await provider.of(cancelled.id) == [] and await provider.of(terminated.id) == []
+        removed = {e.sandbox: e for e in report.removed}
+        assert orphan in removed and parked not in removed, report
+        assert removed[orphan].execution == handle.id and "never reported back" in removed[orphan].reason, report
+        assert left_behind in removed and "is closed (terminated)" in removed[left_behind].reason, report
+        assert any(e.sandbox == parked and "names it" in e.reason for e in report.kept), report
+        assert await provider.of(handle.id) == [parked]
+        assert await provider.of(cancelled.id) == [] and await provider.of(terminated.id) == []
+
+        await handle.signal("approve", ApproveSignal(call_id="2", by="ana"))
+        outcome = await asyncio.wait_for(handle.result(), 120)
+        await sweep(client, task_queue)
+    assert outcome.success, outcome.error
+    assert outcome.output == [10, "bob"]
+    starts = collections.Counter(
+        e["tool"] for e in read_events(events_file) if e["event"] == "start" and e["execution_id"] == handle.id
+    )
+    assert starts == {"slow_step": 1, "transfer": 1}  # each tool ran once
+    assert await provider.of(handle.id) == []
     await only_open_executions_hold_sandboxes(client, provider)
 
 
