@@ -361,7 +361,6 @@ class CodeExecutionWorkflow:
                     session_id=step.session_id,
                 )
                 workflow.set_current_details(f"Running `{summary(call)}`")
-                self._usage.step_began()  # (the tool's activity runs the step after it)
                 answer, fused = await self._run_call(call, req.approval_timeout, then=then)
                 cursor.remaining = []
                 cursor.answers.append(answer)
@@ -543,9 +542,9 @@ class CodeExecutionWorkflow:
     async def _resume(
         self, inp: ResumeInput, previous: StepResult, start: StartInput, *, local: bool, timeout: timedelta
     ) -> StepResult:
-        self._usage.step_began()
         if (released := await self._parking.settle()) is not None:
             inp = self._with_journal(inp, start, released)  # the parked sandbox is gone: replay
+        self._usage.step_began()
         if inp.session_id and previous.session_queue:
             try:
                 return await step_on_own_queue(names.SANDBOX_RESUME, inp, previous.session_queue, timeout=timeout)
@@ -630,6 +629,8 @@ class CodeExecutionWorkflow:
                 record.error = permission_error(call.summary, record.approval)
                 return JournalEntry.raised(call.function_call(), "PermissionError", record.error.message), None
         record.status = "running"
+        if then is not None:
+            self._usage.step_began()  # the tool's activity runs the step after it
         try:
             out = await run_tool(call, then, summary=summary(call))
         except ActivityError as err:

@@ -128,3 +128,18 @@ async def test_a_paused_sandbox_counts_its_wait_as_paused(
     assert usage.paused_seconds >= WAIT, usage
     assert usage.running_seconds <= outcome.duration_ms / 1000 - WAIT, (usage, outcome.duration_ms)
     await replays(client, handle, f"{provider.name}-paused")
+
+
+@pytest.mark.parametrize("runtime", ["monty", "python"])
+async def test_a_run_that_holds_nothing_while_parked_counts_no_running_seconds_for_the_wait(
+    runtime: str, client, task_queue, worker, events_file
+) -> None:
+    handle = await start_execution(client, CodeExecutionRequest(code=CODE, runtime=runtime), task_queue=task_queue)
+    await wait_for_state(handle, "awaiting_approval", timeout=60)
+    await asyncio.sleep(WAIT)
+    await handle.signal("approve", ApproveSignal(call_id="2", by="ana"))
+    outcome = await asyncio.wait_for(handle.result(), 60)
+    assert outcome.output == [10, "bob"]
+    usage = outcome.usage[runtime]
+    assert usage.paused_seconds == 0 and usage.released_while_parked == 0, usage
+    assert 0 < usage.running_seconds <= outcome.duration_ms / 1000 - WAIT, (usage, outcome.duration_ms)
