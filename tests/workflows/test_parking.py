@@ -5,8 +5,8 @@
   journal in a fresh sandbox and ends with the result of a run approved at once, each tool
   run once, and the history says why it replayed. Its usage counts no running seconds for
   the time it waited released.
-* E2B and Docker pause the sandbox: the history says so (never for a sandbox that kept
-  running), the usage counts the wait as paused, not running.
+* E2B and Docker pause the sandbox, Blaxel's goes to standby: the history says so (never
+  "paused" for a sandbox that kept running), the usage counts the wait as paused, not running.
 (A paused sandbox deleted behind our back is rebuilt by replay: ``test_e2b_runtime.py`` and
 ``test_remote_runtimes.py``.)"""
 
@@ -110,7 +110,7 @@ async def test_modal_releases_a_parked_sandbox_and_replays_on_approval(
     assert (unparked.usage["modal"].sandboxes_created, unparked.usage["modal"].replays) == (1, 0)
 
 
-@pytest.mark.parametrize("provider_server", ["docker", "e2b"], indirect=True)
+@pytest.mark.parametrize("provider_server", ["docker", "e2b", "blaxel"], indirect=True)
 async def test_a_paused_sandbox_counts_its_wait_as_paused(
     provider: Provider, client, task_queue, worker, events_file
 ) -> None:
@@ -118,7 +118,11 @@ async def test_a_paused_sandbox_counts_its_wait_as_paused(
         client, CodeExecutionRequest(code=CODE, runtime=provider.name), task_queue=task_queue
     )
     await wait_for_state(handle, "awaiting_approval", timeout=60)
-    await history_says(client, handle.id, "sandbox_park: paused the sandbox while the run waits")
+    said = {"blaxel": "the sandbox goes to standby while the run waits"}.get(
+        provider.name, "paused the sandbox while the run waits"
+    )
+    lines = await history_says(client, handle.id, f"sandbox_park: {said}")
+    assert not any("keeps running" in ln for ln in lines), lines
     await asyncio.sleep(WAIT)
     await handle.signal("approve", ApproveSignal(call_id="2", by="ana"))
     outcome = await asyncio.wait_for(handle.result(), 120)
