@@ -399,6 +399,18 @@ class ToolOutput(CompactModel):
     unfused: str | None = None
 
 
+class ParkResult(CompactModel):
+    """What a parked run's sandbox does while the run waits for a person (``sandbox_park``)."""
+
+    #: ``paused``: its compute stopped, its processes kept (Docker, E2B); ``standby``: the
+    #: provider stops it when idle, processes kept (Blaxel); ``running``: it keeps running
+    #: (and billing), so it is released after ``release_after`` seconds (Modal, or a pause
+    #: that failed); ``nothing``: there was nothing left to park.
+    parked_as: Literal["paused", "standby", "running", "nothing"]
+    why: str = ""
+    release_after: float | None = None
+
+
 class ReleaseInput(CompactModel):
     """Let go of an execution's sandbox: pause it while the run waits for a person, or free
     it (and its last checkpoint) when the execution is over."""

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import logging
 import os
 import socket
 import uuid
@@ -52,6 +53,7 @@ from codemode.activities.checkpoints import CheckpointStore
 from codemode.activities.encryption import Keyring
 from codemode.activities.retention import RetentionActivities
 from codemode.activities.sandbox_steps import SandboxActivities
+from codemode.activities.sandbox_sweep import SandboxSweepActivities, report_lines
 from codemode.activities.storage import BlobStore, StorageSettings, blob_store_for
 from codemode.activities.tool_activity import tool_activities
 from codemode.activities.tools import ToolRegistry
@@ -64,10 +66,12 @@ from codemode.worker.search_attributes import ensure_search_attributes
 from codemode.worker.workflow_runner import CodeModeWorkflowRunner
 from codemode.workflows.execution_workflow import CodeExecutionWorkflow
 from codemode.workflows.session_workflow import CodeSessionWorkflow
-from codemode.workflows.sweep_workflow import StorageSweepWorkflow
+from codemode.workflows.sweep_workflow import SandboxSweepWorkflow, StorageSweepWorkflow
 
 if TYPE_CHECKING:
     from codemode.activities.mcp_tools import McpServers
+
+log = logging.getLogger(__name__)
 
 PLUGIN_NAME = "codemode.CodeModePlugin"
 
@@ -182,7 +186,7 @@ class CodeModePlugin(SimplePlugin):
             PLUGIN_NAME,
             data_converter=self._data_converter,
             interceptors=self._interceptors(tracing),
-            workflows=[CodeExecutionWorkflow, CodeSessionWorkflow, StorageSweepWorkflow],
+            workflows=[CodeExecutionWorkflow, CodeSessionWorkflow, StorageSweepWorkflow, SandboxSweepWorkflow],
             workflow_runner=_workflow_runner,
         )
 
@@ -255,6 +259,7 @@ class CodeModePlugin(SimplePlugin):
             *config.get("activities", []),
             *sandbox.activities(),
             RetentionActivities(store).sweep,
+            SandboxSweepActivities(sandbox.sweep_sandboxes).sweep,
             *tool_activities(self.registry, sandbox),
         ]
         _version(config, self.deployment, self.build_id)
@@ -288,7 +293,7 @@ class CodeModePlugin(SimplePlugin):
             build_id=self.build_id or worker.config(active_config=True).get("build_id") or BUILD_ID,
         )
         own_task = asyncio.create_task(own.run())
-        sweeper = asyncio.create_task(_sweep_orphans(parts.sandbox))
+        sweeper = asyncio.create_task(_sweep_orphans(client, parts.sandbox))
         watcher = asyncio.create_task(watch_reachability(client))  # logs a lost credential
         try:
             main_task = asyncio.ensure_future(next(worker))
@@ -323,15 +328,22 @@ async def _tell_sessions_their_process_is_gone(client: Client, sandbox: SandboxA
             await client.get_workflow_handle(owner).signal("live_lost", key)
 
 
-#: How often a worker looks for sandboxes crashed workers left behind (and once at start).
+#: How often a worker looks for sandboxes no open execution names (and once at start).
 ORPHAN_SWEEP_SECONDS = 3600.0
 
 
-async def _sweep_orphans(sandbox: SandboxActivities) -> None:
-    """Remove the sandboxes crashed workers left on a shared engine (the docker runtime's
-    containers no run can use any more), at start and then hourly."""
+async def _sweep_orphans(client: Client, sandbox: SandboxActivities) -> None:
+    """Destroy the sandboxes no open execution names, on every provider this worker serves
+    (``activities/sandbox_sweep.py``), at start and then hourly; the report goes to the log
+    (the ``codemode-sandbox-sweep`` Schedule shows the same sweep in the web UI)."""
     while True:
-        await sandbox.sweep_orphans()
+        try:
+            report = await sandbox.sweep_sandboxes(client)
+            if report.removed or report.errors:
+                for line in report_lines(report):
+                    log.info("%s", line)
+        except Exception as err:  # Temporal or a provider down: the next sweep tries again
+            log.warning("the sandbox sweep failed: %s", err)
         await asyncio.sleep(ORPHAN_SWEEP_SECONDS)
 
 

@@ -24,6 +24,7 @@ from codemode.activities.records import (  # noqa: F401 (shared with the activit
     ToolCallRecord,
 )
 from codemode.runtimes.types import CompactModel, ExecutionLimits, NetworkPolicy, SandboxOptions
+from codemode.workflows.usage import SandboxUsage
 
 TASK_QUEUE = "codemode"
 WORKFLOW_TYPE = EXECUTION_WORKFLOW_TYPE
@@ -116,6 +117,9 @@ class ExecutionOutcome(CompactModel):
     #: Files the code handed back (``save_artifact``, the outputs directory): references;
     #: the bytes are in the object store (``codemode artifacts ID NAME``).
     artifacts: list[Artifact] = Field(default_factory=list)
+    #: What its sandboxes cost, per runtime: seconds running and paused, sandboxes created,
+    #: journal replays (``workflows/usage.py``).
+    usage: dict[str, SandboxUsage] = Field(default_factory=dict)
 
 
 class PendingApproval(BaseModel):

@@ -142,6 +142,8 @@ async def _serve_worker(
     async with w.running():  # closes the MCP servers when the worker stops
         if await w.ensure_sweep_schedule():
             note("Scheduled the hourly retention sweep of the object store (codemode-storage-sweep).")
+        if await w.ensure_sandbox_sweep_schedule():
+            note("Scheduled the hourly sweep of sandboxes no open execution names (codemode-sandbox-sweep).")
         names = [s.code_name for s in registry]
         version = w.plugin.deployment
         if version is not None:
