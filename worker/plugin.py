@@ -35,7 +35,7 @@ from importlib.metadata import version as _version
 from typing import TYPE_CHECKING, Any, Literal
 
 from temporalio.client import Client, ClientConfig
-from temporalio.converter import DataConverter
+from temporalio.converter import DataConverter, DefaultPayloadConverter
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
@@ -50,7 +50,7 @@ from codemode.activities.tools import ToolRegistry
 from codemode.runtimes import CodeRuntime
 from codemode.runtimes.exit_settle import settle_at_exit
 from codemode.worker import telemetry
-from codemode.worker.converter import data_converter, keyring_of, store_of
+from codemode.worker.converter import CannotCompose, composed_data_converter, data_converter, keyring_of, store_of
 from codemode.worker.workflow_runner import CodeModeWorkflowRunner
 from codemode.workflows.execution_workflow import CodeExecutionWorkflow
 from codemode.workflows.session_workflow import CodeSessionWorkflow
@@ -146,6 +146,9 @@ class CodeModePlugin(SimplePlugin):
         self.session_keep_alive_seconds = session_keep_alive_seconds
         self.tune_worker = tune_worker
         self._parts: list[WorkerParts] = []
+        #: A plugin after this one on the client installs its own payload converter over the SDK's
+        #: default class (``_later_plugin_converts``); remembered for a Replayer.
+        self._yield_payload_converter = False
         self._session_queues: set[str] = set()
         super().__init__(
             PLUGIN_NAME,
@@ -161,6 +164,9 @@ class CodeModePlugin(SimplePlugin):
         # A short-lived process (a starter, a CLI command) can abort at exit after its work is
         # done when the SDK's threads still talk to Python (``runtimes/exit_settle.py``).
         settle_at_exit()
+        self._yield_payload_converter = _later_plugin_converts(
+            self, config.get("plugins", ()), self.make_data_converter()
+        )
         return super().configure_client(config)
 
     @property
@@ -177,11 +183,10 @@ class CodeModePlugin(SimplePlugin):
     def _data_converter(self, existing: DataConverter | None) -> DataConverter:
         if existing is not None and store_of(existing) is not None:
             return existing  # ours already (a client made by codemode.connect, or this plugin twice)
-        converter = self.make_data_converter()
-        if self.keyring is None and existing is not None and existing.payload_codec is not None:
-            # Keep a codec of the application's own when we do not encrypt.
-            converter = dataclasses.replace(converter, payload_codec=existing.payload_codec)
-        return converter
+        # Another plugin's payload converter (OpenAI Agents', ADK's...) stays; our store and codec wrap it.
+        return composed_data_converter(
+            existing, self.store, keys=self.keyring, yield_payload_converter=self._yield_payload_converter
+        )
 
     @staticmethod
     def _interceptors(tracing: bool | Any) -> list[Any]:
@@ -276,6 +281,36 @@ class CodeModePlugin(SimplePlugin):
                 await self.mcp.aclose()
             self._parts.remove(parts)
             self._session_queues.discard(parts.session_queue)
+
+
+def _later_plugin_converts(plugin: CodeModePlugin, plugins: Sequence[object], ours: DataConverter) -> bool:
+    """Whether a plugin after ``plugin`` installs a payload converter of its own over the SDK's
+    default class (OpenAI Agents', Deep Agents', ADK's, Strands', pydantic-ai's): then ours
+    leaves that class to it (two of them accept nothing else). Asked by calling each later
+    plugin's converter hook, which only builds a converter; one that would drop our encrypted
+    failure converter cannot compose."""
+    after = list(plugins)
+    index = next((i for i, p in enumerate(after) if p is plugin), None)
+    if index is None:
+        return False
+    probe = dataclasses.replace(ours, payload_converter_class=DefaultPayloadConverter)
+    converts = False
+    for other in after[index + 1 :]:
+        hook = getattr(other, "data_converter", None) if isinstance(other, SimplePlugin) else None
+        if not callable(hook):
+            continue
+        result = hook(probe)
+        if not isinstance(result, DataConverter):
+            continue
+        if result.payload_converter_class is not DefaultPayloadConverter:
+            converts = True
+        if plugin.keyring is not None and result.failure_converter_class is not ours.failure_converter_class:
+            raise CannotCompose(
+                f"CodeModePlugin cannot compose with {other.name()}: it replaces the failure converter "
+                f"({result.failure_converter_class.__name__}) that encryption needs (messages and stack traces "
+                f"encrypted); run without CODEMODE_ENCRYPTION_KEYS, or put CodeModePlugin after it"
+            )
+    return converts
 
 
 async def _tell_sessions_their_process_is_gone(client: Client, sandbox: SandboxActivities) -> None:
