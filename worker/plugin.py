@@ -223,6 +223,7 @@ class CodeModePlugin(SimplePlugin):
             session_keep_alive_seconds=self.session_keep_alive_seconds,
         )
         self._parts.append(WorkerParts(sandbox, session_queue, store, task_queue))
+        _configured.append(self.registry)
         if self.mcp is not None:  # image, audio and blob results go to the object store, sealed
             self.mcp.use_store(sandbox.checkpoints)
         config["activities"] = [
@@ -281,6 +282,16 @@ class CodeModePlugin(SimplePlugin):
                 await self.mcp.aclose()
             self._parts.remove(parts)
             self._session_queues.discard(parts.session_queue)
+
+
+#: The tool registries of the plugins that configured a worker in this process (the agent
+#: frameworks' ``run_code_tool()`` without tools uses the last one).
+_configured: list[ToolRegistry] = []
+
+
+def configured_registry() -> ToolRegistry | None:
+    """The tools of the last ``CodeModePlugin`` that configured a worker in this process."""
+    return _configured[-1] if _configured else None
 
 
 def _later_plugin_converts(plugin: CodeModePlugin, plugins: Sequence[object], ours: DataConverter) -> bool:
