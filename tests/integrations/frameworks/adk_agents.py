@@ -7,8 +7,8 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
-from datetime import timedelta
 from collections.abc import AsyncGenerator
+from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -38,7 +38,9 @@ class ScriptedLlm(BaseLlm):
     def supported_models(cls) -> list[str]:
         return [MODEL]
 
-    async def generate_content_async(self, llm_request: LlmRequest, stream: bool = False) -> AsyncGenerator[LlmResponse, None]:
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
         answers = [
             p.function_response.response
             for c in llm_request.contents
@@ -80,5 +82,7 @@ class AdkCoderWorkflow:
             agent=coder(TemporalModel(MODEL, {"start_to_close_timeout": timedelta(seconds=30)})), app_name="coder"
         )
         session = await runner.session_service.create_session(app_name="coder", user_id="ana")
-        events = [e async for e in runner.run_async(user_id="ana", session_id=session.id, new_message=user_says(prompt))]
+        events = [
+            e async for e in runner.run_async(user_id="ana", session_id=session.id, new_message=user_says(prompt))
+        ]
         return final_text(events)

@@ -65,7 +65,9 @@ async def test_run_code_outside_a_workflow_asks_for_confirmation_and_resumes(
     runner = InMemoryRunner(agent=coder(client=client, task_queue=task_queue), app_name="coder")
     session = await runner.session_service.create_session(app_name="coder", user_id="ana")
     async with CodeModeWorker(client, ToolRegistry.from_module(TOOLS), task_queue=task_queue).running():
-        first = [e async for e in runner.run_async(user_id="ana", session_id=session.id, new_message=user_says("pay ana"))]
+        first = [
+            e async for e in runner.run_async(user_id="ana", session_id=session.id, new_message=user_says("pay ana"))
+        ]
         (request,) = [r for e in first for r in pending_hitl_requests(e)]  # the run paused for a person
         execution_id = request.payload["execution_id"]
         assert [p["tool"] for p in request.payload["pending_approvals"]] == ["transfer"]
