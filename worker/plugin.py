@@ -298,8 +298,9 @@ def _later_plugin_converts(plugin: CodeModePlugin, plugins: Sequence[object], ou
     """Whether a plugin after ``plugin`` installs a payload converter of its own over the SDK's
     default class (OpenAI Agents', Deep Agents', ADK's, Strands', pydantic-ai's): then ours
     leaves that class to it (two of them accept nothing else). Asked by calling each later
-    plugin's converter hook, which only builds a converter; one that would drop our encrypted
-    failure converter cannot compose."""
+    plugin's converter hook, which only builds a converter. While we encrypt, a plugin that
+    would also replace the failure converter (Strands') keeps ours if it accepts it, and cannot
+    compose if it does not."""
     after = list(plugins)
     index = next((i for i, p in enumerate(after) if p is plugin), None)
     if index is None:
@@ -311,16 +312,19 @@ def _later_plugin_converts(plugin: CodeModePlugin, plugins: Sequence[object], ou
         if not callable(hook):
             continue
         result = hook(probe)
-        if not isinstance(result, DataConverter):
+        if not isinstance(result, DataConverter) or result.payload_converter_class is DefaultPayloadConverter:
             continue
-        if result.payload_converter_class is not DefaultPayloadConverter:
-            converts = True
         if plugin.keyring is not None and result.failure_converter_class is not ours.failure_converter_class:
-            raise CannotCompose(
-                f"CodeModePlugin cannot compose with {other.name()}: it replaces the failure converter "
-                f"({result.failure_converter_class.__name__}) that encryption needs (messages and stack traces "
-                f"encrypted); run without CODEMODE_ENCRYPTION_KEYS, or put CodeModePlugin after it"
-            )
+            try:
+                hook(ours)
+            except ValueError:
+                raise CannotCompose(
+                    f"CodeModePlugin cannot compose with {other.name()}: it accepts only its own payload converter "
+                    f"and replaces the failure converter that encryption needs "
+                    f"({result.failure_converter_class.__name__}); run without CODEMODE_ENCRYPTION_KEYS"
+                ) from None
+            continue  # it keeps ours, encryption's failure converter with it
+        converts = True
     return converts
 
 

@@ -143,24 +143,37 @@ class _ForeignDriver(StorageDriver):
         raise NotImplementedError
 
 
-async def test_a_later_plugin_that_drops_the_encrypted_failure_converter_fails_at_connect(
-    temporal_address: str, store: BlobStore
+@pytest.mark.parametrize("accepts_ours", [True, False], ids=["accepts-ours", "refuses-ours"])
+async def test_a_later_plugin_that_would_drop_the_encrypted_failure_converter(
+    accepts_ours: bool, temporal_address: str, store: BlobStore
 ) -> None:
+    """As Strands' plugin does over the default converter: its payload converter and its failure
+    converter. While we encrypt, it keeps ours when it accepts it; else connecting fails."""
     from temporalio.contrib.pydantic import PydanticPayloadConverter
     from temporalio.converter import DefaultFailureConverter
 
     from codemode.activities.encryption import Keyring
+    from codemode.worker.converter import EncryptedFailureConverter
 
     class TheirFailures(DefaultFailureConverter):
         pass
 
-    def theirs(converter: DataConverter | None) -> DataConverter:  # as Strands' plugin does over the default
+    def theirs(converter: DataConverter | None) -> DataConverter:
+        converter = converter or DataConverter.default
+        if converter.payload_converter_class is not DefaultPayloadConverter:
+            if accepts_ours:
+                return converter
+            raise ValueError("only the default")
         return dataclasses.replace(
-            converter or DataConverter.default,
-            payload_converter_class=PydanticPayloadConverter,
-            failure_converter_class=TheirFailures,
+            converter, payload_converter_class=PydanticPayloadConverter, failure_converter_class=TheirFailures
         )
 
     ours = CodeModePlugin(store=store, encryption_keys=Keyring({"k1": bytes(32)}), tracing=False)
-    with pytest.raises(CannotCompose, match="cannot compose with failures: it replaces the failure converter"):
-        await Client.connect(temporal_address, plugins=[ours, SimplePlugin("failures", data_converter=theirs)])
+    plugins = [ours, SimplePlugin("failures", data_converter=theirs)]
+    if accepts_ours:
+        client = await Client.connect(temporal_address, plugins=plugins)
+        assert client.data_converter.failure_converter_class is EncryptedFailureConverter
+        assert client.data_converter.payload_converter_class is SharedPydanticPayloadConverter
+    else:
+        with pytest.raises(CannotCompose, match="cannot compose with failures: .*replaces the failure converter"):
+            await Client.connect(temporal_address, plugins=plugins)
