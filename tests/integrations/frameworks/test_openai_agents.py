@@ -97,3 +97,53 @@ async def test_run_code_outside_a_workflow_stops_the_run_for_approval_and_resume
     outcome = await client.get_workflow_handle(execution_id, result_type=ExecutionOutcome).result()
     assert [(c.tool, c.attempts) for c in outcome.tool_calls] == [("lookup", 1), ("transfer", 1)]
     assert transfers(events_file) == 1
+
+
+async def test_the_agent_survives_a_sigkill_while_its_code_waits_for_approval(
+    temporal_address: str, store: BlobStore, events_file: Path
+) -> None:
+    """The worker that runs the agent (and its child execution) is SIGKILLed while the child waits
+    for a person; the person approves with no worker running; a new worker finishes the agent.
+    The transfer ran once; the lookup before it was not repeated."""
+    import asyncio
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.cli.runner import REPO
+    from tests.integrations.frameworks.openai_workflows import OpenAICoderWorkflow
+
+    def spawn() -> subprocess.Popen:
+        proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("openai_worker_proc.py")), temporal_address, task_queue],
+            env={**os.environ, "CODEMODE_TEST_EVENTS": str(events_file), "PYTHONPATH": str(REPO)},
+            stdout=subprocess.PIPE,
+            cwd=REPO,
+        )
+        assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
+        return proc
+
+    client = await Client.connect(temporal_address, plugins=[CodeModePlugin(store=store, tracing=False)])
+    task_queue = f"oa-agents-{uuid.uuid4().hex[:6]}"
+    agent_id = f"oa-coder-{uuid.uuid4().hex[:8]}"
+    child_id = f"{agent_id}-run_code-call"
+    first, second = spawn(), None
+    try:
+        handle = await client.start_workflow(OpenAICoderWorkflow.run, "pay ana", id=agent_id, task_queue=task_queue)
+        assert await wait_parked(client, child_id) == ["transfer"]
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        await decide(temporal_address, child_id)  # recorded as a signal: no worker runs
+        second = spawn()
+        answer = await asyncio.wait_for(handle.result(), 120)
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+    result = tool_output(answer)
+    assert result["success"] is True and result["output"] == {"city": "Paris", "paid": 12.5}
+    assert transfers(events_file) == 1
+    outcome = await client.get_workflow_handle(child_id, result_type=ExecutionOutcome).result()
+    assert [(c.tool, c.attempts) for c in outcome.tool_calls] == [("lookup", 1), ("transfer", 1)]
