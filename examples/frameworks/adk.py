@@ -38,8 +38,12 @@ class ScriptedLlm(BaseLlm):
     def supported_models(cls) -> list[str]:
         return ["scripted"]
 
-    async def generate_content_async(self, llm_request: LlmRequest, stream: bool = False) -> AsyncGenerator[LlmResponse, None]:
-        answers = [p.function_response.response for c in llm_request.contents for p in c.parts or [] if p.function_response]
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        answers = [
+            p.function_response.response for c in llm_request.contents for p in c.parts or [] if p.function_response
+        ]
         if answers:
             part = types.Part(text=f"done: {json.dumps(answers[-1])}")
         else:

@@ -94,3 +94,9 @@ async def test_run_code_outside_a_workflow_interrupts_the_agent_and_resumes_it(
     outcome = await client.get_workflow_handle(execution_id, result_type=ExecutionOutcome).result()
     assert [(c.tool, c.attempts) for c in outcome.tool_calls] == [("lookup", 1), ("transfer", 1)]
     assert transfers(events_file) == 1
+
+
+async def test_the_strands_example_runs(temporal_address: str, tmp_path: Path) -> None:
+    from tests.integrations.frameworks.test_examples import run_example
+
+    await run_example("strands", temporal_address, tmp_path)

@@ -10,6 +10,7 @@ import os
 import re
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +22,11 @@ EXAMPLES = ["openai_agents", "langgraph", "deepagents", "adk"]
 
 @pytest.mark.parametrize("example", EXAMPLES)
 async def test_the_framework_example_runs(example: str, temporal_address: str, tmp_path) -> None:
+    await run_example(example, temporal_address, tmp_path)
+
+
+async def run_example(example: str, temporal_address: str, tmp_path: Path) -> None:
+    """Run ``examples/frameworks/{example}.py``, approve what it waits for, check its answer."""
     assert f'--8<-- "examples/frameworks/{example}.py"' in GUIDE  # the guide shows the file this test runs
     env = {
         **os.environ,
