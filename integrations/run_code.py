@@ -176,7 +176,8 @@ def _ids_used() -> dict[str, int]:
 
 def plugin_registry() -> ToolRegistry | None:
     """The tools of the ``CodeModePlugin`` that configured a worker in this process (the last one)."""
-    from codemode.worker.plugin import configured_registry
+    with workflow.unsafe.imports_passed_through():  # the process's module, not a sandbox's copy
+        from codemode.worker.plugin import configured_registry
 
     return configured_registry()
 
@@ -233,14 +234,16 @@ class RunCode:
             return ToolRegistry.from_module(self.tools)
 
     def prompt(self) -> str:
-        """The runtime's prompt with the tool stubs (what ``codemode tools`` prints)."""
-        if not isinstance(self.tools, str):
-            return code_mode_prompt(self.runtime, self.registry().signatures())
-        key = (self.tools, self.runtime)
-        if key not in _PROMPTS:
-            with workflow.unsafe.imports_passed_through():
-                _PROMPTS[key] = code_mode_prompt(self.runtime, self.registry().signatures())
-        return _PROMPTS[key]
+        """The runtime's prompt with the tool stubs (what ``codemode tools`` prints). Built with
+        the process's modules (the runtime's, the tools'), not a workflow sandbox's copies."""
+        key = (self.tools, self.runtime) if isinstance(self.tools, str) else None
+        if key is not None and key in _PROMPTS:
+            return _PROMPTS[key]
+        with workflow.unsafe.imports_passed_through():
+            prompt = code_mode_prompt(self.runtime, self.registry().signatures())
+        if key is not None:
+            _PROMPTS[key] = prompt
+        return prompt
 
     def description(self) -> str:
         """The tool's description: what it returns, then the prompt with the stubs."""

@@ -37,6 +37,8 @@ def quoting_model(code: str = CODE) -> TestModel:
 class OpenAICoderWorkflow:
     @workflow.run
     async def run(self, prompt: str) -> str:
-        agent = Agent(name="coder", instructions="Use run_code.", tools=[run_code_tool(TOOLS)])
+        # No tools named: the tools of the worker's CodeModePlugin.
+        tool = run_code_tool() if prompt.startswith("plugin's tools:") else run_code_tool(TOOLS)
+        agent = Agent(name="coder", instructions="Use run_code.", tools=[tool])
         result = await Runner.run(agent, prompt)
         return str(result.final_output)

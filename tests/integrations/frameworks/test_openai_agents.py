@@ -41,9 +41,13 @@ def plugins(store: BlobStore) -> list:
     ]
 
 
-@pytest.mark.parametrize("approve", [True, False], ids=["approved", "denied"])
+@pytest.mark.parametrize(
+    "approve, prompt",
+    [(True, "pay ana"), (False, "pay ana"), (True, "plugin's tools: pay ana")],
+    ids=["approved", "denied", "approved-with-the-plugin's-tools"],
+)
 async def test_run_code_in_a_workflow_waits_for_the_person_inside_the_tool(
-    approve: bool, temporal_address: str, store: BlobStore, task_queue: str, events_file: Path
+    approve: bool, prompt: str, temporal_address: str, store: BlobStore, task_queue: str, events_file: Path
 ) -> None:
     from tests.integrations.frameworks.openai_workflows import OpenAICoderWorkflow
 
@@ -52,7 +56,7 @@ async def test_run_code_in_a_workflow_waits_for_the_person_inside_the_tool(
     agent_id = f"oa-coder-{uuid.uuid4().hex[:8]}"
     child_id = f"{agent_id}-run_code-call"  # the test model's call id is "call"
     async with Worker(client, task_queue=task_queue, workflows=[OpenAICoderWorkflow], max_cached_workflows=0):
-        handle = await client.start_workflow(OpenAICoderWorkflow.run, "pay ana", id=agent_id, task_queue=task_queue)
+        handle = await client.start_workflow(OpenAICoderWorkflow.run, prompt, id=agent_id, task_queue=task_queue)
         assert await wait_parked(client, child_id) == ["transfer"]
         assert (await client.get_workflow_handle(child_id).describe()).parent_id == agent_id
         await decide(temporal_address, child_id, approve=approve)
