@@ -112,3 +112,32 @@ async def test_run_code_outside_a_workflow_interrupts_the_graph_and_resumes_it(
     outcome = await client.get_workflow_handle(execution_id, result_type=ExecutionOutcome).result()
     assert [(c.tool, c.attempts) for c in outcome.tool_calls] == [("lookup", 1), ("transfer", 1)]
     assert transfers(events_file) == 1
+
+
+async def test_run_code_outside_a_workflow_interrupts_a_deep_agent_and_resumes_it(
+    client: Client, temporal_address: str, task_queue: str, events_file: Path
+) -> None:
+    """The same tool given to ``create_deep_agent`` (no Temporal plugin): it interrupts the
+    agent's graph, and ``Command(resume=...)`` finishes it."""
+    from deepagents import create_deep_agent
+    from langchain_core.messages import HumanMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command
+
+    from codemode.activities import ToolRegistry
+    from codemode.langgraph import run_code_tool
+    from codemode.worker.worker import CodeModeWorker
+    from tests.integrations.frameworks.langgraph_graphs import scripted_model
+
+    tool = run_code_tool(TOOLS, client=client, task_queue=task_queue)
+    agent = create_deep_agent(model=scripted_model(), tools=[tool], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": f"thread-{uuid.uuid4().hex[:8]}"}}
+    async with CodeModeWorker(client, ToolRegistry.from_module(TOOLS), task_queue=task_queue).running():
+        first = await agent.ainvoke({"messages": [HumanMessage("pay ana")]}, config)
+        (stop,) = first["__interrupt__"]
+        execution_id = stop.value["execution_id"]
+        await decide(temporal_address, execution_id)
+        second = await agent.ainvoke(Command(resume=True), config)
+    result = tool_output(second["messages"][-1].content)
+    assert result["success"] is True and result["output"] == {"city": "Paris", "paid": 12.5}
+    assert transfers(events_file) == 1

@@ -151,3 +151,39 @@ async def test_the_agent_survives_a_sigkill_while_its_code_waits_for_approval(
     assert transfers(events_file) == 1
     outcome = await client.get_workflow_handle(child_id, result_type=ExecutionOutcome).result()
     assert [(c.tool, c.attempts) for c in outcome.tool_calls] == [("lookup", 1), ("transfer", 1)]
+
+
+async def test_run_code_with_a_session_keeps_the_namespace_between_calls(
+    temporal_address: str, store: BlobStore, task_queue: str, events_file: Path
+) -> None:
+    """``session=True``: the agent's calls are cells of one session, the agent workflow's child;
+    the second uses what the first defined and waits for the person."""
+    from temporalio.openai_agents import ModelActivityParameters, OpenAIAgentsPlugin
+    from temporalio.openai_agents.testing import TestModelProvider
+
+    from tests.integrations.frameworks.openai_workflows import OpenAISessionCoderWorkflow, stepwise_model
+
+    first_code = "city = lookup('Paris')['city']\ncity"
+    second_code = "r = transfer('ana', 12.5)\n{'city': city, 'paid': r['amount']}"
+    used = [
+        CodeModePlugin(TOOLS, store=store, tracing=False),
+        OpenAIAgentsPlugin(
+            model_params=ModelActivityParameters(start_to_close_timeout=timedelta(seconds=30)),
+            model_provider=TestModelProvider(stepwise_model(first_code, second_code)),
+        ),
+    ]
+    client = await Client.connect(temporal_address, plugins=used)
+    agent_id = f"oa-session-{uuid.uuid4().hex[:8]}"
+    cell_id = f"session:{agent_id}-run_code:2"
+    async with Worker(client, task_queue=task_queue, workflows=[OpenAISessionCoderWorkflow], max_cached_workflows=0):
+        handle = await client.start_workflow(
+            OpenAISessionCoderWorkflow.run, "pay ana", id=agent_id, task_queue=task_queue
+        )
+        assert await wait_parked(client, cell_id) == ["transfer"]
+        await decide(temporal_address, cell_id)
+        answer = await handle.result()
+    result = tool_output(answer)
+    assert result["success"] is True and result["output"] == {"city": "Paris", "paid": 12.5}
+    assert (result["session"], result["cell"]) == (f"{agent_id}-run_code", 2)
+    assert transfers(events_file) == 1
+    await Replayer(workflows=[OpenAISessionCoderWorkflow], plugins=used).replay_workflow(await handle.fetch_history())
