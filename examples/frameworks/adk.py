@@ -14,6 +14,7 @@ quote its result. It runs offline, with no key.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 from collections.abc import AsyncGenerator
 from datetime import timedelta
@@ -52,6 +53,10 @@ class ScriptedLlm(BaseLlm):
 
 
 LLMRegistry.register(ScriptedLlm)
+# ADK imports these on an agent's first use; imported here, outside any workflow task, so that
+# the first one does not spend the sandbox's 2 s deadlock allowance importing them.
+for _module in ("google.adk.tools.agent_tool", "google.adk.flows.llm_flows", "google.adk.workflow"):
+    importlib.import_module(_module)
 
 
 @workflow.defn

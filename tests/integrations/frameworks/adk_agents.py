@@ -26,7 +26,17 @@ MODEL = "scripted-coder"
 #: What ADK's runner imports on its first run (outside the sandbox, as the plugin passes
 #: google.adk through): imported here, before a worker starts, so that a busy machine's first
 #: workflow task does not spend the deadlock detector's 2 s importing them.
-for _name in ("flows.llm_flows", "workflow", "code_executors", "memory", "artifacts", "auth", "telemetry", "a2a"):
+for _name in (
+    "tools.agent_tool",
+    "flows.llm_flows",
+    "workflow",
+    "code_executors",
+    "memory",
+    "artifacts",
+    "auth",
+    "telemetry",
+    "a2a",
+):
     with contextlib.suppress(ImportError):
         importlib.import_module(f"google.adk.{_name}")
 

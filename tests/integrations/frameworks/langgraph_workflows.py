@@ -3,6 +3,8 @@ Agents agent under ``DeepAgentsPlugin``, each with ``codemode.langgraph.run_code
 
 from __future__ import annotations
 
+import contextlib
+
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
@@ -11,6 +13,13 @@ with workflow.unsafe.imports_passed_through():
 
     from codemode.langgraph import run_code_tool
     from tests.integrations.frameworks.common import TOOLS
+
+with workflow.unsafe.imports_passed_through(), contextlib.suppress(ImportError):
+    # Deep Agents reads its distribution's metadata on its first agent (cached after): read
+    # here, outside a workflow task, not within the sandbox's 2 s deadlock allowance.
+    from deepagents._version import _lc_version
+
+    _lc_version()
 
 
 @workflow.defn
