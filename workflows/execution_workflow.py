@@ -71,6 +71,7 @@ with workflow.unsafe.imports_passed_through():
         why_not_live,
     )
     from codemode.workflows.step_state import DeferredTail, Held
+    from codemode.workflows.summary import final_details, preview
 
 #: What a tool's activity gives the step after its call before leaving it to the workflow's
 #: own step (which redoes it from the checkpoint; the tool never runs again). It is added to
@@ -254,7 +255,7 @@ class CodeExecutionWorkflow:
             raise
         self._error = error
         self._set_state("completed" if success else "timed_out" if error and error.kind == "timeout" else "failed")
-        workflow.set_current_details(self._final_details(success, error, started))
+        workflow.set_current_details(final_details(success, error, workflow.now() - started, len(self._calls)))
         await self._release(start)
         if self._cell_end is not None and self._cell_end.effect == "kept":
             await self._store_cell_journal(start)
@@ -310,6 +311,8 @@ class CodeExecutionWorkflow:
                 if self._code_approval.decision != "approved":
                     return False, None, permission_error("the code", self._code_approval)
             step = await self._start(start, local=local, timeout=timeout)
+            if step.hash_seed is not None and start.determinism is not None:  # a warm interpreter's
+                start.determinism = self._determinism = start.determinism.with_hash_seed(step.hash_seed)
             cursor = self._take(step, superseded=None)
         #: The step in hand came from a tool's activity (so no rollover check preceded it).
         fused_before = False
@@ -637,23 +640,10 @@ class CodeExecutionWorkflow:
             record.result = out.value
             self._record_bytes += out.size
         else:
-            record.result_preview = _preview(out.value)
+            record.result_preview = preview(out.value)
         if out.unfused:
             workflow.logger.info("call %s: running the step after it separately: %s", call.call_id, out.unfused)
         return JournalEntry.returned(call.function_call(), out.value), out.step
-
-    def _final_details(self, success: bool, error: ErrorInfo | None, started: datetime) -> str:
-        seconds = (workflow.now() - started).total_seconds()
-        calls = len(self._calls)
-        tail = f"in {seconds:.1f}s, {calls} tool call{'s' if calls != 1 else ''}"
-        if success:
-            return f"**Completed** {tail}."
-        if error is None:
-            return f"**Failed** {tail}."
-        where = f" at line {error.line}" if error.line else ""
-        message = f": {error.message[:300]}"
-        word = "Timed out" if error.kind == "timeout" else "Failed"
-        return f"**{word}** {tail}: `{error.type}`{where}{message}"
 
     def _set_state(self, state: ExecutionState) -> None:
         if state == self._state:
@@ -676,17 +666,3 @@ def _indexed_at_start(runtime: str) -> bool:
     start from the UI or another SDK does not, and the workflow upserts them itself)."""
     attrs = workflow.info().typed_search_attributes
     return attrs.get(STATUS_KEY) == "running" and attrs.get(RUNTIME_KEY) == runtime
-
-
-def _preview(value: object, limit: int = 200) -> str:
-    """The start of a large result, for the audit record (the whole value is in the journal)."""
-    if isinstance(value, list):
-        head = f"[{len(value)} items] "
-        first = value[:1]
-    elif isinstance(value, dict):
-        head = f"{{{len(value)} keys}} "
-        first = list(value)[:8]
-    else:
-        head, first = "", value
-    text = head + repr(first)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
