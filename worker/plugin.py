@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from temporalio.client import Client, ClientConfig
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
-from temporalio.converter import DataConverter
+from temporalio.converter import DataConverter, DefaultPayloadConverter
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import (
     PollerBehaviorSimpleMaximum,
@@ -60,7 +60,7 @@ from codemode.activities.tools import ToolRegistry
 from codemode.runtimes import CodeRuntime
 from codemode.runtimes.exit_settle import settle_at_exit
 from codemode.worker import telemetry
-from codemode.worker.converter import data_converter, keyring_of, store_of
+from codemode.worker.converter import CannotCompose, composed_data_converter, data_converter, keyring_of, store_of
 from codemode.worker.reachability import watch_reachability
 from codemode.worker.search_attributes import ensure_search_attributes
 from codemode.worker.workflow_runner import CodeModeWorkflowRunner
@@ -181,6 +181,9 @@ class CodeModePlugin(SimplePlugin):
         self.session_keep_alive_seconds = session_keep_alive_seconds
         self.tune_worker = tune_worker
         self._parts: list[WorkerParts] = []
+        #: A plugin after this one on the client installs its own payload converter over the SDK's
+        #: default class (``_later_plugin_converts``); remembered for a Replayer.
+        self._yield_payload_converter = False
         self._session_queues: set[str] = set()
         super().__init__(
             PLUGIN_NAME,
@@ -196,6 +199,9 @@ class CodeModePlugin(SimplePlugin):
         # A short-lived process (a starter, a CLI command) can abort at exit after its work is
         # done when the SDK's threads still talk to Python (``runtimes/exit_settle.py``).
         settle_at_exit()
+        self._yield_payload_converter = _later_plugin_converts(
+            self, config.get("plugins", ()), self.make_data_converter()
+        )
         return super().configure_client(config)
 
     @property
@@ -212,11 +218,10 @@ class CodeModePlugin(SimplePlugin):
     def _data_converter(self, existing: DataConverter | None) -> DataConverter:
         if existing is not None and store_of(existing) is not None:
             return existing  # ours already (a client made by codemode.connect, or this plugin twice)
-        converter = self.make_data_converter()
-        if self.keyring is None and existing is not None and existing.payload_codec is not None:
-            # Keep a codec of the application's own when we do not encrypt.
-            converter = dataclasses.replace(converter, payload_codec=existing.payload_codec)
-        return converter
+        # Another plugin's payload converter (OpenAI Agents', ADK's...) stays; our store and codec wrap it.
+        return composed_data_converter(
+            existing, self.store, keys=self.keyring, yield_payload_converter=self._yield_payload_converter
+        )
 
     @staticmethod
     def _interceptors(tracing: bool | Any) -> list[Any]:
@@ -253,6 +258,7 @@ class CodeModePlugin(SimplePlugin):
             session_keep_alive_seconds=self.session_keep_alive_seconds,
         )
         self._parts.append(WorkerParts(sandbox, session_queue, store, task_queue))
+        _configured.append(self.registry)
         if self.mcp is not None:  # image, audio and blob results go to the object store, sealed
             self.mcp.use_store(sandbox.checkpoints)
         config["activities"] = [
@@ -317,6 +323,50 @@ class CodeModePlugin(SimplePlugin):
                 await self.mcp.aclose()
             self._parts.remove(parts)
             self._session_queues.discard(parts.session_queue)
+
+
+#: The tool registries of the plugins that configured a worker in this process (the agent
+#: frameworks' ``run_code_tool()`` without tools uses the last one).
+_configured: list[ToolRegistry] = []
+
+
+def configured_registry() -> ToolRegistry | None:
+    """The tools of the last ``CodeModePlugin`` that configured a worker in this process."""
+    return _configured[-1] if _configured else None
+
+
+def _later_plugin_converts(plugin: CodeModePlugin, plugins: Sequence[object], ours: DataConverter) -> bool:
+    """Whether a plugin after ``plugin`` installs a payload converter of its own over the SDK's
+    default class (OpenAI Agents', Deep Agents', ADK's, Strands', pydantic-ai's): then ours
+    leaves that class to it (two of them accept nothing else). Asked by calling each later
+    plugin's converter hook, which only builds a converter. While we encrypt, a plugin that
+    would also replace the failure converter (Strands') keeps ours if it accepts it, and cannot
+    compose if it does not."""
+    after = list(plugins)
+    index = next((i for i, p in enumerate(after) if p is plugin), None)
+    if index is None:
+        return False
+    probe = dataclasses.replace(ours, payload_converter_class=DefaultPayloadConverter)
+    converts = False
+    for other in after[index + 1 :]:
+        hook = getattr(other, "data_converter", None) if isinstance(other, SimplePlugin) else None
+        if not callable(hook):
+            continue
+        result = hook(probe)
+        if not isinstance(result, DataConverter) or result.payload_converter_class is DefaultPayloadConverter:
+            continue
+        if plugin.keyring is not None and result.failure_converter_class is not ours.failure_converter_class:
+            try:
+                hook(ours)
+            except ValueError:
+                raise CannotCompose(
+                    f"CodeModePlugin cannot compose with {other.name()}: it accepts only its own payload converter "
+                    f"and replaces the failure converter that encryption needs "
+                    f"({result.failure_converter_class.__name__}); run without CODEMODE_ENCRYPTION_KEYS"
+                ) from None
+            continue  # it keeps ours, encryption's failure converter with it
+        converts = True
+    return converts
 
 
 async def _tell_sessions_their_process_is_gone(client: Client, sandbox: SandboxActivities) -> None:
