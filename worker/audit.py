@@ -52,6 +52,14 @@ class ApprovalAudit(BaseModel):
     at: datetime
     #: The Temporal client identity that sent the signal (process@host).
     identity: str = ""
+    #: The door it came through (cli, inbox, link, mcp, pydantic-ai, signal).
+    door: str | None = None
+    #: What the call asked, and what a person approved instead (edited arguments).
+    asked_arguments: dict[str, Any] | None = None
+    approved_arguments: dict[str, Any] | None = None
+    #: A person answered instead of the tool: the value the code got.
+    answered: bool = False
+    answer: Any = None
 
 
 class CallAudit(BaseModel):
@@ -62,6 +70,8 @@ class CallAudit(BaseModel):
     kwargs: dict[str, Any] = Field(default_factory=dict)
     line: int | None = None
     requires_approval: bool = False
+    #: The arguments by parameter name (kept for calls that wait for a person).
+    arguments: dict[str, Any] | None = None
     status: CallStatus = "pending"
     result: Any = None
     error: ErrorInfo | None = None
@@ -276,7 +286,7 @@ class _Builder:
             for req in step.calls:
                 c = self.call(req.call_id, req.tool)
                 c.tool, c.args, c.kwargs, c.summary, c.line = req.tool, req.args, req.kwargs, req.summary, req.line
-                c.requires_approval, c.requested_at = req.requires_approval, at
+                c.requires_approval, c.requested_at, c.arguments = req.requires_approval, at, req.arguments
                 if req.requires_approval and c.approval is None:
                     c.status = "awaiting_approval"
                     self.event(at, "requested", f"{req.summary} needs approval", req.call_id)
@@ -425,7 +435,9 @@ class _Builder:
             call_id, by, text = read
             decision = "approved" if attrs.signal_name == "approve" else "denied"
             self._approval(
-                ApprovalAudit(call_id=call_id, decision=decision, by=by, comment=text, at=at, identity=attrs.identity)
+                ApprovalAudit(
+                    call_id=call_id, decision=decision, by=by, comment=text, at=at, identity=attrs.identity, door="signal"
+                )
             )
         elif kind == "workflow_execution_update_accepted_event_attributes":
             attrs = e.workflow_execution_update_accepted_event_attributes
@@ -438,6 +450,7 @@ class _Builder:
             read = read_decision("decide", {"call_id": d.call_id, "by": d.by}, self.undecided())
             if isinstance(read, IgnoredSignal):
                 return  # the validator refused it; a refused update leaves no event anyway
+            asked = self.calls[read[0]].arguments if read[0] in self.calls else None
             self._approval(
                 ApprovalAudit(
                     call_id=read[0],
@@ -446,6 +459,11 @@ class _Builder:
                     comment=d.comment,
                     at=at,
                     identity=request.meta.identity,
+                    door=d.door,
+                    asked_arguments=asked,
+                    approved_arguments={**(asked or {}), **d.arguments} if d.approve and d.arguments else None,
+                    answered=d.approve and d.answer is not None,
+                    answer=d.answer.value if d.approve and d.answer is not None else None,
                 )
             )
         elif kind == "workflow_execution_completed_event_attributes":
@@ -489,6 +507,13 @@ class _Builder:
             who = f"{ANONYMOUS} (sent by {approval.identity})"
         by = f" by {who}"
         why = f": {approval.comment}" if approval.comment else ""
+        if approval.answered:
+            verb = "answered instead of the tool"
+            why = f" with {_short(approval.answer)}{why}"
+        elif approval.approved_arguments is not None:
+            why = f", edited to {_edits(approval.asked_arguments or {}, approval.approved_arguments)}{why}"
+        if approval.door:
+            why += f" (via {approval.door})"
         if approval.call_id == CODE_APPROVAL_ID:
             if self.audit.code_approval is None:
                 self.audit.code_approval = approval
@@ -573,3 +598,19 @@ async def fetch_audit(client: Any, execution_id: str) -> ExecutionAudit:
     histories.reverse()
     run_ids.reverse()
     return await build_audit(execution_id, histories, client.data_converter, run_ids)
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    import json
+
+    text = json.dumps(value, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _edits(asked: dict[str, Any], approved: dict[str, Any]) -> str:
+    """``amount=90 (asked 900)``: the arguments a person changed."""
+    changed = [k for k in approved if asked.get(k, object()) != approved[k]]
+    return ", ".join(
+        f"{k}={_short(approved[k], 60)}" + (f" (asked {_short(asked[k], 60)})" if k in asked else " (added)")
+        for k in changed
+    ) or "no change"

@@ -221,6 +221,7 @@ def build_specs(
         )
         spec.fn = make_call(spec)
         spec.check = make_check(spec, schema)
+        spec.returns_schema = tool.output_schema
         specs.append(spec)
     return specs
 

@@ -3,7 +3,7 @@
 One module per command group, so a command is found by its file name:
 
 - ``run.py``: ``run``, ``result`` (and the follower that shows tool calls as they happen)
-- ``decide.py``: ``approve``, ``deny``, ``cancel``
+- ``decide.py``: ``approve``, ``deny``, ``answer``, ``cancel``
 - ``inspect.py``: ``status``, ``history``
 - ``listing.py``: ``list``
 - ``artifacts.py``: ``artifacts`` (list an execution's files, or fetch one)
@@ -58,6 +58,12 @@ class Entry(NamedTuple):
 
 #: Every command, by name.
 COMMANDS: dict[str, Entry] = {
+    "answer": Entry(
+        "decide",
+        "answer",
+        "Answer a tool call waiting for approval instead of the tool: the code gets RESULT as the call's result "
+        "and the tool does not run (RESULT must fit what the tool returns).",
+    ),
     "approve": Entry(
         "decide",
         "approve",
