@@ -42,6 +42,8 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from codemode.activities.checkpoints import CheckpointStore
 from codemode.activities.encryption import Keyring
+from codemode.activities.notify.activities import NotifyActivities
+from codemode.activities.notify.config import NotifyConfig, load_notify_config
 from codemode.activities.retention import RetentionActivities
 from codemode.activities.sandbox_steps import SandboxActivities
 from codemode.activities.storage import BlobStore, StorageSettings, blob_store_for
@@ -53,6 +55,7 @@ from codemode.worker import telemetry
 from codemode.worker.converter import data_converter, keyring_of, store_of
 from codemode.worker.workflow_runner import CodeModeWorkflowRunner
 from codemode.workflows.execution_workflow import CodeExecutionWorkflow
+from codemode.workflows.notify_workflow import CodeModeNotifyWorkflow
 from codemode.workflows.session_workflow import CodeSessionWorkflow
 from codemode.workflows.sweep_workflow import StorageSweepWorkflow
 
@@ -113,6 +116,8 @@ class CodeModePlugin(SimplePlugin):
     :param tune_worker: raise the worker's activity pollers, eager activity reservations and
         heartbeat rate where they are at the SDK's defaults (what gathered calls and prompt
         cancellation need); settings you passed yourself are kept.
+    :param notify: a ``NotifyConfig`` (webhooks, email, reminders: who is told that a call
+        waits), ``"env"`` (the file ``CODEMODE_NOTIFY_CONFIG`` names, the default) or None.
     :param mcp: started MCP servers (``codemode.activities.mcp_tools.McpServers``): their tools join
         the registry (a namespace per server), image and blob results go to the object store
         (sealed under the keys), and the servers are closed when the worker stops.
@@ -130,7 +135,10 @@ class CodeModePlugin(SimplePlugin):
         tune_worker: bool = True,
         mcp: McpServers | None = None,
         session_keep_alive_seconds: float = 900.0,
+        notify: NotifyConfig | Literal["env"] | None = "env",
     ) -> None:
+        #: Where workers tell people a call waits (``CODEMODE_NOTIFY_CONFIG`` by default).
+        self.notify = load_notify_config() if notify == "env" else notify
         if isinstance(tools, ToolRegistry) or tools is None:
             self.registry = tools if tools is not None else ToolRegistry()
         else:
@@ -151,7 +159,7 @@ class CodeModePlugin(SimplePlugin):
             PLUGIN_NAME,
             data_converter=self._data_converter,
             interceptors=self._interceptors(tracing),
-            workflows=[CodeExecutionWorkflow, CodeSessionWorkflow, StorageSweepWorkflow],
+            workflows=[CodeExecutionWorkflow, CodeSessionWorkflow, StorageSweepWorkflow, CodeModeNotifyWorkflow],
             workflow_runner=_workflow_runner,
         )
 
@@ -224,6 +232,7 @@ class CodeModePlugin(SimplePlugin):
             *config.get("activities", []),
             *sandbox.activities(),
             RetentionActivities(store).sweep,
+            *NotifyActivities(self.notify).activities(),
             *tool_activities(self.registry, sandbox),
         ]
         if self.tune_worker:

@@ -12,11 +12,12 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from codemode.activities.notify.config import NotifyConfig
 from codemode.activities.retention import SweepInput
 from codemode.activities.storage import BlobStore
 from codemode.activities.tools import ToolRegistry
@@ -52,10 +53,12 @@ class CodeModeWorker:
         store: BlobStore | None = None,
         mcp: McpServers | None = None,
         session_keep_alive_seconds: float = 900.0,
+        notify: NotifyConfig | Literal["env"] | None = "env",
     ) -> None:
         """``mcp``: started MCP servers whose tools the code may call (``CodeModePlugin``'s
         ``mcp``); the worker closes them when it stops. ``session_keep_alive_seconds``: how
-        long a session's live process (python) waits here for the session's next cell."""
+        long a session's live process (python) waits here for the session's next cell. ``notify``:
+        who is told that a call waits (``CodeModePlugin``'s ``notify``)."""
         store = store or store_of(client.data_converter)
         if store is None:
             raise ValueError(
@@ -73,6 +76,7 @@ class CodeModeWorker:
             keep_alive_seconds=keep_alive_seconds,
             mcp=mcp,
             session_keep_alive_seconds=session_keep_alive_seconds,
+            notify=notify,
         )
         self.worker = Worker(
             client,

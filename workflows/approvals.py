@@ -15,6 +15,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from codemode.activities.decision_checks import approved_arguments, check_answer
     from codemode.activities.models import CallRequest
+    from codemode.workflows.approval_notices import Notices
     from codemode.workflows.models import (
         CODE_APPROVAL_ID,
         ApprovalRecord,
@@ -39,6 +40,8 @@ class Approvals:
         self.ignored: list[IgnoredSignal] = []
         #: Answers a person gave instead of the tool, by call id (the call's result).
         self.answers: dict[str, Any] = {}
+        #: Notifications of what waits and what was decided (``workflows/approval_notices.py``).
+        self.notices = Notices()
         self._set_state = set_state
 
     def on_signal(self, name: str, payload: Any) -> None:
@@ -136,6 +139,7 @@ class Approvals:
         self.pending[review.call_id] = review
         self._set_state("awaiting_approval")
         self.show_pending(execution_id)
+        self.notices.send("approval.requested", review)
         try:
             await workflow.wait_condition(
                 lambda: review.call_id in self.decisions,
@@ -149,6 +153,8 @@ class Approvals:
             )
         # Not in a finally: on eviction the coroutine is closed and must not touch workflow APIs.
         del self.pending[review.call_id]
+        expired = decision.decision == "timed_out"
+        self.notices.send("approval.expired" if expired else "approval.decided", review, decision)
         self.show_pending(execution_id)
         if not self.pending:
             self._set_state("running")

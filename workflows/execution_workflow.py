@@ -203,6 +203,7 @@ class CodeExecutionWorkflow:
             req = CodeExecutionRequest.model_validate(req)
         info = workflow.info()
         self._req = req
+        self._approvals.notices.code = req.code
         self._runtime = req.runtime
         self._index = req.index_search_attributes
         self._started = started = carry.started_at if carry else workflow.now()
@@ -258,6 +259,7 @@ class CodeExecutionWorkflow:
         self._set_state("completed" if success else "timed_out" if error and error.kind == "timeout" else "failed")
         workflow.set_current_details(final_details(success, error, workflow.now() - started, len(self._calls)))
         await self._release(start)
+        await self._approvals.notices.settled()
         if self._cell_end is not None and self._cell_end.effect == "kept":
             await self._store_cell_journal(start)
         return ExecutionOutcome(
@@ -445,6 +447,7 @@ class CodeExecutionWorkflow:
 
     async def _roll_over(self, req: CodeExecutionRequest, cursor: Cursor) -> NoReturn:
         await workflow.wait_condition(workflow.all_handlers_finished)
+        await self._approvals.notices.settled()
         assert self._started is not None
         # A deferred step's tail (the journal entries since its checkpoint) rides along in the
         # carry, so the next run can still rebuild the live run; everything before is stored.

@@ -143,10 +143,36 @@ async def _serve_worker(
         note("Stopping the worker...")
 
 
+def notify_config_option(fn):  # type: ignore[no-untyped-def]
+    return click.option(
+        "--notify-config",
+        "notify_config",
+        envvar="CODEMODE_NOTIFY_CONFIG",
+        show_envvar=True,
+        metavar="FILE",
+        help="Who is told when a call waits for approval: webhooks, email, reminders, the inbox's URL (JSON or TOML).",
+    )(fn)
+
+
+def use_notify_config(path: str | None) -> None:
+    """Check the notify config now (a bad one fails the command, naming the key), and let the
+    worker's plugin read it (``CODEMODE_NOTIFY_CONFIG``)."""
+    if not path:
+        return
+    from codemode.activities.notify.config import ENV_VAR, NotifyConfigError, load_notify_config
+
+    try:
+        load_notify_config(path)
+    except NotifyConfigError as err:
+        raise Fail(str(err)) from None
+    os.environ[ENV_VAR] = path
+
+
 @click.command()
 @tools_option
 @mcp_config_option
 @cli_config_option
+@notify_config_option
 @address_option
 @task_queue_option
 @metrics_option
@@ -160,6 +186,7 @@ def worker(
     tools_module: str | None,
     mcp_config: str | None,
     cli_config: str | None,
+    notify_config: str | None,
     address: str,
     task_queue: str,
     metrics: str | None,
@@ -168,6 +195,7 @@ def worker(
     """Run a worker for the workflow, the sandbox steps and the tools, until Ctrl-C."""
     if image:
         os.environ["CODEMODE_DOCKER_IMAGE"] = image
+    use_notify_config(notify_config)
     registry = load_tools(tools_module) if require_tools(tools_module, mcp_config, cli_config) else None
     config = load_mcp_config_file(mcp_config)
     registry = open_cli(registry, load_cli_config_file(cli_config))
@@ -212,6 +240,7 @@ async def _server(port: int, ui_port: int | None, db: str | None, codec_port: in
 @tools_option
 @mcp_config_option
 @cli_config_option
+@notify_config_option
 @port_option
 @ui_port_option
 @db_option
@@ -222,6 +251,7 @@ def dev(
     tools_module: str | None,
     mcp_config: str | None,
     cli_config: str | None,
+    notify_config: str | None,
     port: int,
     ui_port: int | None,
     db: str | None,
@@ -231,6 +261,7 @@ def dev(
 ) -> int:
     """The embedded server and a worker in one process, until Ctrl-C (with
     CODEMODE_ENCRYPTION_KEYS set, also the codec server for the web UI)."""
+    use_notify_config(notify_config)
     registry = load_tools(tools_module) if require_tools(tools_module, mcp_config, cli_config) else None
     config = load_mcp_config_file(mcp_config)
     registry = open_cli(registry, load_cli_config_file(cli_config))
