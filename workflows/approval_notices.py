@@ -52,7 +52,8 @@ class Notices:
                 answered=decision.answered,
             ),
         )
-        child_id = f"{info.workflow_id}:notify:{review.call_id}:{event.partition('.')[2]}:{info.first_execution_run_id[:8]}"
+        # Unique across the namespace (run ids are), and the same on a replay under another id.
+        child_id = f"codemode-notify:{info.first_execution_run_id}:{review.call_id}:{event.partition('.')[2]}"
         self._starting.append(asyncio.create_task(self._start(req, child_id)))
 
     async def _start(self, req: NotifyRequest, child_id: str) -> None:
