@@ -93,6 +93,12 @@ COMMANDS: dict[str, Entry] = {
     "history": Entry(
         "inspect", "history", "The audit timeline from the Temporal history: calls, attempts, approvals, timings."
     ),
+    "inbox": Entry(
+        "inbox",
+        "inbox",
+        "Serve the approvals inbox: every call waiting for approval, to approve, deny, edit then approve, or answer "
+        "instead of the tool, as the signed-in person; until Ctrl-C.",
+    ),
     "keygen": Entry(
         "codec", "keygen", "Print a new random AES-256 key as KEY_ID:BASE64, an entry for CODEMODE_ENCRYPTION_KEYS."
     ),

@@ -123,7 +123,12 @@ def server_banner(server: EmbeddedServer) -> list[str]:
 
 
 async def _serve_worker(
-    client: Client, registry: ToolRegistry | None, mcp_config: McpConfig | None, task_queue: str, address: str
+    client: Client,
+    registry: ToolRegistry | None,
+    mcp_config: McpConfig | None,
+    task_queue: str,
+    address: str,
+    inbox_port: int | None = None,
 ) -> None:
     from codemode.worker.worker import CodeModeWorker
 
@@ -138,9 +143,39 @@ async def _serve_worker(
         if await w.ensure_sweep_schedule():
             note("Scheduled the hourly retention sweep of the object store (codemode-storage-sweep).")
         names = [s.code_name for s in registry]
+        inbox = await _start_inbox(client, inbox_port) if inbox_port is not None else None
         note(f"Worker ready on task queue {task_queue!r} at {address}; tools: {', '.join(names)}")
-        await until_stopped()
+        try:
+            await until_stopped()
+        finally:
+            if inbox is not None:
+                await inbox.stop()
         note("Stopping the worker...")
+
+
+def _inbox_port(asked: int | None) -> int | None:
+    """The inbox's port: the one asked for (0: none), else 8244 when free, else any free one."""
+    from codemode.worker.dev_server import free_port, port_is_free
+
+    if asked is not None:
+        return asked or None
+    return 8244 if port_is_free(8244) else free_port()
+
+
+async def _start_inbox(client: Client, port: int) -> Any:
+    """``codemode dev``'s approvals inbox, on 127.0.0.1, signed in through the printed link."""
+    from codemode.activities.notify.config import load_notify_config
+    from codemode.worker.inbox.auth import InboxAuth
+    from codemode.worker.inbox.serve import start_inbox
+
+    config = load_notify_config()
+    secret = config.links.secret if config and config.links else None
+    try:
+        running = await start_inbox(client, InboxAuth(), port=port, links_secret=secret)
+    except OSError as err:
+        raise Fail(f"cannot serve the inbox on port {port}: {err.strerror or err} (choose another with --inbox-port)") from None
+    note(f"Approvals inbox: {running.login_url or running.url}")
+    return running
 
 
 def notify_config_option(fn):  # type: ignore[no-untyped-def]
@@ -241,6 +276,12 @@ async def _server(port: int, ui_port: int | None, db: str | None, codec_port: in
 @mcp_config_option
 @cli_config_option
 @notify_config_option
+@click.option(
+    "--inbox-port",
+    default=None,
+    type=int,
+    help="Port of the approvals inbox on 127.0.0.1 [default: 8244, or a free one when it is taken; 0: no inbox].",
+)
 @port_option
 @ui_port_option
 @db_option
@@ -252,6 +293,7 @@ def dev(
     mcp_config: str | None,
     cli_config: str | None,
     notify_config: str | None,
+    inbox_port: int | None,
     port: int,
     ui_port: int | None,
     db: str | None,
@@ -265,7 +307,7 @@ def dev(
     registry = load_tools(tools_module) if require_tools(tools_module, mcp_config, cli_config) else None
     config = load_mcp_config_file(mcp_config)
     registry = open_cli(registry, load_cli_config_file(cli_config))
-    return asyncio.run(_dev(registry, config, port, ui_port, db, task_queue, metrics, codec_port))
+    return asyncio.run(_dev(registry, config, port, ui_port, db, task_queue, metrics, codec_port, _inbox_port(inbox_port)))
 
 
 async def _dev(
@@ -277,6 +319,7 @@ async def _dev(
     task_queue: str,
     metrics: str | None,
     codec_port: int,
+    inbox_port: int | None = None,
 ) -> int:
     runtime = metrics_runtime(metrics)  # first: a busy metrics port fails before the server starts
     srv = await start_server(port, ui_port, db, codec_port)
@@ -284,7 +327,7 @@ async def _dev(
         for line in [*server_banner(srv), *metrics_banner(metrics)]:
             note(line)
         client = await connect(srv.address, **client_options(runtime))
-        await _serve_worker(client, registry, mcp_config, task_queue, srv.address)
+        await _serve_worker(client, registry, mcp_config, task_queue, srv.address, inbox_port)
     finally:
         await srv.stop()
     return EXIT_OK
