@@ -20,7 +20,8 @@ from .auth import COOKIE, InboxAuth
 #: A form larger than this is refused (413) before it is read.
 MAX_FORM_BYTES = 64 * 1024
 MAX_COMMENT = 2000
-IDENTITY = web.AppKey("identity", str)
+#: Who is signed in, set on the request by the authentication middleware.
+IDENTITY = web.RequestKey("identity", str)
 
 
 @dataclass
@@ -40,8 +41,11 @@ class Inbox:
         app.router.add_post("/link/{token}", self.use_link)
         app.router.add_get("/login", self.login_page)
         app.router.add_post("/login", self.login)
-        app.router.add_get("/healthz", lambda _: web.Response(text="ok"))
+        app.router.add_get("/healthz", self.healthz)
         return app
+
+    async def healthz(self, request: web.Request) -> web.StreamResponse:
+        return web.Response(text="ok")
 
     # -- who is here ------------------------------------------------------------------------
 
@@ -58,7 +62,7 @@ class Inbox:
                 identity=None,
                 error="You are not signed in: open the inbox through your sign-in proxy, or sign in with your token.",
             )
-        request["identity"] = identity
+        request[IDENTITY] = identity
         return await handler(request)
 
     async def login_page(self, request: web.Request) -> web.StreamResponse:
@@ -90,16 +94,16 @@ class Inbox:
         rows = await data.pending_calls(self.client)
         tools = sorted({r.tool for r in rows})
         shown = [r for r in rows if tool is None or r.tool == tool]
-        return views.page("list.html", title="Waiting", identity=request["identity"], rows=shown, tools=tools, tool=tool)
+        return views.page("list.html", title="Waiting", identity=request[IDENTITY], rows=shown, tools=tools, tool=tool)
 
     async def decisions(self, request: web.Request) -> web.StreamResponse:
         rows = await data.recent_decisions(self.client)
-        return views.page("decisions.html", title="Recent decisions", identity=request["identity"], rows=rows)
+        return views.page("decisions.html", title="Recent decisions", identity=request[IDENTITY], rows=rows)
 
     async def show_call(self, request: web.Request, notice: str | None = None, kind: str = "") -> web.StreamResponse:
         execution_id, call_id = request.match_info["execution_id"], request.match_info["call_id"]
         view = await data.call_view(self.client, execution_id, call_id)
-        identity = request["identity"]
+        identity = request[IDENTITY]
         if view is None or (view.call is None and not view.pending):
             return views.message(
                 "Unknown call", f"There is no call {call_id} in execution {execution_id}.", status=404, identity=identity
@@ -120,7 +124,7 @@ class Inbox:
     # -- deciding ---------------------------------------------------------------------------
 
     async def decide_call(self, request: web.Request) -> web.StreamResponse:
-        identity = request["identity"]
+        identity = request[IDENTITY]
         execution_id, call_id = request.match_info["execution_id"], request.match_info["call_id"]
         form = await request.post()
         if not self.auth.check_csrf(identity, str(form.get("csrf", ""))):
