@@ -257,7 +257,10 @@ def _call_request(call: FunctionCall, spec: ToolSpec) -> CallRequest:
     )
     if opts.requires_approval is False and spec.approval_rules is None:
         return request
-    arguments = spec.signature.bind(call.args, call.kwargs)  # validated before: binds
+    try:
+        arguments = spec.signature.bind(call.args, call.kwargs)  # validated before: binds
+    except TypeError:  # a signature that only lists (a CLI command's): its keywords
+        arguments = {**{str(i): a for i, a in enumerate(call.args)}, **call.kwargs}
     needed, reason = spec.needs_approval(arguments)
     if needed:
         request.requires_approval = True
