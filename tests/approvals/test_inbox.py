@@ -31,6 +31,9 @@ async def test_who_may_see_the_inbox(client, task_queue, worker, inbox) -> None:
             assert f"/calls/{handle.id}/{pending.call_id}" in page and "send_money(to=&#39;bob&#39;, amount=900)" in page
         async with http.get(inbox.url + "/?tool=lookup", headers=ANA) as resp:
             assert f"/calls/{handle.id}/" not in await resp.text()
+        # A path a proxy could route differently from how the inbox resolves it: refused.
+        async with http.get(inbox.url + "/link/%2e%2e/", headers=ANA) as resp:
+            assert resp.status == 400
         async with http.get(inbox.url + "/", headers={"Authorization": f"Bearer {TOKEN}"}) as resp:
             assert "signed in as ben@example.com" in await resp.text()
         async with http.get(f"{inbox.url}/calls/{handle.id}/{pending.call_id}", headers=ANA) as resp:

@@ -51,6 +51,10 @@ class Inbox:
 
     @web.middleware
     async def _authenticate(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        raw = request.raw_path.split("?", 1)[0].lower()
+        if "/." in raw or "%2e" in raw or "%2f" in raw or "\\" in raw:
+            # A path a proxy may route one way and this server resolve another: refused.
+            return views.message("Bad request", "This address is not one the inbox serves.", status=400, back=None)
         if request.path in ("/login", "/healthz") or request.path.startswith("/link/"):
             return await handler(request)
         identity = self.auth.identify(request)
