@@ -5,6 +5,7 @@ call, a call already decided): a clear error and nothing applied twice."""
 from __future__ import annotations
 
 import aiohttp
+from yarl import URL
 
 from codemode.worker.audit import fetch_audit
 from codemode.worker.client.executions import start_execution
@@ -32,7 +33,7 @@ async def test_who_may_see_the_inbox(client, task_queue, worker, inbox) -> None:
         async with http.get(inbox.url + "/?tool=lookup", headers=ANA) as resp:
             assert f"/calls/{handle.id}/" not in await resp.text()
         # A path a proxy could route differently from how the inbox resolves it: refused.
-        async with http.get(inbox.url + "/link/%2e%2e/", headers=ANA) as resp:
+        async with http.get(URL(inbox.url + "/link/%2e%2e/calls", encoded=True), headers=ANA) as resp:
             assert resp.status == 400
         async with http.get(inbox.url + "/", headers={"Authorization": f"Bearer {TOKEN}"}) as resp:
             assert "signed in as ben@example.com" in await resp.text()
