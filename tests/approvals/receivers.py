@@ -48,13 +48,26 @@ class Receiver:
             self._runner = None
 
     def events(self) -> list[str]:
-        return [body["event"] for _, _, body in self.seen]
+        return [body.get("event", body.get("text", "")) for _, _, body in self.seen]
+
+    async def wait_for_text(self, text: str, timeout: float = 60) -> dict[str, Any]:
+        """A Slack-format message whose text is ``text``."""
+
+        async def look() -> dict[str, Any]:
+            while True:
+                for _, _, body in self.seen:
+                    if body.get("text") == text:
+                        return body
+                self.arrived.clear()
+                await self.arrived.wait()
+
+        return await asyncio.wait_for(look(), timeout)
 
     async def wait_for(self, event: str, timeout: float = 60) -> dict[str, Any]:
         async def look() -> dict[str, Any]:
             while True:
                 for _, _, body in self.seen:
-                    if body["event"] == event:
+                    if body.get("event") == event:
                         return body
                 self.arrived.clear()
                 await self.arrived.wait()

@@ -85,3 +85,22 @@ async def test_without_a_config_nothing_is_sent_and_the_run_goes_on(client, task
         (pending,) = (await parked(handle)).pending_approvals
         await send_decision(handle, pending.call_id, approve=True, by="ana")
         assert (await handle.result()).output == 900
+
+
+async def test_a_call_nobody_decides_in_time_is_told_expired(client, task_queue, events_file) -> None:
+    receiver = Receiver(SECRET, free_port())
+    await receiver.up()
+    config = NotifyConfig.model_validate({"webhooks": [{"url": receiver.url, "secret": SECRET, "format": "slack"}]})
+    worker = CodeModeWorker(client, ToolRegistry.from_module(TOOLS_MODULE), task_queue=task_queue, notify=config)
+    try:
+        async with worker.running():
+            request = CodeExecutionRequest(code=CODE, approval_timeout=timedelta(seconds=3))
+            handle = await start_execution(client, request, task_queue=task_queue)
+            outcome = await handle.result()
+            assert not outcome.success and outcome.error.type == "PermissionError"
+            expired = await receiver.wait_for_text("No decision in time: send_money(to='bob', amount=900)")
+    finally:
+        await receiver.down()
+    # Slack's incoming-webhook shape: text, and blocks with the code.
+    assert expired["blocks"][1]["text"]["text"].startswith("```")
+    assert all(ok for _, ok, _ in receiver.seen)
