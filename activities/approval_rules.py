@@ -21,8 +21,21 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, model_validator
 
 Op = Literal[
-    "==", "!=", ">", ">=", "<", "<=", "in", "not_in", "contains", "startswith", "endswith", "not_endswith",
-    "matches", "present", "absent",
+    "==",
+    "!=",
+    ">",
+    ">=",
+    "<",
+    "<=",
+    "in",
+    "not_in",
+    "contains",
+    "startswith",
+    "endswith",
+    "not_endswith",
+    "matches",
+    "present",
+    "absent",
 ]
 
 _OPS: dict[str, Callable[[Any, Any], bool]] = {
@@ -86,7 +99,10 @@ class ApprovalRules:
                 if c.holds(arguments):
                     return True, f"approval_when: {c}"
             except Exception as err:  # noqa: BLE001 - cannot tell: a person decides
-                return True, f"approval_when: {c} could not be checked ({type(err).__name__}: {err}), so a person decides"
+                return (
+                    True,
+                    f"approval_when: {c} could not be checked ({type(err).__name__}: {err}), so a person decides",
+                )
         return False, None
 
     def __str__(self) -> str:

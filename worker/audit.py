@@ -26,8 +26,8 @@ from temporalio.converter import DataConverter
 
 from codemode.activities import names
 from codemode.activities.models import StepResult, ToolInput, ToolOutput
+from codemode.worker.approval_audit import ApprovalAudit, approval_words  # noqa: F401 (re-exported)
 from codemode.workflows.models import (
-    ANONYMOUS,
     CODE_APPROVAL_ID,
     CallStatus,
     CodeExecutionRequest,
@@ -42,24 +42,6 @@ from codemode.workflows.models import (
 #: Activity types that are sandbox steps; every other activity type is a tool.
 STEP_TYPES = names.SANDBOX_STEPS
 LOCAL_ACTIVITY_MARKER = "core_local_activity"
-
-
-class ApprovalAudit(BaseModel):
-    call_id: str
-    decision: Literal["approved", "denied"]
-    by: str | None = None
-    comment: str | None = None
-    at: datetime
-    #: The Temporal client identity that sent the signal (process@host).
-    identity: str = ""
-    #: The door it came through (cli, inbox, link, mcp, pydantic-ai, signal).
-    door: str | None = None
-    #: What the call asked, and what a person approved instead (edited arguments).
-    asked_arguments: dict[str, Any] | None = None
-    approved_arguments: dict[str, Any] | None = None
-    #: A person answered instead of the tool: the value the code got.
-    answered: bool = False
-    answer: Any = None
 
 
 class CallAudit(BaseModel):
@@ -436,7 +418,13 @@ class _Builder:
             decision = "approved" if attrs.signal_name == "approve" else "denied"
             self._approval(
                 ApprovalAudit(
-                    call_id=call_id, decision=decision, by=by, comment=text, at=at, identity=attrs.identity, door="signal"
+                    call_id=call_id,
+                    decision=decision,
+                    by=by,
+                    comment=text,
+                    at=at,
+                    identity=attrs.identity,
+                    door="signal",
                 )
             )
         elif kind == "workflow_execution_update_accepted_event_attributes":
@@ -501,23 +489,12 @@ class _Builder:
         return waiting
 
     def _approval(self, approval: ApprovalAudit) -> None:
-        verb = "approved" if approval.decision == "approved" else "denied"
-        who = approval.by or ANONYMOUS
-        if who == ANONYMOUS and approval.identity:
-            who = f"{ANONYMOUS} (sent by {approval.identity})"
-        by = f" by {who}"
-        why = f": {approval.comment}" if approval.comment else ""
-        if approval.answered:
-            verb = "answered instead of the tool"
-            why = f" with {_short(approval.answer)}{why}"
-        elif approval.approved_arguments is not None:
-            why = f", edited to {_edits(approval.asked_arguments or {}, approval.approved_arguments)}{why}"
-        if approval.door:
-            why += f" (via {approval.door})"
+        verb, by, why = approval_words(approval)
+        door = f" (via {approval.door})" if approval.door else ""
         if approval.call_id == CODE_APPROVAL_ID:
             if self.audit.code_approval is None:
                 self.audit.code_approval = approval
-                self.event(approval.at, "approval", f"the code was {verb}{by}{why}", CODE_APPROVAL_ID)
+                self.event(approval.at, "approval", f"the code was {verb}{by}{why}{door}", CODE_APPROVAL_ID)
             return
         c = self.calls.get(approval.call_id)
         if c is None or c.approval is not None or c.status != "awaiting_approval":
@@ -534,7 +511,7 @@ class _Builder:
             c.error = ErrorInfo(type="PermissionError", message=f"{c.summary} was denied{by}{why}", kind="denied")
         else:
             c.status = "pending"
-        self.event(approval.at, "approval", f"{c.summary} {verb}{by}{why}", c.call_id)
+        self.event(approval.at, "approval", f"{c.summary} {verb}{by}{why}{door}", c.call_id)
 
     def _reconcile(self, outcome: ExecutionOutcome) -> None:
         """Calls the history shows no decision for (an approval that timed out) take the outcome's word."""
@@ -598,19 +575,3 @@ async def fetch_audit(client: Any, execution_id: str) -> ExecutionAudit:
     histories.reverse()
     run_ids.reverse()
     return await build_audit(execution_id, histories, client.data_converter, run_ids)
-
-
-def _short(value: Any, limit: int = 120) -> str:
-    import json
-
-    text = json.dumps(value, default=str)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _edits(asked: dict[str, Any], approved: dict[str, Any]) -> str:
-    """``amount=90 (asked 900)``: the arguments a person changed."""
-    changed = [k for k in approved if asked.get(k, object()) != approved[k]]
-    return ", ".join(
-        f"{k}={_short(approved[k], 60)}" + (f" (asked {_short(asked[k], 60)})" if k in asked else " (added)")
-        for k in changed
-    ) or "no change"

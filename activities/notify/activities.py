@@ -76,8 +76,14 @@ class NotifyActivities:
         except ChannelRefused as err:
             raise ApplicationError(str(err), type="ChannelRefused", non_retryable=True) from None
         except Exception as err:
-            log.info("%s for %s on %s failed (attempt %s): %s", req.event, req.idempotency_key, inp.channel,
-                     activity.info().attempt, err)
+            log.info(
+                "%s for %s on %s failed (attempt %s): %s",
+                req.event,
+                req.idempotency_key,
+                inp.channel,
+                activity.info().attempt,
+                err,
+            )
             raise ApplicationError(f"{inp.channel}: {type(err).__name__}: {err}", type="ChannelDown") from None
         return f"channel {inp.channel} is no longer configured on this worker"
 

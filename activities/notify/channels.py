@@ -37,7 +37,9 @@ def links_for(config: NotifyConfig, req: NotifyRequest, approver: str | None) ->
     start = req.asked_at.timestamp() if req.asked_at else 0.0
     expires = start + config.links.ttl
     if req.deadline is not None:
-        expires = min(expires, req.deadline.timestamp()) if req.event == "approval.requested" else req.deadline.timestamp()
+        expires = (
+            min(expires, req.deadline.timestamp()) if req.event == "approval.requested" else req.deadline.timestamp()
+        )
     for action in ("approve", "deny"):
         nonce = hashlib.sha256(f"{req.idempotency_key}|{approver}|{action}".encode()).hexdigest()[:16]
         claim = LinkClaim(req.execution_id, req.call_id, action, approver, int(expires), nonce)
@@ -57,9 +59,10 @@ async def send_webhook(config: NotifyConfig, hook: Webhook, req: NotifyRequest) 
     if hook.secret:
         headers[SIGNATURE_HEADER] = sign_webhook(hook.secret, body)
     timeout = aiohttp.ClientTimeout(total=ATTEMPT_SECONDS)
-    async with aiohttp.ClientSession(timeout=timeout) as session, session.post(
-        hook.url, data=body, headers=headers
-    ) as resp:
+    async with (
+        aiohttp.ClientSession(timeout=timeout) as session,
+        session.post(hook.url, data=body, headers=headers) as resp,
+    ):
         if resp.status < 300:
             return resp.status
         text = (await resp.text())[:300]
@@ -103,7 +106,10 @@ def email_text(req: NotifyRequest, links: dict[str, str]) -> str:
         parts.append(f"Deadline: {req.deadline.isoformat(timespec='minutes')}")
     if req.decided is not None:
         d = req.decided
-        parts.append(f"Decision: {d.decision} by {d.by or 'nobody'} via {d.door or '?'}" + (f": {d.comment}" if d.comment else ""))
+        parts.append(
+            f"Decision: {d.decision} by {d.by or 'nobody'} via {d.door or '?'}"
+            + (f": {d.comment}" if d.comment else "")
+        )
     parts += ["", "The code (> marks the call):", code_text(req.code), ""]
     for key, label in (("approve", "Approve"), ("deny", "Deny"), ("inbox", "Open in the inbox")):
         if key in links:

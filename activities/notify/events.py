@@ -66,7 +66,8 @@ def excerpt(code: str, line: int | None) -> CodeExcerpt:
 def code_text(code: CodeExcerpt) -> str:
     """The excerpt with line numbers and the call's line marked ``>``."""
     return "\n".join(
-        f"{'>' if code.first + i == code.line else ' '} {code.first + i:4d}  {text}" for i, text in enumerate(code.lines)
+        f"{'>' if code.first + i == code.line else ' '} {code.first + i:4d}  {text}"
+        for i, text in enumerate(code.lines)
     )
 
 

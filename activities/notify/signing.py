@@ -60,8 +60,14 @@ def _unb64(text: str) -> bytes:
 
 def make_link_token(secret: str, claim: LinkClaim) -> str:
     payload = json.dumps(
-        {"e": claim.execution_id, "c": claim.call_id, "a": claim.action, "by": claim.approver,
-         "exp": claim.expires, "n": claim.nonce},
+        {
+            "e": claim.execution_id,
+            "c": claim.call_id,
+            "a": claim.action,
+            "by": claim.approver,
+            "exp": claim.expires,
+            "n": claim.nonce,
+        },
         separators=(",", ":"),
     ).encode()
     mac = hmac.new(secret.encode(), payload, hashlib.sha256).digest()

@@ -11,6 +11,8 @@ from temporalio.client import Client
 from codemode.activities import ToolRegistry
 from codemode.worker.worker import CodeModeWorker
 
+from .inbox_fixtures import inbox  # noqa: F401 (the inbox fixture, for every test here)
+
 TOOLS_MODULE = "tests.approvals.team_tools"
 
 

@@ -26,6 +26,8 @@ async def inbox(client) -> AsyncIterator[RunningInbox]:
     await running.stop()
 
 
-def link(execution_id: str, call_id: str, action: str = "approve", *, expires_in: float = 3600, nonce: str = "n1") -> str:
+def link(
+    execution_id: str, call_id: str, action: str = "approve", *, expires_in: float = 3600, nonce: str = "n1"
+) -> str:
     claim = LinkClaim(execution_id, call_id, action, "carol@example.com", int(time.time() + expires_in), nonce)
     return make_link_token(LINKS_SECRET, claim)

@@ -32,7 +32,9 @@ async def test_edit_then_approve_runs_the_approved_arguments(client, task_queue,
     assert pending.parameters_schema["properties"]["amount"]["type"] == "number"
     # An edit that does not fit the tool is refused before anything is recorded.
     with pytest.raises(DecisionRefused, match="amount"):
-        await send_decision(handle, Decision(call_id=pending.call_id, approve=True, by="ann", arguments={"amount": "lots"}))
+        await send_decision(
+            handle, Decision(call_id=pending.call_id, approve=True, by="ann", arguments={"amount": "lots"})
+        )
     with pytest.raises(DecisionRefused, match="unknown argument"):
         await send_decision(handle, Decision(call_id=pending.call_id, approve=True, by="ann", arguments={"cc": "x"}))
     record = await send_decision(
@@ -79,7 +81,9 @@ async def test_deny_with_a_reason_reaches_the_code(client, task_queue, worker, e
     assert read_events(events_file) == []
 
 
-async def test_predicate_parks_one_call_and_runs_another(client, task_queue, worker, events_file, tmp_path, monkeypatch):
+async def test_predicate_parks_one_call_and_runs_another(
+    client, task_queue, worker, events_file, tmp_path, monkeypatch
+):
     asked = tmp_path / "predicate.jsonl"
     monkeypatch.setenv("CODEMODE_TEST_PREDICATE", str(asked))
     code = "a = pay('ann', 20)\nb = pay('bob', 900)\n[a['amount'], b['amount']]"

@@ -12,13 +12,13 @@ from codemode.worker.client.executions import start_execution
 from codemode.workflows.models import CodeExecutionRequest
 
 from .conftest import read_events
-from .inbox_fixtures import TOKEN, inbox, link  # noqa: F401 (fixture)
+from .inbox_fixtures import TOKEN, link
 from .test_decisions import SEND, parked
 
 ANA = {"X-Forwarded-Email": "ana@example.com"}
 
 
-async def test_who_may_see_the_inbox(client, task_queue, worker, inbox) -> None:  # noqa: F811
+async def test_who_may_see_the_inbox(client, task_queue, worker, inbox) -> None:
     handle = await start_execution(client, CodeExecutionRequest(code=SEND), task_queue=task_queue)
     (pending,) = (await parked(handle)).pending_approvals
     async with aiohttp.ClientSession() as http:
@@ -29,7 +29,9 @@ async def test_who_may_see_the_inbox(client, task_queue, worker, inbox) -> None:
         async with http.get(inbox.url + "/", headers=ANA) as resp:
             page = await resp.text()
             assert resp.status == 200 and "signed in as ana@example.com" in page
-            assert f"/calls/{handle.id}/{pending.call_id}" in page and "send_money(to=&#39;bob&#39;, amount=900)" in page
+            assert (
+                f"/calls/{handle.id}/{pending.call_id}" in page and "send_money(to=&#39;bob&#39;, amount=900)" in page
+            )
         async with http.get(inbox.url + "/?tool=lookup", headers=ANA) as resp:
             assert f"/calls/{handle.id}/" not in await resp.text()
         # A path a proxy could route differently from how the inbox resolves it: refused.
@@ -56,7 +58,7 @@ async def test_a_header_from_elsewhere_is_not_believed(client) -> None:
         await running.stop()
 
 
-async def test_signed_link_shows_then_decides_once(client, task_queue, worker, inbox, events_file) -> None:  # noqa: F811
+async def test_signed_link_shows_then_decides_once(client, task_queue, worker, inbox, events_file) -> None:
     handle = await start_execution(client, CodeExecutionRequest(code=SEND), task_queue=task_queue)
     (pending,) = (await parked(handle)).pending_approvals
     good = link(handle.id, pending.call_id)
@@ -84,7 +86,7 @@ async def test_signed_link_shows_then_decides_once(client, task_queue, worker, i
     assert len(read_events(events_file)) == 1  # the tool ran once
 
 
-async def test_bad_input_decides_nothing(client, task_queue, worker, inbox, events_file) -> None:  # noqa: F811
+async def test_bad_input_decides_nothing(client, task_queue, worker, inbox, events_file) -> None:
     handle = await start_execution(client, CodeExecutionRequest(code=SEND), task_queue=task_queue)
     (pending,) = (await parked(handle)).pending_approvals
     url = f"{inbox.url}/calls/{handle.id}/{pending.call_id}"

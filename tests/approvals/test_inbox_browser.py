@@ -17,7 +17,6 @@ from codemode.workflows.models import CodeExecutionRequest
 from tests.browser import CHROMIUM, CHROMIUM_FLAGS
 
 from .conftest import read_events
-from .inbox_fixtures import inbox  # noqa: F401 (fixture)
 from .test_decisions import parked
 
 try:
@@ -26,8 +25,11 @@ except ImportError:  # CI installs it: there a missing browser fails the test
     async_playwright = None
 
 _missing = (
-    "PyPI playwright is not installed" if async_playwright is None
-    else f"{CHROMIUM} not found" if not shutil.which(CHROMIUM) else None
+    "PyPI playwright is not installed"
+    if async_playwright is None
+    else f"{CHROMIUM} not found"
+    if not shutil.which(CHROMIUM)
+    else None
 )
 pytestmark = pytest.mark.skipif(_missing is not None and not os.environ.get("CI"), reason=_missing or "")
 
@@ -45,7 +47,12 @@ async def _shot(page, tmp_path: Path, name: str) -> None:
 
 
 async def test_a_person_edits_denies_and_answers_in_the_browser(
-    client, task_queue, worker, inbox, events_file, tmp_path  # noqa: F811
+    client,
+    task_queue,
+    worker,
+    inbox,
+    events_file,
+    tmp_path,
 ) -> None:
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
@@ -77,10 +84,15 @@ async def test_a_person_edits_denies_and_answers_in_the_browser(
             assert (approval.by, approval.door) == ("ana@example.com", "inbox")
             audit = await fetch_audit(client, first.id)
             text = "\n".join(e.text for e in audit.events)
-            assert "approved by ana@example.com, edited to amount=1000 (asked 1200): the invoice says 1000 (via inbox)" in text
+            assert (
+                "approved by ana@example.com, edited to amount=1000 (asked 1200): the invoice says 1000 (via inbox)"
+                in text
+            )
 
             # 2. Deny with a reason: the code gets PermissionError with it.
-            code = "try:\n    send_money('mallory', 50)\n    r = 'sent'\nexcept PermissionError as e:\n    r = str(e)\nr"
+            code = (
+                "try:\n    send_money('mallory', 50)\n    r = 'sent'\nexcept PermissionError as e:\n    r = str(e)\nr"
+            )
             second = await start_execution(client, CodeExecutionRequest(code=code), task_queue=task_queue)
             (pending,) = (await parked(second)).pending_approvals
             await page.goto(f"{inbox.url}/calls/{second.id}/{pending.call_id}")

@@ -29,7 +29,12 @@ async def test_parked_call_is_told_signed_once_then_reminded_and_decided(client,
     config = NotifyConfig.model_validate(
         {
             "webhooks": [{"url": receiver.url, "secret": SECRET, "approver": "ana@example.com"}],
-            "email": {"host": "127.0.0.1", "port": smtp.port, "from": "codemode@example.com", "to": ["ana@example.com"]},
+            "email": {
+                "host": "127.0.0.1",
+                "port": smtp.port,
+                "from": "codemode@example.com",
+                "to": ["ana@example.com"],
+            },
             "inbox_url": "http://inbox.example.com",
             "links": {"secret": "links-secret"},
             # The call waits 40 s at most: a reminder 30 s before its deadline, ~10 s in.
@@ -51,7 +56,9 @@ async def test_parked_call_is_told_signed_once_then_reminded_and_decided(client,
             assert requested["execution_id"] == handle.id and requested["call_id"] == pending.call_id
             assert requested["tool"] == "send_money" and requested["arguments"] == {"to": "bob", "amount": 900}
             assert requested["code"]["line"] == 2 and requested["code"]["lines"][1] == "r = send_money('bob', 900)"
-            assert requested["deadline"] and requested["links"]["inbox"].endswith(f"/calls/{handle.id}/{pending.call_id}")
+            assert requested["deadline"] and requested["links"]["inbox"].endswith(
+                f"/calls/{handle.id}/{pending.call_id}"
+            )
             assert requested["links"]["approve"].startswith("http://inbox.example.com/link/")
             reminder = await receiver.wait_for("approval.reminder")
             assert reminder["call_id"] == pending.call_id

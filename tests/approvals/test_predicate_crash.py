@@ -44,8 +44,9 @@ async def test_sigkilled_workers_replay_asks_the_predicate_nothing(
         first.send_signal(signal.SIGKILL)
         first.wait()
         second = spawn_worker(temporal_address, task_queue, env)
-        record = await send_decision(handle, pending.call_id, approve=True, by="ana")  # the new worker replays
-        assert record is not None
+        # The new worker replays the run (an Update, or a signal when the dead worker's sticky
+        # queue holds the task past the Update's wait: either way the new worker replays).
+        await send_decision(handle, pending.call_id, approve=True, by="ana")
         outcome = await handle.result()
     finally:
         for proc in (first, second):

@@ -21,7 +21,10 @@ from codemode.worker.cli.common import EXIT_OK, Fail, address_option, note
     "--trusted-proxy", "trusted_proxies", multiple=True, metavar="ADDR", help="An address or network of the proxy."
 )
 @click.option(
-    "--users", "users_file", default=None, metavar="FILE",
+    "--users",
+    "users_file",
+    default=None,
+    metavar="FILE",
     help='Users and their hashed tokens: {"users": {"ana@example.com": "sha256:<hex>"}} (JSON or TOML).',
 )
 @click.option(

@@ -110,7 +110,10 @@ class Inbox:
         identity = request[IDENTITY]
         if view is None or (view.call is None and not view.pending):
             return views.message(
-                "Unknown call", f"There is no call {call_id} in execution {execution_id}.", status=404, identity=identity
+                "Unknown call",
+                f"There is no call {call_id} in execution {execution_id}.",
+                status=404,
+                identity=identity,
             )
         if notice is None and not view.pending:
             notice, kind = "This call is not waiting for a decision any more.", ""
@@ -132,8 +135,12 @@ class Inbox:
         execution_id, call_id = request.match_info["execution_id"], request.match_info["call_id"]
         form = await request.post()
         if not self.auth.check_csrf(identity, str(form.get("csrf", ""))):
-            return views.message("Refused", "This form is stale or did not come from the inbox: reload the page.",
-                                 status=403, identity=identity)
+            return views.message(
+                "Refused",
+                "This form is stale or did not come from the inbox: reload the page.",
+                status=403,
+                identity=identity,
+            )
         try:
             decision = _decision_from_form(form, call_id, identity)
         except ValueError as err:
@@ -149,8 +156,12 @@ class Inbox:
         verb = "Answered" if decision.answer is not None else "Approved" if decision.approve else "Denied"
         later = "" if record is not None else " No worker is running: it takes effect when one starts."
         if request.path.startswith("/link/"):
-            return views.message(f"{verb}", f"{verb} call {decision.call_id} of {execution_id} as {decision.by}.{later}",
-                                 identity=decision.by, back=None)
+            return views.message(
+                f"{verb}",
+                f"{verb} call {decision.call_id} of {execution_id} as {decision.by}.{later}",
+                identity=decision.by,
+                back=None,
+            )
         return await self.show_call(request, notice=f"{verb} as {decision.by}.{later}", kind="ok")
 
     async def _refused(self, request: web.Request, text: str, status: int = 409) -> web.StreamResponse:
@@ -174,11 +185,21 @@ class Inbox:
             return views.message("This link decides nothing", str(err), status=403, back=None)
         view = await data.call_view(self.client, claim.execution_id, claim.call_id)
         if view is None or not view.pending:
-            return views.message("This link decides nothing", "The call is not waiting for a decision any more "
-                                 "(it was decided, or its time ran out): this link has been used or is too late.",
-                                 status=409, back=None)
-        return views.page("link.html", title="Confirm", identity=None, view=view, claim=claim,
-                          code=views.code_lines(view.audit.code, view.call.line if view.call else None))
+            return views.message(
+                "This link decides nothing",
+                "The call is not waiting for a decision any more "
+                "(it was decided, or its time ran out): this link has been used or is too late.",
+                status=409,
+                back=None,
+            )
+        return views.page(
+            "link.html",
+            title="Confirm",
+            identity=None,
+            view=view,
+            claim=claim,
+            code=views.code_lines(view.audit.code, view.call.line if view.call else None),
+        )
 
     async def use_link(self, request: web.Request) -> web.StreamResponse:
         try:
@@ -187,8 +208,9 @@ class Inbox:
             return views.message("This link decides nothing", str(err), status=403, back=None)
         form = await request.post()
         comment = str(form.get("comment", "")).strip()[:MAX_COMMENT] or None
-        decision = Decision(call_id=claim.call_id, approve=claim.action == "approve", by=claim.approver,
-                            comment=comment, door="link")
+        decision = Decision(
+            call_id=claim.call_id, approve=claim.action == "approve", by=claim.approver, comment=comment, door="link"
+        )
         return await self._send(request, claim.execution_id, decision)
 
 

@@ -66,9 +66,7 @@ class InboxAuth:
     form_secret: bytes = field(default_factory=lambda: secrets.token_bytes(32))
 
     @classmethod
-    def build(
-        cls, trusted_header: str | None, trusted_proxies: list[str], users_file: str | None
-    ) -> InboxAuth:
+    def build(cls, trusted_header: str | None, trusted_proxies: list[str], users_file: str | None) -> InboxAuth:
         try:
             proxies = [ipaddress.ip_network(p, strict=False) for p in trusted_proxies]
         except ValueError as err:

@@ -24,7 +24,9 @@ def page(template: str, *, status: int = 200, **context: Any) -> web.Response:
     return web.Response(text=html, status=status, content_type="text/html", charset="utf-8")
 
 
-def message(title: str, text: str, *, status: int = 200, identity: str | None = None, back: str | None = "/") -> web.Response:
+def message(
+    title: str, text: str, *, status: int = 200, identity: str | None = None, back: str | None = "/"
+) -> web.Response:
     return page("message.html", status=status, title=title, text=text, identity=identity, back=back)
 
 
