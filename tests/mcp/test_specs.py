@@ -189,7 +189,10 @@ def test_async_setting_declares_async_tools() -> None:
 def test_approval_when_conditions_decide_call_by_call() -> None:
     """``approval_when``: the same tool waits for a person for some arguments only (issue 36)."""
     listed = [tool("pay", {"to": {"type": "string"}, "amount": {"type": "number"}}, ["to", "amount"], annotations=RO)]
-    when = [{"argument": "amount", "op": ">", "value": 500}, {"argument": "to", "op": "not_endswith", "value": ".example"}]
+    when = [
+        {"argument": "amount", "op": ">", "value": 500},
+        {"argument": "to", "op": "not_endswith", "value": ".example"},
+    ]
     (pay,) = specs("bank", listed, tools={"settings": {"pay": {"approval_when": when}}})
     assert not pay.options.requires_approval
     assert pay.needs_approval({"to": "a.example", "amount": 20}) == (False, None)

@@ -173,7 +173,8 @@ async def _start_inbox(client: Client, port: int) -> Any:
     try:
         running = await start_inbox(client, InboxAuth(), port=port, links_secret=secret)
     except OSError as err:
-        raise Fail(f"cannot serve the inbox on port {port}: {err.strerror or err} (choose another with --inbox-port)") from None
+        why = err.strerror or err
+        raise Fail(f"cannot serve the inbox on port {port}: {why} (choose another with --inbox-port)") from None
     note(f"Approvals inbox: {running.login_url or running.url}")
     return running
 
@@ -307,7 +308,8 @@ def dev(
     registry = load_tools(tools_module) if require_tools(tools_module, mcp_config, cli_config) else None
     config = load_mcp_config_file(mcp_config)
     registry = open_cli(registry, load_cli_config_file(cli_config))
-    return asyncio.run(_dev(registry, config, port, ui_port, db, task_queue, metrics, codec_port, _inbox_port(inbox_port)))
+    inbox = _inbox_port(inbox_port)
+    return asyncio.run(_dev(registry, config, port, ui_port, db, task_queue, metrics, codec_port, inbox))
 
 
 async def _dev(

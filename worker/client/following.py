@@ -177,7 +177,8 @@ async def send_decision(
         )
     assert decision.call_id is not None
     if decision.approve:
-        await handle.signal("approve", ApproveSignal(call_id=decision.call_id, by=decision.by, comment=decision.comment))
+        signal = ApproveSignal(call_id=decision.call_id, by=decision.by, comment=decision.comment)
+        await handle.signal("approve", signal)
     else:
         await handle.signal("deny", DenySignal(call_id=decision.call_id, by=decision.by, reason=decision.comment))
     return None
