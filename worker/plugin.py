@@ -51,6 +51,8 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from codemode.activities.checkpoints import CheckpointStore
 from codemode.activities.encryption import Keyring
+from codemode.activities.notify.activities import NotifyActivities
+from codemode.activities.notify.config import NotifyConfig, load_notify_config
 from codemode.activities.retention import RetentionActivities
 from codemode.activities.sandbox_steps import SandboxActivities
 from codemode.activities.sandbox_sweep import SandboxSweepActivities, report_lines
@@ -65,6 +67,7 @@ from codemode.worker.reachability import watch_reachability
 from codemode.worker.search_attributes import ensure_search_attributes
 from codemode.worker.workflow_runner import CodeModeWorkflowRunner
 from codemode.workflows.execution_workflow import CodeExecutionWorkflow
+from codemode.workflows.notify_workflow import CodeModeNotifyWorkflow
 from codemode.workflows.session_workflow import CodeSessionWorkflow
 from codemode.workflows.sweep_workflow import SandboxSweepWorkflow, StorageSweepWorkflow
 
@@ -140,6 +143,8 @@ class CodeModePlugin(SimplePlugin):
         (``VERSIONING_BEHAVIOR``). Make a new build current with ``temporal worker deployment
         set-current-version``.
     :param build_id: this build's id (alone: recorded on every task, without versioning).
+    :param notify: a ``NotifyConfig`` (webhooks, email, reminders: who is told that a call
+        waits), ``"env"`` (the file ``CODEMODE_NOTIFY_CONFIG`` names, the default) or None.
     :param mcp: started MCP servers (``codemode.activities.mcp_tools.McpServers``): their tools join
         the registry (a namespace per server), image and blob results go to the object store
         (sealed under the keys), and the servers are closed when the worker stops.
@@ -159,6 +164,7 @@ class CodeModePlugin(SimplePlugin):
         session_keep_alive_seconds: float = 900.0,
         deployment_name: str | None = None,
         build_id: str | None = None,
+        notify: NotifyConfig | Literal["env"] | None = "env",
     ) -> None:
         if deployment_name and not build_id:
             raise ValueError("deployment_name needs a build_id: the version is deployment_name.build_id")
@@ -166,6 +172,8 @@ class CodeModePlugin(SimplePlugin):
             raise ValueError(f"deployment_name {deployment_name!r} must not contain '.'")
         self.deployment = WorkerDeploymentVersion(deployment_name, build_id) if deployment_name and build_id else None
         self.build_id = build_id
+        #: Where workers tell people a call waits (``CODEMODE_NOTIFY_CONFIG`` by default).
+        self.notify = load_notify_config() if notify == "env" else notify
         if isinstance(tools, ToolRegistry) or tools is None:
             self.registry = tools if tools is not None else ToolRegistry()
         else:
@@ -189,7 +197,13 @@ class CodeModePlugin(SimplePlugin):
             PLUGIN_NAME,
             data_converter=self._data_converter,
             interceptors=self._interceptors(tracing),
-            workflows=[CodeExecutionWorkflow, CodeSessionWorkflow, StorageSweepWorkflow, SandboxSweepWorkflow],
+            workflows=[
+                CodeExecutionWorkflow,
+                CodeSessionWorkflow,
+                StorageSweepWorkflow,
+                SandboxSweepWorkflow,
+                CodeModeNotifyWorkflow,
+            ],
             workflow_runner=_workflow_runner,
         )
 
@@ -266,6 +280,7 @@ class CodeModePlugin(SimplePlugin):
             *sandbox.activities(),
             RetentionActivities(store).sweep,
             SandboxSweepActivities(sandbox.sweep_sandboxes).sweep,
+            *NotifyActivities(self.notify).activities(),
             *tool_activities(self.registry, sandbox),
         ]
         _version(config, self.deployment, self.build_id)
