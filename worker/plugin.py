@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import logging
 import os
 import socket
 import uuid
@@ -50,8 +51,11 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from codemode.activities.checkpoints import CheckpointStore
 from codemode.activities.encryption import Keyring
+from codemode.activities.notify.activities import NotifyActivities
+from codemode.activities.notify.config import NotifyConfig, load_notify_config
 from codemode.activities.retention import RetentionActivities
 from codemode.activities.sandbox_steps import SandboxActivities
+from codemode.activities.sandbox_sweep import SandboxSweepActivities, report_lines
 from codemode.activities.storage import BlobStore, StorageSettings, blob_store_for
 from codemode.activities.tool_activity import tool_activities
 from codemode.activities.tools import ToolRegistry
@@ -63,11 +67,14 @@ from codemode.worker.reachability import watch_reachability
 from codemode.worker.search_attributes import ensure_search_attributes
 from codemode.worker.workflow_runner import CodeModeWorkflowRunner
 from codemode.workflows.execution_workflow import CodeExecutionWorkflow
+from codemode.workflows.notify_workflow import CodeModeNotifyWorkflow
 from codemode.workflows.session_workflow import CodeSessionWorkflow
-from codemode.workflows.sweep_workflow import StorageSweepWorkflow
+from codemode.workflows.sweep_workflow import SandboxSweepWorkflow, StorageSweepWorkflow
 
 if TYPE_CHECKING:
     from codemode.activities.mcp_tools import McpServers
+
+log = logging.getLogger(__name__)
 
 PLUGIN_NAME = "codemode.CodeModePlugin"
 
@@ -136,6 +143,8 @@ class CodeModePlugin(SimplePlugin):
         (``VERSIONING_BEHAVIOR``). Make a new build current with ``temporal worker deployment
         set-current-version``.
     :param build_id: this build's id (alone: recorded on every task, without versioning).
+    :param notify: a ``NotifyConfig`` (webhooks, email, reminders: who is told that a call
+        waits), ``"env"`` (the file ``CODEMODE_NOTIFY_CONFIG`` names, the default) or None.
     :param mcp: started MCP servers (``codemode.activities.mcp_tools.McpServers``): their tools join
         the registry (a namespace per server), image and blob results go to the object store
         (sealed under the keys), and the servers are closed when the worker stops.
@@ -155,6 +164,7 @@ class CodeModePlugin(SimplePlugin):
         session_keep_alive_seconds: float = 900.0,
         deployment_name: str | None = None,
         build_id: str | None = None,
+        notify: NotifyConfig | Literal["env"] | None = "env",
     ) -> None:
         if deployment_name and not build_id:
             raise ValueError("deployment_name needs a build_id: the version is deployment_name.build_id")
@@ -162,6 +172,8 @@ class CodeModePlugin(SimplePlugin):
             raise ValueError(f"deployment_name {deployment_name!r} must not contain '.'")
         self.deployment = WorkerDeploymentVersion(deployment_name, build_id) if deployment_name and build_id else None
         self.build_id = build_id
+        #: Where workers tell people a call waits (``CODEMODE_NOTIFY_CONFIG`` by default).
+        self.notify = load_notify_config() if notify == "env" else notify
         if isinstance(tools, ToolRegistry) or tools is None:
             self.registry = tools if tools is not None else ToolRegistry()
         else:
@@ -185,7 +197,13 @@ class CodeModePlugin(SimplePlugin):
             PLUGIN_NAME,
             data_converter=self._data_converter,
             interceptors=self._interceptors(tracing),
-            workflows=[CodeExecutionWorkflow, CodeSessionWorkflow, StorageSweepWorkflow],
+            workflows=[
+                CodeExecutionWorkflow,
+                CodeSessionWorkflow,
+                StorageSweepWorkflow,
+                SandboxSweepWorkflow,
+                CodeModeNotifyWorkflow,
+            ],
             workflow_runner=_workflow_runner,
         )
 
@@ -261,6 +279,8 @@ class CodeModePlugin(SimplePlugin):
             *config.get("activities", []),
             *sandbox.activities(),
             RetentionActivities(store).sweep,
+            SandboxSweepActivities(sandbox.sweep_sandboxes).sweep,
+            *NotifyActivities(self.notify).activities(),
             *tool_activities(self.registry, sandbox),
         ]
         _version(config, self.deployment, self.build_id)
@@ -294,7 +314,7 @@ class CodeModePlugin(SimplePlugin):
             build_id=self.build_id or worker.config(active_config=True).get("build_id") or BUILD_ID,
         )
         own_task = asyncio.create_task(own.run())
-        sweeper = asyncio.create_task(_sweep_orphans(parts.sandbox))
+        sweeper = asyncio.create_task(_sweep_orphans(client, parts.sandbox))
         watcher = asyncio.create_task(watch_reachability(client))  # logs a lost credential
         try:
             main_task = asyncio.ensure_future(next(worker))
@@ -373,15 +393,22 @@ async def _tell_sessions_their_process_is_gone(client: Client, sandbox: SandboxA
             await client.get_workflow_handle(owner).signal("live_lost", key)
 
 
-#: How often a worker looks for sandboxes crashed workers left behind (and once at start).
+#: How often a worker looks for sandboxes no open execution names (and once at start).
 ORPHAN_SWEEP_SECONDS = 3600.0
 
 
-async def _sweep_orphans(sandbox: SandboxActivities) -> None:
-    """Remove the sandboxes crashed workers left on a shared engine (the docker runtime's
-    containers no run can use any more), at start and then hourly."""
+async def _sweep_orphans(client: Client, sandbox: SandboxActivities) -> None:
+    """Destroy the sandboxes no open execution names, on every provider this worker serves
+    (``activities/sandbox_sweep.py``), at start and then hourly; the report goes to the log
+    (the ``codemode-sandbox-sweep`` Schedule shows the same sweep in the web UI)."""
     while True:
-        await sandbox.sweep_orphans()
+        try:
+            report = await sandbox.sweep_sandboxes(client)
+            if report.removed or report.errors:
+                for line in report_lines(report):
+                    log.info("%s", line)
+        except Exception as err:  # Temporal or a provider down: the next sweep tries again
+            log.warning("the sandbox sweep failed: %s", err)
         await asyncio.sleep(ORPHAN_SWEEP_SECONDS)
 
 

@@ -88,6 +88,9 @@ _PROMPTS: dict[tuple[str, str], str] = {}
 #: Sessions a conversation goes through at most (each one closed for a day or more).
 MAX_GENERATIONS = 100
 
+#: ``decide(answer=...)`` left out (None is an answer a person may give).
+_NO_ANSWER: Any = object()
+
 
 @dataclass
 class DurableCodeMode(AbstractCapability[Any]):
@@ -351,17 +354,38 @@ class DurableCodeMode(AbstractCapability[Any]):
             pass
 
     async def decide(
-        self, execution_id: str, call_id: str, *, approve: bool, by: str, comment: str | None = None
+        self,
+        execution_id: str,
+        call_id: str,
+        *,
+        approve: bool,
+        by: str,
+        comment: str | None = None,
+        arguments: dict[str, Any] | None = None,
+        answer: Any = _NO_ANSWER,
     ) -> ApprovalRecord | None:
-        """A person's decision on a call waiting for approval (``by`` names them). Returns the
-        recorded decision, or None when no worker runs (recorded as a signal, applied later);
-        raises ``codemode.worker.client.following.DecisionRefused`` when that call is not waiting."""
+        """A person's decision on a call waiting for approval (``by`` names them): approve,
+        approve with ``arguments`` changed (checked against the tool's parameters), deny with a
+        ``comment``, or give ``answer`` as the call's result instead of running the tool.
+        Returns the recorded decision, or None when no worker runs (recorded as a signal,
+        applied later); raises ``codemode.worker.client.following.DecisionRefused`` when that
+        call is not waiting or the edit or answer does not fit the tool."""
         from codemode.worker.client.following import send_decision
+        from codemode.workflows.models import Answer, Decision
 
         if not by or not by.strip():
             raise ValueError("say who decides: by must name a person")
         handle = (await self.get_client()).get_workflow_handle(execution_id)
-        return await send_decision(handle, call_id, approve=approve, by=by, comment=comment)
+        decision = Decision(
+            call_id=call_id,
+            approve=approve,
+            by=by,
+            comment=comment,
+            arguments=arguments,
+            answer=None if answer is _NO_ANSWER else Answer(value=answer),
+            door="pydantic-ai",
+        )
+        return await send_decision(handle, decision)
 
     async def deferred_results(self, requests: DeferredToolRequests) -> DeferredToolResults:
         """Wait until the executions behind this tool's deferred calls have finished, and give
