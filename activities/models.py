@@ -332,6 +332,9 @@ class StepResult(CompactModel):
     #: The step cut the sandbox's network for good before answering a private tool's result
     #: (``network="ratchet"``): why, for the audit.
     network_cut: str | None = None
+    #: The first step's ``PYTHONHASHSEED`` when the runtime chose it (a warm interpreter,
+    #: ``runtimes/warm_pool.py``): the workflow keeps it in the execution's determinism.
+    hash_seed: int | None = None
 
 
 class NextStep(CompactModel):
@@ -401,6 +404,18 @@ class ToolOutput(CompactModel):
     #: says why, and the workflow runs the step itself. The tool never runs again for it.
     step: StepResult | None = None
     unfused: str | None = None
+
+
+class ParkResult(CompactModel):
+    """What a parked run's sandbox does while the run waits for a person (``sandbox_park``)."""
+
+    #: ``paused``: its compute stopped, its processes kept (Docker, E2B); ``standby``: the
+    #: provider stops it when idle, processes kept (Blaxel); ``running``: it keeps running
+    #: (and billing), so it is released after ``release_after`` seconds (Modal, or a pause
+    #: that failed); ``nothing``: there was nothing left to park.
+    parked_as: Literal["paused", "standby", "running", "nothing"]
+    why: str = ""
+    release_after: float | None = None
 
 
 class ReleaseInput(CompactModel):

@@ -25,8 +25,9 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.converter import DataConverter
 
 from codemode.activities import names
-from codemode.activities.models import StepResult, ToolInput, ToolOutput
+from codemode.activities.models import ParkResult, StepResult, ToolInput, ToolOutput
 from codemode.worker.approval_audit import ApprovalAudit, approval_words  # noqa: F401 (re-exported)
+from codemode.worker.parking_text import park_text, release_text
 from codemode.workflows.models import (
     CODE_APPROVAL_ID,
     CallStatus,
@@ -36,6 +37,7 @@ from codemode.workflows.models import (
     ExecutionOutcome,
     IgnoredSignal,
     PendingApproval,
+    SandboxUsage,
     read_decision,
 )
 
@@ -122,6 +124,8 @@ class ExecutionAudit(BaseModel):
     steps: list[StepAudit] = Field(default_factory=list)
     calls: list[CallAudit] = Field(default_factory=list)
     events: list[AuditEvent] = Field(default_factory=list)
+    #: What its sandboxes cost (``ExecutionOutcome.usage``), once it completed.
+    usage: dict[str, SandboxUsage] = Field(default_factory=dict)
 
     @property
     def duration_ms(self) -> float | None:
@@ -374,10 +378,10 @@ class _Builder:
             if call_id is None:
                 if name == names.SANDBOX_RELEASE:
                     what = self.releases.get((self.run, attrs.scheduled_event_id)) or "release"
-                    text = (
-                        "paused the sandbox while the run waits" if what.startswith("pause") else "released the sandbox"
-                    )
-                    self.event(at, "step", f"sandbox_release: {text}")
+                    self.event(at, "step", f"sandbox_release: {release_text(what, a.runtime)}")
+                elif name == names.SANDBOX_PARK:
+                    parked = _as(ParkResult, await decode(attrs.result, ParkResult))
+                    self.event(at, "step", f"sandbox_park: {park_text(parked)}")
                 elif name in STEP_TYPES:
                     attempt = self.step_attempts.get((self.run, attrs.scheduled_event_id), 1)
                     result = await decode(attrs.result, StepResult)
@@ -461,6 +465,7 @@ class _Builder:
             a.status, a.closed_at = "completed", at
             if outcome is not None:
                 a.success, a.output, a.error, a.stdout = outcome.success, outcome.output, outcome.error, outcome.stdout
+                a.usage = outcome.usage
                 self._reconcile(outcome)
             if a.success:
                 self.event(at, "completed", "execution completed: success")
@@ -575,3 +580,4 @@ async def fetch_audit(client: Any, execution_id: str) -> ExecutionAudit:
     histories.reverse()
     run_ids.reverse()
     return await build_audit(execution_id, histories, client.data_converter, run_ids)
+

@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
         StateSegment,
         StepResult,
     )
+    from codemode.activities.sandbox_sweep import SANDBOX_HELD_QUERY, HeldSandbox
     from codemode.activities.step_answers import answered_in_step
     from codemode.runtimes.journal_replay import JournalEntry
     from codemode.runtimes.types import Determinism
@@ -59,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
         PendingApproval,
         ToolCallRecord,
     )
+    from codemode.workflows.parking import Parking
     from codemode.workflows.step_activities import (
         LOCAL_STEP_RUNTIMES,
         load_state,
@@ -68,11 +70,12 @@ with workflow.unsafe.imports_passed_through():
         save_state,
         step_cause,
         step_on_own_queue,
-        suspend_sandbox,
         tool_failure,
         why_not_live,
     )
     from codemode.workflows.step_state import DeferredTail, Held
+    from codemode.workflows.summary import final_details, preview
+    from codemode.workflows.usage import UsageMeter
 
 #: What a tool's activity gives the step after its call before leaving it to the workflow's
 #: own step (which redoes it from the checkpoint; the tool never runs again). It is added to
@@ -137,6 +140,8 @@ class CodeExecutionWorkflow:
         self._cell: CellRef | None = None
         self._cell_end: CellEnd | None = None
         self._deferred = DeferredTail()
+        self._usage = UsageMeter(self._runtime)
+        self._parking = Parking(self._usage)
 
     # -- handlers -----------------------------------------------------------------------
 
@@ -189,6 +194,14 @@ class CodeExecutionWorkflow:
             ignored_signals=list(self._approvals.ignored),
         )
 
+    @workflow.query(name=SANDBOX_HELD_QUERY)
+    def sandbox_held(self) -> HeldSandbox:
+        """The latest checkpoint: the sandbox sweep asks which sandbox it names."""
+        info = workflow.info()
+        return HeldSandbox(
+            runtime=self._runtime, first_run_id=info.first_execution_run_id, checkpoint=self._held.checkpoint
+        )
+
     @property
     def _earlier_calls(self) -> int:
         return sum(s.calls for s in self._segments)
@@ -205,6 +218,8 @@ class CodeExecutionWorkflow:
         self._req = req
         self._approvals.notices.code = req.code
         self._runtime = req.runtime
+        self._usage = UsageMeter(req.runtime, carry.usage if carry else None)
+        self._parking = Parking(self._usage)
         self._index = req.index_search_attributes
         self._started = started = carry.started_at if carry else workflow.now()
         if carry is not None:
@@ -274,6 +289,7 @@ class CodeExecutionWorkflow:
             runtime=req.runtime,
             cell=self._cell_end,
             artifacts=artifacts_of(calls, start.first_run_id),
+            usage=self._usage.by_runtime(),
         )
 
     async def _store_cell_journal(self, start: StartInput) -> None:
@@ -314,6 +330,8 @@ class CodeExecutionWorkflow:
                 if self._code_approval.decision != "approved":
                     return False, None, permission_error("the code", self._code_approval)
             step = await self._start(start, local=local, timeout=timeout)
+            if step.hash_seed is not None and start.determinism is not None:  # a warm interpreter's
+                start.determinism = self._determinism = start.determinism.with_hash_seed(step.hash_seed)
             cursor = self._take(step, superseded=None)
         #: The step in hand came from a tool's activity (so no rollover check preceded it).
         fused_before = False
@@ -409,6 +427,7 @@ class CodeExecutionWorkflow:
     def _take(self, step: StepResult, superseded: CheckpointRef | None) -> Cursor:
         """Record a step's outcome; the cursor that works through its calls."""
         self._absorb(step)
+        self._usage.step_ended(step.via, step.holds_compute, more=step.kind == "calls")
         if step.cell is not None:
             self._cell_end = step.cell
         if step.deferred:  # the code ran on live; the checkpoint is still the one before
@@ -481,6 +500,7 @@ class CodeExecutionWorkflow:
             cursor=cursor,
             base_stdout=self._deferred.stdout_at_base,
             tail_bytes=self._deferred.tail_bytes,
+            usage=self._usage.snapshot(),
         )
         workflow.continue_as_new(args=[req, carry])
 
@@ -489,6 +509,7 @@ class CodeExecutionWorkflow:
     async def _start(self, start: StartInput, *, local: bool, timeout: timedelta) -> StepResult:
         """The first step. A cell whose session a worker keeps live goes to that worker's
         queue first; if it is gone, any worker rebuilds the session (its state, or a replay)."""
+        self._usage.step_began()
         cell = start.cell
         if cell is not None and cell.live and cell.live_queue:
             try:
@@ -527,6 +548,9 @@ class CodeExecutionWorkflow:
     async def _resume(
         self, inp: ResumeInput, previous: StepResult, start: StartInput, *, local: bool, timeout: timedelta
     ) -> StepResult:
+        if (released := await self._parking.settle()) is not None:
+            inp = self._with_journal(inp, start, released)  # the parked sandbox is gone: replay
+        self._usage.step_began()
         if inp.session_id and previous.session_queue:
             try:
                 return await step_on_own_queue(names.SANDBOX_RESUME, inp, previous.session_queue, timeout=timeout)
@@ -547,25 +571,11 @@ class CodeExecutionWorkflow:
                 inp = self._with_journal(inp, start, cause.message)
         return await self._step(names.SANDBOX_RESUME, inp, local=False, timeout=timeout)
 
-    async def _suspend(self) -> None:
-        """Pause the sandbox of a run that is about to wait for a person (a cloud session
-        holds compute; snapshots and journals hold nothing). Once per step."""
-        held = self._held
-        if not held.holds_compute or held.suspended or held.checkpoint is None:
-            return
-        held.suspended = True
-        inp = ReleaseInput(
-            execution_id=workflow.info().workflow_id,
-            runtime=self._runtime,
-            first_run_id=workflow.info().first_execution_run_id,
-            checkpoint=held.checkpoint,
-            mode="suspend",
-        )
-        await suspend_sandbox(inp)
-
     async def _release(self, start: StartInput) -> None:
         """Free what the sandbox layer still holds for this execution (its last checkpoint, a
-        live process, a cloud sandbox). Best effort: a leftover is swept at retention."""
+        live process, a cloud sandbox). Best effort: the sandbox sweep frees a leftover."""
+        self._parking.cancel()
+        self._usage.ended()
         held, self._held = self._held, Held()
         if held.checkpoint is None and held.session is None and held.live is None:
             return
@@ -616,7 +626,9 @@ class CodeExecutionWorkflow:
         asked = call.function_call()
         if call.requires_approval:
             record.status = "awaiting_approval"
-            await self._suspend()
+            await self._parking.park(
+                self._held, self._runtime, lambda: bool(self._approvals.pending), cell=self._cell is not None
+            )
             record.approval = approval = await self._approvals.review_call(call, approval_timeout)
             if approval.decision != "approved":
                 record.status = "denied" if approval.decision == "denied" else "timed_out"
@@ -630,6 +642,8 @@ class CodeExecutionWorkflow:
                 call = call.model_copy(update={"args": [], "kwargs": approval.approved_arguments})
                 then = None
         record.status = "running"
+        if then is not None:
+            self._usage.step_began()  # the tool's activity runs the step after it
         try:
             out = await run_tool(call, then, summary=summary(call))
         except ActivityError as err:

@@ -23,7 +23,8 @@ from codemode.activities.records import (  # noqa: F401 (shared with the activit
     ErrorInfo,
     ToolCallRecord,
 )
-from codemode.runtimes.types import ExecutionLimits, NetworkPolicy, SandboxOptions
+from codemode.runtimes.types import CompactModel, ExecutionLimits, NetworkPolicy, SandboxOptions
+from codemode.workflows.usage import SandboxUsage
 
 TASK_QUEUE = "codemode"
 WORKFLOW_TYPE = EXECUTION_WORKFLOW_TYPE
@@ -57,7 +58,7 @@ def check_session_name(name: str) -> str:
     return name
 
 
-class CodeExecutionRequest(BaseModel):
+class CodeExecutionRequest(CompactModel):
     code: str
     runtime: str = "monty"
     inputs: dict[str, Any] = Field(default_factory=dict)
@@ -100,7 +101,7 @@ class CodeExecutionRequest(BaseModel):
         return None if options.is_default else options
 
 
-class ExecutionOutcome(BaseModel):
+class ExecutionOutcome(CompactModel):
     execution_id: str
     #: How many workflow runs the execution took (continue-as-new keeps long runs small).
     runs: int = 1
@@ -116,6 +117,9 @@ class ExecutionOutcome(BaseModel):
     #: Files the code handed back (``save_artifact``, the outputs directory): references;
     #: the bytes are in the object store (``codemode artifacts ID NAME``).
     artifacts: list[Artifact] = Field(default_factory=list)
+    #: What its sandboxes cost, per runtime: seconds running and paused, sandboxes created,
+    #: journal replays (``workflows/usage.py``).
+    usage: dict[str, SandboxUsage] = Field(default_factory=dict)
 
 
 class PendingApproval(BaseModel):

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -45,6 +44,7 @@ from pydantic_ai.tools import Tool
 from pydantic_ai.toolsets import FunctionToolset
 from temporalio import workflow
 
+from codemode.integrations.run_code import child_execution_id
 from codemode.runtimes import ExecutionLimits, code_mode_prompt
 from codemode.workflows.child_execution import execute_code
 from codemode.workflows.child_session import run_session_cell
@@ -100,7 +100,7 @@ class DurableCodeMode(AbstractCapability[Any]):
     :param tools: the tools module the code may call (``"my.tools"``), or a ``ToolRegistry``.
         The worker that runs the executions must have the same tools (``CodeModePlugin``).
     :param client: a Temporal client made with ``codemode.connect()`` or with
-        ``CodeModePlugin`` on it (default: one for ``TEMPORAL_ADDRESS``, made on first use).
+        ``CodeModePlugin`` on it (default: ``codemode.connect()``: Temporal's profile and ``TEMPORAL_*`` variables, made on first use).
         Not used inside a workflow.
     :param task_queue: where the executions run (default ``CODEMODE_TASK_QUEUE`` or ``codemode``;
         inside a workflow, the agent workflow's own queue).
@@ -225,7 +225,7 @@ class DurableCodeMode(AbstractCapability[Any]):
     async def _run_in_workflow(self, ctx: RunContext[Any], code: str) -> RunCodeReturn:
         outcome = await execute_code(
             self.request(code),
-            id=child_execution_id(workflow.info().workflow_id, self.name, ctx),
+            id=child_execution_id(workflow.info().workflow_id, self.name, ctx.tool_call_id, retry=ctx.retry),
             task_queue=self.task_queue,
         )
         return run_code_return(outcome)
@@ -334,7 +334,7 @@ class DurableCodeMode(AbstractCapability[Any]):
     # -- the application's side: clients, decisions, deferred results ---------------------------
 
     async def get_client(self) -> Client:
-        """The client given, else one for ``TEMPORAL_ADDRESS`` (made once)."""
+        """The client given, else ``codemode.connect()`` (Temporal's profile and ``TEMPORAL_*`` variables; made once)."""
         if self.client is None:
             from codemode.worker.client.connection import connect
 
@@ -410,17 +410,6 @@ class DurableCodeMode(AbstractCapability[Any]):
                 outcome = await client.get_workflow_handle(execution_id, result_type=ExecutionOutcome).result()
             results[call.tool_call_id] = run_code_return(outcome, retry=False, session=session, cell=index)
         return DeferredToolResults(calls=results)
-
-
-_UNSAFE_ID = re.compile(r"[^A-Za-z0-9._:-]")
-
-
-def child_execution_id(parent_id: str, tool_name: str, ctx: RunContext[Any]) -> str:
-    """The execution id of a tool call made in a workflow: from what the parent's history fixes
-    (its id, the tool call's id, the retry), so a replay finds the same child."""
-    call = _UNSAFE_ID.sub("_", ctx.tool_call_id or "call")
-    suffix = f"-r{ctx.retry}" if ctx.retry else ""
-    return f"{parent_id}-{tool_name}-{call}{suffix}"[:1000]
 
 
 @dataclass

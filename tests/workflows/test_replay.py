@@ -16,6 +16,10 @@ start a notification child per event (issue 36, ``workflows/approval_notices.py`
 that worker's own queue), recorded before its tool activities ran the step after their call
 (issue 28); ``pyfused-*.json``: recorded after. Regenerate or add a python set with
 CODEMODE_RECORD_PYTHON_HISTORIES=<prefix>.
+``park0-*.json``: e2b and modal runs parked on an approval before ``sandbox_park`` existed (one
+``sandbox_release`` that asked for a pause); ``park-*.json``: after it (``PARK_PATCH``): a
+docker and an e2b sandbox paused, a blaxel one in standby, a modal sandbox released after its grace period and the run
+replayed (recorded by ``test_parking.py`` with CODEMODE_RECORD_PARK_HISTORIES=1).
 """
 
 from __future__ import annotations
