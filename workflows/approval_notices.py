@@ -4,7 +4,8 @@ worker has any channel (the worker decides; the workflow always says what happen
 never waits on a channel, and the notify workflow is not its child, so nothing it does adds an
 event to the run's history or races the run's last commands; before the run ends or continues
 as new it waits only for those starts (a local activity each). Histories recorded before
-this existed replay without it (the ``NOTIFY_PATCH`` marker)."""
+this existed replay without it (the ``NOTIFY_PATCH`` marker), and runs recorded while
+notifications were children replay with children (``CHILD_NOTIFY_PATCH``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from codemode.activities.notify.activities import START, StartNotice
@@ -20,7 +22,11 @@ with workflow.unsafe.imports_passed_through():
     from codemode.workflows.models import CODE_APPROVAL_ID, ApprovalRecord, PendingApproval
     from codemode.workflows.notify_workflow import NOTIFY_WORKFLOW
 
-NOTIFY_PATCH = "approval-notify"
+NOTIFY_PATCH = "approval-notify-started"
+#: Runs recorded while each notification was an abandoned child of the run (main at 0b4239e)
+#: replay with children: their completions landed in the run's history, which is why a run
+#: now starts its notify workflows from a local activity instead.
+CHILD_NOTIFY_PATCH = "approval-notify"
 
 
 class Notices:
@@ -30,7 +36,11 @@ class Notices:
         self.code = ""
 
     def send(self, event: EventName, review: PendingApproval, decision: ApprovalRecord | None = None) -> None:
-        if not workflow.patched(NOTIFY_PATCH):
+        if workflow.patched(NOTIFY_PATCH):
+            start = self._start
+        elif workflow.patched(CHILD_NOTIFY_PATCH):  # only true replaying such a run
+            start = self._start_child
+        else:
             return
         info = workflow.info()
         code = str(review.args[0]) if review.call_id == CODE_APPROVAL_ID and review.args else self.code
@@ -57,7 +67,7 @@ class Notices:
         )
         # Unique across the namespace (run ids are), and the same on a replay under another id.
         notify_id = f"codemode-notify:{info.first_execution_run_id}:{review.call_id}:{event.partition('.')[2]}"
-        self._starting.append(asyncio.create_task(self._start(req, notify_id)))
+        self._starting.append(asyncio.create_task(start(req, notify_id)))
 
     async def _start(self, req: NotifyRequest, notify_id: str) -> None:
         try:
@@ -67,6 +77,19 @@ class Notices:
                 start_to_close_timeout=timedelta(seconds=10),
                 retry_policy=RetryPolicy(maximum_attempts=3),
                 summary=f"tell people: {req.event} for call {req.call_id}",
+            )
+        except Exception as err:  # noqa: BLE001 - a notification never fails the run
+            workflow.logger.warning("notification %s for call %s not started: %s", req.event, req.call_id, err)
+
+    async def _start_child(self, req: NotifyRequest, child_id: str) -> None:
+        try:
+            await workflow.start_child_workflow(
+                NOTIFY_WORKFLOW,
+                req,
+                id=child_id,
+                task_queue=workflow.info().task_queue,
+                parent_close_policy=ParentClosePolicy.ABANDON,
+                static_summary=f"{req.event} for call {req.call_id}",
             )
         except Exception as err:  # noqa: BLE001 - a notification never fails the run
             workflow.logger.warning("notification %s for call %s not started: %s", req.event, req.call_id, err)

@@ -83,7 +83,7 @@ def _decision_command(approve: bool) -> click.Command:
 @click.option("--result", "result", required=True, metavar="JSON", help="The call's result, as JSON.")
 @click.option("--by", default=None, help="Who answers [default: the OS user].")
 @click.option("--comment", "text", default=None, help="A comment.")
-@address_option
+@connection_options
 def answer(execution_id: str, call_id: str | None, result: str, by: str | None, text: str | None, address: str) -> int:
     """Answer a tool call waiting for approval instead of the tool: the code gets RESULT as the
     call's result and the tool does not run (RESULT must fit what the tool returns)."""
