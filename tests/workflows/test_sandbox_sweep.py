@@ -71,6 +71,9 @@ async def test_a_worker_killed_mid_step_or_while_parked_leaves_nothing_after_one
             client, CodeExecutionRequest(code=SLOW_START, runtime=provider.name), task_queue=task_queue
         )
         (orphan,) = await provider.wait_for(handle.id, 1)  # its first step is under way
+        labels = await provider.labels(orphan)  # who made it: the execution, the step attempt, where
+        assert labels["codemode.execution"] == handle.id and labels["codemode.step"].endswith("#1"), labels
+        assert labels["codemode.namespace"] == client.namespace and labels["codemode.cluster"], labels
         first.send_signal(signal.SIGKILL)
         first.wait()
     async with CodeModeWorker(client, registry, task_queue=task_queue).running():
@@ -130,3 +133,21 @@ async def test_the_sandbox_sweep_schedule_is_created_once_and_its_runs_show_the_
         assert meta.current_details.startswith(f"**{len(report.removed)} removed**, {len(report.kept)} kept")
     finally:
         await schedule.delete()
+
+
+@pytest.mark.parametrize("provider_server", ["e2b"], indirect=True)
+async def test_the_sweep_leaves_another_temporal_clusters_sandboxes_alone(provider: Provider, client, worker) -> None:
+    """Two dev servers on one machine share a provider account (or a Docker engine), and both
+    call their namespace "default": a sandbox labelled with another cluster is not ours to
+    judge; one labelled with ours whose execution Temporal does not know is an orphan."""
+    labels = {"codemode": "1", "codemode.execution": "exec-elsewhere", "codemode.namespace": "default"}
+    theirs = await provider.runtime.Sandbox.create(metadata={**labels, "codemode.cluster": "another-cluster"})
+    ours = await provider.runtime.Sandbox.create(metadata=labels)
+    try:
+        report = await sweep(client, worker.task_queue)
+        assert [e.sandbox for e in report.removed] == [ours.sandbox_id], report
+        assert "execution exec-elsewhere is unknown to Temporal" in report.removed[0].reason
+        assert theirs.sandbox_id not in {e.sandbox for e in report.kept}  # not judged at all
+        assert list(await provider.sandboxes()) == [theirs.sandbox_id]
+    finally:
+        await provider.runtime.destroy({"sandbox_id": theirs.sandbox_id})
