@@ -325,6 +325,9 @@ class StepResult(CompactModel):
     #: The step cut the sandbox's network for good before answering a private tool's result
     #: (``network="ratchet"``): why, for the audit.
     network_cut: str | None = None
+    #: The first step's ``PYTHONHASHSEED`` when the runtime chose it (a warm interpreter,
+    #: ``runtimes/warm_pool.py``): the workflow keeps it in the execution's determinism.
+    hash_seed: int | None = None
 
 
 class NextStep(CompactModel):

@@ -319,7 +319,8 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching, Swep
                 functions=sigs,
                 inputs=inp.inputs,
                 limits=inp.limits,
-                determinism=inp.determinism,
+                # the first start: the runtime may choose the hash seed (a warm interpreter's)
+                determinism=inp.determinism.first_start() if inp.determinism else None,
                 options=inp.options,
             )
         except CodeExecutionError as err:
@@ -328,7 +329,9 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching, Swep
             raise ApplicationError(f"the {inp.runtime} sandbox failed to start: {err}", type="SandboxError") from err
         scope = step_scope(inp.execution_id, inp.first_run_id)
         defer = (inp.defer_bytes, 0) if inp.defer_bytes > 0 else None
-        return await self._drive(execution, specs, scope, stdout_offset=0, via="started", defer=defer)
+        step = await self._drive(execution, specs, scope, stdout_offset=0, via="started", defer=defer)
+        step.hash_seed = execution.chosen_hash_seed  # recorded: a replay starts with the same
+        return step
 
     async def _resume(self, inp: ResumeInput, defer: tuple[int, int] | None = None) -> StepResult:
         if (handed := await self._handed_over_step(inp.session_id)) is not None:

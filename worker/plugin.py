@@ -10,9 +10,10 @@ worker's own task queue for the steps of sandboxes it keeps live. ``CodeModeWork
 CLI's workers and clients are built on it, so a worker is assembled here and nowhere else.
 
 Add code mode to a worker that runs your own workflows (they can start executions as child
-workflows on the same task queue)::
+workflows on the same task queue); ``codemode.connect`` reads Temporal's profile and
+``TEMPORAL_*`` variables (``Client.connect(address, plugins=[...])`` works too)::
 
-    client = await Client.connect("localhost:7233", plugins=[CodeModePlugin(tools="my.tools")])
+    client = await codemode.connect(plugins=[CodeModePlugin(tools="my.tools")])
     worker = Worker(client, task_queue="agents", workflows=[MyAgentWorkflow])
 
 Put the plugin on the client (as above) so that the client you start and read workflows with
@@ -36,9 +37,16 @@ from importlib.metadata import version as _version
 from typing import TYPE_CHECKING, Any, Literal
 
 from temporalio.client import Client, ClientConfig
+from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.converter import DataConverter
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import PollerBehaviorSimpleMaximum, Worker, WorkerConfig, WorkflowRunner
+from temporalio.worker import (
+    PollerBehaviorSimpleMaximum,
+    Worker,
+    WorkerConfig,
+    WorkerDeploymentConfig,
+    WorkflowRunner,
+)
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from codemode.activities.checkpoints import CheckpointStore
@@ -53,6 +61,8 @@ from codemode.runtimes import CodeRuntime
 from codemode.runtimes.exit_settle import settle_at_exit
 from codemode.worker import telemetry
 from codemode.worker.converter import data_converter, keyring_of, store_of
+from codemode.worker.reachability import watch_reachability
+from codemode.worker.search_attributes import ensure_search_attributes
 from codemode.worker.workflow_runner import CodeModeWorkflowRunner
 from codemode.workflows.execution_workflow import CodeExecutionWorkflow
 from codemode.workflows.session_workflow import CodeSessionWorkflow
@@ -69,6 +79,14 @@ PLUGIN_NAME = "codemode.CodeModePlugin"
 #: a 32-character hash of every loaded module (computed at start-up, and written three times
 #: per tool call); the package version says which code ran just as well.
 BUILD_ID = f"codemode-{_version('durable-codemode')}"
+
+#: How our workflows move between builds under Worker Deployment Versioning (a worker with a
+#: deployment name): a run parked for days continues on the current build's workers when it
+#: wakes, never waiting for an old build to be kept up. The committed replay histories
+#: (tests/workflows, tests/runtimes) are the guard: a new build must replay the old runs.
+#: (Set on the worker, not on the workflow definitions: a server refuses a behavior from an
+#: unversioned worker.)
+VERSIONING_BEHAVIOR = VersioningBehavior.AUTO_UPGRADE
 
 #: Tools heartbeat so a cancelled execution's running tool hears of it within a second or so
 #: (the SDK otherwise sends a heartbeat at most every 30 s).
@@ -117,6 +135,11 @@ class CodeModePlugin(SimplePlugin):
     :param tune_worker: raise the worker's activity pollers, eager activity reservations and
         heartbeat rate where they are at the SDK's defaults (what gathered calls and prompt
         cancellation need); settings you passed yourself are kept.
+    :param deployment_name: with ``build_id``, the worker joins Temporal's Worker Deployment
+        Versioning as version ``deployment_name.build_id``; our workflows auto-upgrade
+        (``VERSIONING_BEHAVIOR``). Make a new build current with ``temporal worker deployment
+        set-current-version``.
+    :param build_id: this build's id (alone: recorded on every task, without versioning).
     :param mcp: started MCP servers (``codemode.activities.mcp_tools.McpServers``): their tools join
         the registry (a namespace per server), image and blob results go to the object store
         (sealed under the keys), and the servers are closed when the worker stops.
@@ -134,7 +157,15 @@ class CodeModePlugin(SimplePlugin):
         tune_worker: bool = True,
         mcp: McpServers | None = None,
         session_keep_alive_seconds: float = 900.0,
+        deployment_name: str | None = None,
+        build_id: str | None = None,
     ) -> None:
+        if deployment_name and not build_id:
+            raise ValueError("deployment_name needs a build_id: the version is deployment_name.build_id")
+        if deployment_name and "." in deployment_name:
+            raise ValueError(f"deployment_name {deployment_name!r} must not contain '.'")
+        self.deployment = WorkerDeploymentVersion(deployment_name, build_id) if deployment_name and build_id else None
+        self.build_id = build_id
         if isinstance(tools, ToolRegistry) or tools is None:
             self.registry = tools if tools is not None else ToolRegistry()
         else:
@@ -231,6 +262,7 @@ class CodeModePlugin(SimplePlugin):
             SandboxSweepActivities(sandbox.sweep_sandboxes).sweep,
             *tool_activities(self.registry, sandbox),
         ]
+        _version(config, self.deployment, self.build_id)
         if self.tune_worker:
             _tune(config)
         return config
@@ -252,14 +284,17 @@ class CodeModePlugin(SimplePlugin):
         # Steps of live sandboxes come to this worker's own queue; a plain worker, with no
         # plugins, because it only runs the step activities of the worker it belongs to.
         client = worker.client
+        # Our search attributes: created where this client may, else said how (never fatal).
+        await ensure_search_attributes(client)
         own = Worker(
             Client(**{**client.config(active_config=True), "plugins": []}),
             task_queue=parts.session_queue,
             activities=parts.sandbox.activities(),
-            build_id=worker.config(active_config=True).get("build_id") or BUILD_ID,
+            build_id=self.build_id or worker.config(active_config=True).get("build_id") or BUILD_ID,
         )
         own_task = asyncio.create_task(own.run())
         sweeper = asyncio.create_task(_sweep_orphans(client, parts.sandbox))
+        watcher = asyncio.create_task(watch_reachability(client))  # logs a lost credential
         try:
             main_task = asyncio.ensure_future(next(worker))
             done, _ = await asyncio.wait({main_task, own_task}, return_when=asyncio.FIRST_COMPLETED)
@@ -271,6 +306,7 @@ class CodeModePlugin(SimplePlugin):
             await main_task
         finally:
             sweeper.cancel()
+            watcher.cancel()
             if own.is_running:
                 await own.shutdown()
             with contextlib.suppress(Exception, asyncio.CancelledError):
@@ -328,6 +364,29 @@ def _workflow_runner(existing: WorkflowRunner | None) -> WorkflowRunner:
     return existing
 
 
+def _version(config: WorkerConfig, deployment: WorkerDeploymentVersion | None, build_id: str | None) -> None:
+    """The worker's deployment version (ours, unless the application set one) and build id."""
+    if deployment is not None and config.get("deployment_config") is None:
+        config["deployment_config"] = WorkerDeploymentConfig(
+            version=deployment, use_worker_versioning=True, default_versioning_behavior=VERSIONING_BEHAVIOR
+        )
+        config.pop("build_id", None)
+        config.pop("use_worker_versioning", None)
+    elif build_id and config.get("deployment_config") is None and not config.get("build_id"):
+        config["build_id"] = build_id
+    chosen = config.get("deployment_config")
+    if (
+        chosen is not None
+        and chosen.use_worker_versioning
+        and chosen.default_versioning_behavior == VersioningBehavior.UNSPECIFIED
+    ):
+        raise ValueError(
+            "this worker's WorkerDeploymentConfig has no default_versioning_behavior, and code mode's "
+            "workflows need one: set default_versioning_behavior=VersioningBehavior.AUTO_UPGRADE (what "
+            "CodeModePlugin(deployment_name=..., build_id=...) sets; see the secured-clusters guide)"
+        )
+
+
 def _tune(config: WorkerConfig) -> None:
     """Raise what is still at the SDK's default (see the constants above)."""
     pollers = PollerBehaviorSimpleMaximum(ACTIVITY_POLLERS)
@@ -340,5 +399,7 @@ def _tune(config: WorkerConfig) -> None:
         ("build_id", None, BUILD_ID),
     )
     for key, sdk_default, ours in defaults:
+        if key == "build_id" and config.get("deployment_config") is not None:
+            continue  # the deployment's version carries the build id (the SDK refuses both)
         if config.get(key, sdk_default) == sdk_default:
             config[key] = ours  # type: ignore[literal-required]

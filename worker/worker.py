@@ -65,10 +65,13 @@ class CodeModeWorker:
         store: BlobStore | None = None,
         mcp: McpServers | None = None,
         session_keep_alive_seconds: float = 900.0,
+        deployment_name: str | None = None,
+        build_id: str | None = None,
     ) -> None:
         """``mcp``: started MCP servers whose tools the code may call (``CodeModePlugin``'s
         ``mcp``); the worker closes them when it stops. ``session_keep_alive_seconds``: how
-        long a session's live process (python) waits here for the session's next cell."""
+        long a session's live process (python) waits here for the session's next cell.
+        ``deployment_name``, ``build_id``: Worker Deployment Versioning (``CodeModePlugin``'s)."""
         store = store or store_of(client.data_converter)
         if store is None:
             raise ValueError(
@@ -86,6 +89,8 @@ class CodeModeWorker:
             keep_alive_seconds=keep_alive_seconds,
             mcp=mcp,
             session_keep_alive_seconds=session_keep_alive_seconds,
+            deployment_name=deployment_name,
+            build_id=build_id,
         )
         self.worker = Worker(
             client,

@@ -23,7 +23,7 @@ from codemode.activities.records import (  # noqa: F401 (shared with the activit
     ErrorInfo,
     ToolCallRecord,
 )
-from codemode.runtimes.types import ExecutionLimits, NetworkPolicy, SandboxOptions
+from codemode.runtimes.types import CompactModel, ExecutionLimits, NetworkPolicy, SandboxOptions
 from codemode.workflows.usage import SandboxUsage
 
 TASK_QUEUE = "codemode"
@@ -58,7 +58,7 @@ def check_session_name(name: str) -> str:
     return name
 
 
-class CodeExecutionRequest(BaseModel):
+class CodeExecutionRequest(CompactModel):
     code: str
     runtime: str = "monty"
     inputs: dict[str, Any] = Field(default_factory=dict)
@@ -101,7 +101,7 @@ class CodeExecutionRequest(BaseModel):
         return None if options.is_default else options
 
 
-class ExecutionOutcome(BaseModel):
+class ExecutionOutcome(CompactModel):
     execution_id: str
     #: How many workflow runs the execution took (continue-as-new keeps long runs small).
     runs: int = 1

@@ -7,6 +7,7 @@ Pure functions of the request: deterministic, so workflow code may call them.
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 from codemode.workflows.models import CodeExecutionRequest, ErrorInfo
 
@@ -51,9 +52,9 @@ def execution_details(req: CodeExecutionRequest) -> str:
     return f"```python\n{req.code}\n```"
 
 
-def final_details(success: bool, error: ErrorInfo | None, seconds: float, calls: int) -> str:
-    """The UI's details of an execution that ended."""
-    tail = f"in {seconds:.1f}s, {calls} tool call{'s' if calls != 1 else ''}"
+def final_details(success: bool, error: ErrorInfo | None, took: timedelta, calls: int) -> str:
+    """The workflow's details once it ended: how it ended, how long it took, its calls."""
+    tail = f"in {took.total_seconds():.1f}s, {calls} tool call{'s' if calls != 1 else ''}"
     if success:
         return f"**Completed** {tail}."
     if error is None:

@@ -97,7 +97,7 @@ class DurableCodeMode(AbstractCapability[Any]):
     :param tools: the tools module the code may call (``"my.tools"``), or a ``ToolRegistry``.
         The worker that runs the executions must have the same tools (``CodeModePlugin``).
     :param client: a Temporal client made with ``codemode.connect()`` or with
-        ``CodeModePlugin`` on it (default: one for ``TEMPORAL_ADDRESS``, made on first use).
+        ``CodeModePlugin`` on it (default: ``codemode.connect()``: Temporal's profile and ``TEMPORAL_*`` variables, made on first use).
         Not used inside a workflow.
     :param task_queue: where the executions run (default ``CODEMODE_TASK_QUEUE`` or ``codemode``;
         inside a workflow, the agent workflow's own queue).
@@ -331,7 +331,7 @@ class DurableCodeMode(AbstractCapability[Any]):
     # -- the application's side: clients, decisions, deferred results ---------------------------
 
     async def get_client(self) -> Client:
-        """The client given, else one for ``TEMPORAL_ADDRESS`` (made once)."""
+        """The client given, else ``codemode.connect()`` (Temporal's profile and ``TEMPORAL_*`` variables; made once)."""
         if self.client is None:
             from codemode.worker.client.connection import connect
 

@@ -25,7 +25,9 @@ Commands of the layers above (``codemode mcp``, in ``integrations/``) register u
 named, so this package never imports ``integrations``.
 
 Exit codes: 0 success, 1 code error (or a failed execution), 2 usage or input error,
-3 awaiting approval. Every client command honours ``TEMPORAL_ADDRESS`` and ``--address``.
+3 awaiting approval. Every command that talks to a server takes the ``temporal`` CLI's
+connection flags (``--address``, ``--namespace``, ``--api-key``, ``--tls*``, ``--profile``,
+``--config-file``: ``connection_options.py``) over Temporal's ``TEMPORAL_*`` variables and profile.
 Progress (tool calls as they happen) goes to stderr; results go to stdout.
 """
 

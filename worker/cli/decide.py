@@ -14,7 +14,7 @@ import click
 from codemode.worker.cli.common import (
     EXIT_OK,
     Fail,
-    address_option,
+    connection_options,
     find_execution,
     note,
     open_client,
@@ -31,7 +31,7 @@ def _decision_command(approve: bool) -> click.Command:
     @click.option("--all", "every", is_flag=True, help=f"{verb.capitalize()} every call waiting for approval.")
     @click.option("--by", default=None, help="Who decides [default: the OS user].")
     @click.option(text_flag, "text", default=None, help="A comment." if approve else "Why it is denied.")
-    @address_option
+    @connection_options
     def command(
         execution_id: str, call_id: str | None, every: bool, by: str | None, text: str | None, address: str
     ) -> int:
@@ -119,7 +119,7 @@ CANCEL_WAIT_SECONDS = 10.0
 @click.command()
 @click.argument("execution_id", metavar="ID")
 @click.option("--reason", default=None, help="Why, recorded in the history [default: cancelled by the OS user].")
-@address_option
+@connection_options
 def cancel(execution_id: str, reason: str | None, address: str) -> int:
     """Cancel an execution: it stops where it is, even while it waits for approval."""
     import asyncio

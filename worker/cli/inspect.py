@@ -16,7 +16,7 @@ import click
 
 from codemode.worker.cli.common import (
     EXIT_OK,
-    address_option,
+    connection_options,
     emit,
     existing_handle,
     find_execution,
@@ -85,7 +85,7 @@ def status_from_audit(audit: ExecutionAudit) -> ExecutionStatus:
 @click.command()
 @click.argument("execution_id", metavar="ID")
 @json_option
-@address_option
+@connection_options
 def status(execution_id: str, as_json: bool, address: str) -> int:
     """An execution's state, pending approvals, tool calls so far and stdout (the status query).
 
@@ -157,7 +157,7 @@ async def _queued_cell(client: Client, execution_id: str) -> BaseModel | None:
 @click.command()
 @click.argument("execution_id", metavar="ID")
 @json_option
-@address_option
+@connection_options
 def history(execution_id: str, as_json: bool, address: str) -> int:
     """The audit timeline from the Temporal history: calls, attempts, approvals, timings."""
     import asyncio

@@ -18,7 +18,7 @@ from codemode.activities.tools import ToolRegistry
 from codemode.worker.cli.common import (
     EXIT_OK,
     Fail,
-    address_option,
+    connection_options,
     cli_config_option,
     codec_port_option,
     load_cli_config_file,
@@ -36,7 +36,7 @@ from codemode.worker.cli.common import (
     tools_option,
     ui_port_option,
 )
-from codemode.worker.client.connection import connect
+from codemode.worker.client.connection import connect, local_target
 from codemode.worker.dev_server import EmbeddedServer, default_db_path
 
 if TYPE_CHECKING:
@@ -123,13 +123,18 @@ def server_banner(server: EmbeddedServer) -> list[str]:
 
 
 async def _serve_worker(
-    client: Client, registry: ToolRegistry | None, mcp_config: McpConfig | None, task_queue: str, address: str
+    client: Client,
+    registry: ToolRegistry | None,
+    mcp_config: McpConfig | None,
+    task_queue: str,
+    address: str,
+    versioning: dict[str, str | None] | None = None,
 ) -> None:
     from codemode.worker.worker import CodeModeWorker
 
     registry, servers = await open_mcp(registry, mcp_config)
     try:
-        w = CodeModeWorker(client, registry, task_queue=task_queue, mcp=servers)
+        w = CodeModeWorker(client, registry, task_queue=task_queue, mcp=servers, **(versioning or {}))
     except BaseException:
         if servers is not None:
             await servers.aclose()
@@ -140,6 +145,9 @@ async def _serve_worker(
         if await w.ensure_sandbox_sweep_schedule():
             note("Scheduled the hourly sweep of sandboxes no open execution names (codemode-sandbox-sweep).")
         names = [s.code_name for s in registry]
+        version = w.plugin.deployment
+        if version is not None:
+            note(f"Worker Deployment Versioning: version {version.to_canonical_string()} (workflows auto-upgrade).")
         note(f"Worker ready on task queue {task_queue!r} at {address}; tools: {', '.join(names)}")
         await until_stopped()
         note("Stopping the worker...")
@@ -149,7 +157,7 @@ async def _serve_worker(
 @tools_option
 @mcp_config_option
 @cli_config_option
-@address_option
+@connection_options
 @task_queue_option
 @metrics_option
 @click.option(
@@ -157,6 +165,19 @@ async def _serve_worker(
     envvar="CODEMODE_DOCKER_IMAGE",
     show_envvar=True,
     help="The image the docker runtime runs code in (any image with python3 >= 3.9).",
+)
+@click.option(
+    "--deployment-name",
+    envvar="CODEMODE_DEPLOYMENT_NAME",
+    show_envvar=True,
+    help="Worker Deployment Versioning: the deployment this worker belongs to (with --build-id).",
+)
+@click.option(
+    "--build-id",
+    envvar="CODEMODE_BUILD_ID",
+    show_envvar=True,
+    help="This build's id (with --deployment-name: the version NAME.ID; make it current with "
+    "`temporal worker deployment set-current-version`).",
 )
 def worker(
     tools_module: str | None,
@@ -166,24 +187,36 @@ def worker(
     task_queue: str,
     metrics: str | None,
     image: str | None,
+    deployment_name: str | None,
+    build_id: str | None,
 ) -> int:
     """Run a worker for the workflow, the sandbox steps and the tools, until Ctrl-C."""
     if image:
         os.environ["CODEMODE_DOCKER_IMAGE"] = image
+    if deployment_name and not build_id:
+        raise Fail("--deployment-name needs --build-id (the version is NAME.BUILD_ID)")
+    if deployment_name and "." in deployment_name:
+        raise Fail(f"--deployment-name {deployment_name!r}: a deployment name has no '.'")
     registry = load_tools(tools_module) if require_tools(tools_module, mcp_config, cli_config) else None
     config = load_mcp_config_file(mcp_config)
     registry = open_cli(registry, load_cli_config_file(cli_config))
-    return asyncio.run(_worker(registry, config, address, task_queue, metrics))
+    versioning = {"deployment_name": deployment_name, "build_id": build_id}
+    return asyncio.run(_worker(registry, config, address, task_queue, metrics, versioning))
 
 
 async def _worker(
-    registry: ToolRegistry | None, mcp_config: McpConfig | None, address: str, task_queue: str, metrics: str | None
+    registry: ToolRegistry | None,
+    mcp_config: McpConfig | None,
+    address: str,
+    task_queue: str,
+    metrics: str | None,
+    versioning: dict[str, str | None],
 ) -> int:
     runtime = metrics_runtime(metrics)
     client = await open_client(address, **client_options(runtime))
     for line in metrics_banner(metrics):
         note(line)
-    await _serve_worker(client, registry, mcp_config, task_queue, address)
+    await _serve_worker(client, registry, mcp_config, task_queue, address, versioning)
     return EXIT_OK
 
 
@@ -254,7 +287,7 @@ async def _dev(
     try:
         for line in [*server_banner(srv), *metrics_banner(metrics)]:
             note(line)
-        client = await connect(srv.address, **client_options(runtime))
+        client = await connect(target=local_target(srv.address), **client_options(runtime))
         await _serve_worker(client, registry, mcp_config, task_queue, srv.address)
     finally:
         await srv.stop()
