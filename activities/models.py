@@ -215,6 +215,13 @@ class CallRequest(CompactModel):
     #: The tool returns private data (``@tool(private_data=True)``): the ratchet cuts the
     #: sandbox's network before its result is answered.
     private_data: bool = False
+    #: Set for a call that waits for a person only: its arguments by parameter name, and the
+    #: JSON schemas an edit of them and an answer instead of the tool are checked against.
+    arguments: dict[str, Any] | None = None
+    parameters_schema: dict[str, Any] | None = None
+    returns_schema: dict[str, Any] | None = None
+    #: Why the call waits (a rule or predicate that decided so), for the person.
+    approval_reason: str | None = None
 
     def function_call(self) -> FunctionCall:
         """The call as the code made it (what its journal entry records)."""

@@ -130,7 +130,9 @@ def _audit_call_line(c: CallAudit) -> str:
         extra.append(f"retried after {c.retried_after.type}: {c.retried_after.message}")
     if c.approval:
         by = f" by {c.approval.by}" if c.approval.by else ""
-        extra.append(f"{c.approval.decision}{by}")
+        door = f" via {c.approval.door}" if c.approval.door else ""
+        word = "answered" if c.approval.answered else c.approval.decision
+        extra.append(f"{word}{by}{door}")
     return call_line(c) + (f"  [{'; '.join(extra)}]" if extra else "")
 
 

@@ -12,11 +12,12 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from codemode.activities.notify.config import NotifyConfig
 from codemode.activities.retention import SweepInput
 from codemode.activities.sandbox_sweep import SandboxSweepInput
 from codemode.activities.storage import BlobStore
@@ -67,11 +68,13 @@ class CodeModeWorker:
         session_keep_alive_seconds: float = 900.0,
         deployment_name: str | None = None,
         build_id: str | None = None,
+        notify: NotifyConfig | Literal["env"] | None = "env",
     ) -> None:
         """``mcp``: started MCP servers whose tools the code may call (``CodeModePlugin``'s
         ``mcp``); the worker closes them when it stops. ``session_keep_alive_seconds``: how
         long a session's live process (python) waits here for the session's next cell.
-        ``deployment_name``, ``build_id``: Worker Deployment Versioning (``CodeModePlugin``'s)."""
+        ``deployment_name``, ``build_id``: Worker Deployment Versioning (``CodeModePlugin``'s).
+        ``notify``: who is told that a call waits (``CodeModePlugin``'s ``notify``)."""
         store = store or store_of(client.data_converter)
         if store is None:
             raise ValueError(
@@ -91,6 +94,7 @@ class CodeModeWorker:
             session_keep_alive_seconds=session_keep_alive_seconds,
             deployment_name=deployment_name,
             build_id=build_id,
+            notify=notify,
         )
         self.worker = Worker(
             client,

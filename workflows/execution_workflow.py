@@ -10,6 +10,7 @@ before the server's history limits, carrying a ``Continuation``.
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
@@ -42,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
     from codemode.runtimes.journal_replay import JournalEntry
     from codemode.runtimes.types import Determinism
     from codemode.workflows.approvals import Approvals, permission_error, summary
+    from codemode.workflows.call_outcomes import final_details, preview
     from codemode.workflows.call_window import call_window
     from codemode.workflows.continuation import Continuation, Cursor
     from codemode.workflows.models import (
@@ -73,7 +75,6 @@ with workflow.unsafe.imports_passed_through():
         why_not_live,
     )
     from codemode.workflows.step_state import DeferredTail, Held
-    from codemode.workflows.summary import final_details, preview
     from codemode.workflows.usage import UsageMeter
 
 #: What a tool's activity gives the step after its call before leaving it to the workflow's
@@ -204,6 +205,7 @@ class CodeExecutionWorkflow:
             req = CodeExecutionRequest.model_validate(req)
         info = workflow.info()
         self._req = req
+        self._approvals.notices.code = req.code
         self._runtime = req.runtime
         self._usage = UsageMeter(req.runtime, carry.usage if carry else None)
         self._parking = Parking(self._usage)
@@ -261,6 +263,7 @@ class CodeExecutionWorkflow:
         self._set_state("completed" if success else "timed_out" if error and error.kind == "timeout" else "failed")
         workflow.set_current_details(final_details(success, error, workflow.now() - started, len(self._calls)))
         await self._release(start)
+        await self._approvals.notices.settled()
         if self._cell_end is not None and self._cell_end.effect == "kept":
             await self._store_cell_journal(start)
         return ExecutionOutcome(
@@ -452,6 +455,7 @@ class CodeExecutionWorkflow:
 
     async def _roll_over(self, req: CodeExecutionRequest, cursor: Cursor) -> NoReturn:
         await workflow.wait_condition(workflow.all_handlers_finished)
+        await self._approvals.notices.settled()
         assert self._started is not None
         # A deferred step's tail (the journal entries since its checkpoint) rides along in the
         # carry, so the next run can still rebuild the live run; everything before is stored.
@@ -601,24 +605,31 @@ class CodeExecutionWorkflow:
         self, call: CallRequest, approval_timeout: timedelta, then: NextStep | None = None
     ) -> tuple[JournalEntry, StepResult | None]:
         """Approve (if needed) and run one call: its outcome as a journal entry, and the
-        step after it when ``then`` asked the tool activity to run it and it did."""
+        step after it when ``then`` asked the tool activity to run it and it did. The journal
+        keeps the call as the code made it; a person's edit changes what the tool runs with,
+        an answer replaces the tool."""
         record = ToolCallRecord(
             call_id=call.call_id, tool=call.tool, args=call.args, kwargs=call.kwargs, summary=call.summary
         )
         self._calls[call.call_id] = record
+        asked = call.function_call()
         if call.requires_approval:
             record.status = "awaiting_approval"
-            review = PendingApproval(
-                call_id=call.call_id, tool=call.tool, args=call.args, kwargs=call.kwargs, summary=call.summary
-            )
             await self._parking.park(
                 self._held, self._runtime, lambda: bool(self._approvals.pending), cell=self._cell is not None
             )
-            record.approval = await self._approvals.wait_for(review, approval_timeout)
-            if record.approval.decision != "approved":
-                record.status = "denied" if record.approval.decision == "denied" else "timed_out"
-                record.error = permission_error(call.summary, record.approval)
-                return JournalEntry.raised(call.function_call(), "PermissionError", record.error.message), None
+            record.approval = approval = await self._approvals.review_call(call, approval_timeout)
+            if approval.decision != "approved":
+                record.status = "denied" if approval.decision == "denied" else "timed_out"
+                record.error = permission_error(call.summary, approval)
+                return JournalEntry.raised(asked, "PermissionError", record.error.message), None
+            if approval.answered:  # the person's value is the result: the tool does not run
+                value = self._approvals.answers.pop(call.call_id, None)
+                self._keep_result(record, value, len(json.dumps(value, separators=(",", ":"))))
+                return JournalEntry.returned(asked, value), None
+            if approval.approved_arguments is not None:  # runs as approved; its own step after
+                call = call.model_copy(update={"args": [], "kwargs": approval.approved_arguments})
+                then = None
         record.status = "running"
         if then is not None:
             self._usage.step_began()  # the tool's activity runs the step after it
@@ -633,18 +644,22 @@ class CodeExecutionWorkflow:
             record.status = "error"
             record.attempts = attempts
             record.error = ErrorInfo(type=etype, message=message, kind="tool", line=call.line)
-            return JournalEntry.raised(call.function_call(), etype, message), None
-        record.status = "ok"
+            return JournalEntry.raised(asked, etype, message), None
         record.attempts = out.attempt
-        record.result_size = out.size
-        if out.size <= RECORD_RESULT_BYTES and self._record_bytes + out.size <= RECORDS_BUDGET:
-            record.result = out.value
-            self._record_bytes += out.size
-        else:
-            record.result_preview = preview(out.value)
+        self._keep_result(record, out.value, out.size)
         if out.unfused:
             workflow.logger.info("call %s: running the step after it separately: %s", call.call_id, out.unfused)
-        return JournalEntry.returned(call.function_call(), out.value), out.step
+        return JournalEntry.returned(asked, out.value), out.step
+
+    def _keep_result(self, record: ToolCallRecord, value: Any, size: int) -> None:
+        """A call's result in its record: whole while small and within the run's budget."""
+        record.status = "ok"
+        record.result_size = size
+        if size <= RECORD_RESULT_BYTES and self._record_bytes + size <= RECORDS_BUDGET:
+            record.result = value
+            self._record_bytes += size
+        else:
+            record.result_preview = preview(value)
 
     def _set_state(self, state: ExecutionState) -> None:
         if state == self._state:

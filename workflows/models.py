@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
@@ -128,6 +128,17 @@ class PendingApproval(BaseModel):
     args: list[Any] = Field(default_factory=list)
     kwargs: dict[str, Any] = Field(default_factory=dict)
     summary: str = ""
+    #: The call's arguments by parameter name, and the schemas a person's edit of them and an
+    #: answer instead of the tool must fit (None on calls recorded before they were kept).
+    arguments: dict[str, Any] | None = None
+    parameters_schema: dict[str, Any] | None = None
+    returns_schema: dict[str, Any] | None = None
+    #: The code's line that made the call; when it began to wait, and until when.
+    line: int | None = None
+    asked_at: datetime | None = None
+    deadline: datetime | None = None
+    #: Why it waits, when a rule or predicate of its arguments decided so.
+    reason: str | None = None
 
 
 class IgnoredSignal(BaseModel):
