@@ -13,8 +13,11 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from codemode.activities.decision_checks import approved_arguments, check_answer
     from codemode.activities.models import CallRequest
+    from codemode.workflows.approval_notices import Notices
     from codemode.workflows.models import (
+        CODE_APPROVAL_ID,
         ApprovalRecord,
         Decision,
         ErrorInfo,
@@ -35,6 +38,10 @@ class Approvals:
         self.pending: dict[str, PendingApproval] = {}
         self.decisions: dict[str, ApprovalRecord] = {}
         self.ignored: list[IgnoredSignal] = []
+        #: Answers a person gave instead of the tool, by call id (the call's result).
+        self.answers: dict[str, Any] = {}
+        #: Notifications of what waits and what was decided (``workflows/approval_notices.py``).
+        self.notices = Notices()
         self._set_state = set_state
 
     def on_signal(self, name: str, payload: Any) -> None:
@@ -45,21 +52,59 @@ class Approvals:
             return
         call_id, by, text = read
         self.decisions[call_id] = ApprovalRecord(
-            decision="approved" if name == "approve" else "denied", by=by, comment=text
+            decision="approved" if name == "approve" else "denied",
+            by=by,
+            comment=text,
+            asked_arguments=self.pending[call_id].arguments,
+            door="signal",
         )
 
     def decide(self, decision: Decision) -> ApprovalRecord:
         call_id = self._decide_target(decision)
+        asked = self.pending[call_id].arguments
         record = ApprovalRecord(
-            decision="approved" if decision.approve else "denied", by=decision.by, comment=decision.comment
+            decision="approved" if decision.approve else "denied",
+            by=decision.by,
+            comment=decision.comment,
+            asked_arguments=asked,
+            door=decision.door,
         )
+        if decision.approve and decision.answer is not None:
+            record.answered = True
+            self.answers[call_id] = decision.answer.value
+        elif decision.approve and decision.arguments is not None:
+            record.approved_arguments = self._edited(call_id, decision.arguments)
         self.decisions[call_id] = record
         return record
 
     def validate_decide(self, decision: Decision) -> None:
-        self._decide_target(decision)
+        """Refuse (before anything is recorded) a decision that cannot be applied: no such
+        call, nobody named, edited arguments or an answer that do not fit the tool."""
+        call_id = self._decide_target(decision)
         if not decision.by.strip():
             raise ValueError("say who decides: by must not be empty")
+        if decision.arguments is not None and decision.answer is not None:
+            raise ValueError("give edited arguments or an answer, not both")
+        if not decision.approve and (decision.arguments is not None or decision.answer is not None):
+            raise ValueError("a denial takes a reason only: edited arguments and answers go with an approval")
+        if call_id == CODE_APPROVAL_ID and (decision.arguments is not None or decision.answer is not None):
+            raise ValueError("the code's review is approved or denied as it is")
+        if decision.arguments is not None:
+            self._edited(call_id, decision.arguments)
+        if decision.answer is not None:
+            try:
+                check_answer(self.pending[call_id].returns_schema, decision.answer.value)
+            except ValueError as err:
+                raise ValueError(f"the answer does not fit what {self.pending[call_id].tool} returns: {err}") from None
+
+    def _edited(self, call_id: str, edits: dict[str, Any]) -> dict[str, Any]:
+        pending = self.pending[call_id]
+        if pending.arguments is None:
+            raise ValueError(f"call {call_id} was recorded without its arguments by name: approve it as it is")
+        try:
+            return approved_arguments(pending.parameters_schema, pending.arguments, edits)
+        except ValueError as err:
+            raise ValueError(f"the edited arguments do not fit {pending.tool}: {err}") from None
 
     def _decide_target(self, decision: Decision) -> str:
         read = read_decision("decide", {"call_id": decision.call_id, "by": decision.by}, self.undecided())
@@ -70,12 +115,31 @@ class Approvals:
     def undecided(self) -> list[str]:
         return [c for c in self.pending if c not in self.decisions]
 
+    async def review_call(self, call: CallRequest, timeout: timedelta) -> ApprovalRecord:
+        """Park ``call`` until a person decides it (or ``timeout`` passes): the decision."""
+        review = PendingApproval(
+            call_id=call.call_id,
+            tool=call.tool,
+            args=call.args,
+            kwargs=call.kwargs,
+            summary=call.summary,
+            arguments=call.arguments,
+            parameters_schema=call.parameters_schema,
+            returns_schema=call.returns_schema,
+            line=call.line,
+            reason=call.approval_reason,
+        )
+        return await self.wait_for(review, timeout)
+
     async def wait_for(self, review: PendingApproval, timeout: timedelta) -> ApprovalRecord:
         """Park until a person decides ``review`` (or ``timeout`` passes): the decision."""
         execution_id = workflow.info().workflow_id
+        review.asked_at = workflow.now()
+        review.deadline = review.asked_at + timeout
         self.pending[review.call_id] = review
         self._set_state("awaiting_approval")
         self.show_pending(execution_id)
+        self.notices.send("approval.requested", review)
         try:
             await workflow.wait_condition(
                 lambda: review.call_id in self.decisions,
@@ -84,9 +148,13 @@ class Approvals:
             )
             decision = self.decisions[review.call_id]
         except asyncio.TimeoutError:
-            decision = ApprovalRecord(decision="timed_out", comment=f"no decision within {timeout}")
+            decision = ApprovalRecord(
+                decision="timed_out", comment=f"no decision within {timeout}", asked_arguments=review.arguments
+            )
         # Not in a finally: on eviction the coroutine is closed and must not touch workflow APIs.
         del self.pending[review.call_id]
+        expired = decision.decision == "timed_out"
+        self.notices.send("approval.expired" if expired else "approval.decided", review, decision)
         self.show_pending(execution_id)
         if not self.pending:
             self._set_state("running")
@@ -107,6 +175,9 @@ class Approvals:
                 "call_id": p.call_id,
                 "tool": p.tool,
                 "summary": summary(p),
+                "line": p.line,
+                "asked_at": p.asked_at.isoformat() if p.asked_at else None,
+                "deadline": p.deadline.isoformat() if p.deadline else None,
                 "approve_command": f"codemode approve {execution_id} {p.call_id}",
                 "deny_command": f"codemode deny {execution_id} {p.call_id}",
                 "signal_input": {"call_id": p.call_id, "by": "your name"},

@@ -10,6 +10,7 @@ before the server's history limits, carrying a ``Continuation``.
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
@@ -37,10 +38,13 @@ with workflow.unsafe.imports_passed_through():
         StateSegment,
         StepResult,
     )
+    from codemode.activities.sandbox_sweep import SANDBOX_HELD_QUERY, HeldSandbox
     from codemode.activities.step_answers import answered_in_step
     from codemode.runtimes.journal_replay import JournalEntry
     from codemode.runtimes.types import Determinism
     from codemode.workflows.approvals import Approvals, permission_error, summary
+    from codemode.workflows.call_outcomes import final_details, preview
+    from codemode.workflows.call_window import call_window
     from codemode.workflows.continuation import Continuation, Cursor
     from codemode.workflows.models import (
         CODE_APPROVAL_ID,
@@ -57,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
         PendingApproval,
         ToolCallRecord,
     )
+    from codemode.workflows.parking import Parking
     from codemode.workflows.step_activities import (
         LOCAL_STEP_RUNTIMES,
         load_state,
@@ -66,12 +71,11 @@ with workflow.unsafe.imports_passed_through():
         save_state,
         step_cause,
         step_on_own_queue,
-        suspend_sandbox,
         tool_failure,
         why_not_live,
     )
     from codemode.workflows.step_state import DeferredTail, Held
-    from codemode.workflows.summary import final_details, preview
+    from codemode.workflows.usage import UsageMeter
 
 #: What a tool's activity gives the step after its call before leaving it to the workflow's
 #: own step (which redoes it from the checkpoint; the tool never runs again). It is added to
@@ -85,17 +89,6 @@ FUSED_STEP_SECONDS = 10.0
 #: run from the checkpoint and them. No tool ever runs again; at most that much compute does.
 DEFER_ENTRIES = 32
 DEFER_BYTES = 256 * 1024
-#: Calls of one gathered batch run (and are recorded) this many at a time, so even a batch
-#: of thousands leaves room to continue as new between windows. Each call that completes
-#: while a workflow task is in flight adds two buffered events (started, completed); past
-#: 100 (the server's ``history.maximumBufferedEventsBatch``) the server force-fails that task
-#: (``FORCE_CLOSE_COMMAND``) and the worker replays the run from its history. 40 calls stay
-#: below that, with room for signals.
-CALL_WINDOW = 40
-#: The window before that (a batch of 41 to 64 calls was one window): what histories
-#: recorded without the ``CALL_WINDOW_PATCH`` marker replay with.
-OLD_CALL_WINDOW = 64
-CALL_WINDOW_PATCH = "call-window-40"
 #: Our own ceilings for one run, in case the server's continue-as-new suggestion is off or
 #: set high: far below its hard limits (51,200 events, 50 MB).
 MAX_RUN_EVENTS = 10_000
@@ -136,6 +129,8 @@ class CodeExecutionWorkflow:
         self._cell: CellRef | None = None
         self._cell_end: CellEnd | None = None
         self._deferred = DeferredTail()
+        self._usage = UsageMeter(self._runtime)
+        self._parking = Parking(self._usage)
 
     # -- handlers -----------------------------------------------------------------------
 
@@ -188,6 +183,14 @@ class CodeExecutionWorkflow:
             ignored_signals=list(self._approvals.ignored),
         )
 
+    @workflow.query(name=SANDBOX_HELD_QUERY)
+    def sandbox_held(self) -> HeldSandbox:
+        """The latest checkpoint: the sandbox sweep asks which sandbox it names."""
+        info = workflow.info()
+        return HeldSandbox(
+            runtime=self._runtime, first_run_id=info.first_execution_run_id, checkpoint=self._held.checkpoint
+        )
+
     @property
     def _earlier_calls(self) -> int:
         return sum(s.calls for s in self._segments)
@@ -202,7 +205,10 @@ class CodeExecutionWorkflow:
             req = CodeExecutionRequest.model_validate(req)
         info = workflow.info()
         self._req = req
+        self._approvals.notices.code = req.code
         self._runtime = req.runtime
+        self._usage = UsageMeter(req.runtime, carry.usage if carry else None)
+        self._parking = Parking(self._usage)
         self._index = req.index_search_attributes
         self._started = started = carry.started_at if carry else workflow.now()
         if carry is not None:
@@ -257,6 +263,7 @@ class CodeExecutionWorkflow:
         self._set_state("completed" if success else "timed_out" if error and error.kind == "timeout" else "failed")
         workflow.set_current_details(final_details(success, error, workflow.now() - started, len(self._calls)))
         await self._release(start)
+        await self._approvals.notices.settled()
         if self._cell_end is not None and self._cell_end.effect == "kept":
             await self._store_cell_journal(start)
         return ExecutionOutcome(
@@ -271,6 +278,7 @@ class CodeExecutionWorkflow:
             runtime=req.runtime,
             cell=self._cell_end,
             artifacts=artifacts_of(calls, start.first_run_id),
+            usage=self._usage.by_runtime(),
         )
 
     async def _store_cell_journal(self, start: StartInput) -> None:
@@ -358,7 +366,7 @@ class CodeExecutionWorkflow:
                     cursor = self._take(fused, superseded=step.checkpoint)
                     continue
             while cursor.remaining:
-                width = _call_window(len(cursor.remaining))
+                width = call_window(len(cursor.remaining))
                 window, cursor.remaining = cursor.remaining[:width], cursor.remaining[width:]
                 workflow.set_current_details("Running " + ", ".join(f"`{summary(c)}`" for c in window[:5]))
                 answers = [a for a, _ in await asyncio.gather(*(self._run_call(c, req.approval_timeout) for c in window))]
@@ -408,6 +416,7 @@ class CodeExecutionWorkflow:
     def _take(self, step: StepResult, superseded: CheckpointRef | None) -> Cursor:
         """Record a step's outcome; the cursor that works through its calls."""
         self._absorb(step)
+        self._usage.step_ended(step.via, step.holds_compute, more=step.kind == "calls")
         if step.cell is not None:
             self._cell_end = step.cell
         if step.deferred:  # the code ran on live; the checkpoint is still the one before
@@ -446,6 +455,7 @@ class CodeExecutionWorkflow:
 
     async def _roll_over(self, req: CodeExecutionRequest, cursor: Cursor) -> NoReturn:
         await workflow.wait_condition(workflow.all_handlers_finished)
+        await self._approvals.notices.settled()
         assert self._started is not None
         # A deferred step's tail (the journal entries since its checkpoint) rides along in the
         # carry, so the next run can still rebuild the live run; everything before is stored.
@@ -479,6 +489,7 @@ class CodeExecutionWorkflow:
             cursor=cursor,
             base_stdout=self._deferred.stdout_at_base,
             tail_bytes=self._deferred.tail_bytes,
+            usage=self._usage.snapshot(),
         )
         workflow.continue_as_new(args=[req, carry])
 
@@ -487,6 +498,7 @@ class CodeExecutionWorkflow:
     async def _start(self, start: StartInput, *, local: bool, timeout: timedelta) -> StepResult:
         """The first step. A cell whose session a worker keeps live goes to that worker's
         queue first; if it is gone, any worker rebuilds the session (its state, or a replay)."""
+        self._usage.step_began()
         cell = start.cell
         if cell is not None and cell.live and cell.live_queue:
             try:
@@ -525,6 +537,9 @@ class CodeExecutionWorkflow:
     async def _resume(
         self, inp: ResumeInput, previous: StepResult, start: StartInput, *, local: bool, timeout: timedelta
     ) -> StepResult:
+        if (released := await self._parking.settle()) is not None:
+            inp = self._with_journal(inp, start, released)  # the parked sandbox is gone: replay
+        self._usage.step_began()
         if inp.session_id and previous.session_queue:
             try:
                 return await step_on_own_queue(names.SANDBOX_RESUME, inp, previous.session_queue, timeout=timeout)
@@ -545,25 +560,11 @@ class CodeExecutionWorkflow:
                 inp = self._with_journal(inp, start, cause.message)
         return await self._step(names.SANDBOX_RESUME, inp, local=False, timeout=timeout)
 
-    async def _suspend(self) -> None:
-        """Pause the sandbox of a run that is about to wait for a person (a cloud session
-        holds compute; snapshots and journals hold nothing). Once per step."""
-        held = self._held
-        if not held.holds_compute or held.suspended or held.checkpoint is None:
-            return
-        held.suspended = True
-        inp = ReleaseInput(
-            execution_id=workflow.info().workflow_id,
-            runtime=self._runtime,
-            first_run_id=workflow.info().first_execution_run_id,
-            checkpoint=held.checkpoint,
-            mode="suspend",
-        )
-        await suspend_sandbox(inp)
-
     async def _release(self, start: StartInput) -> None:
         """Free what the sandbox layer still holds for this execution (its last checkpoint, a
-        live process, a cloud sandbox). Best effort: a leftover is swept at retention."""
+        live process, a cloud sandbox). Best effort: the sandbox sweep frees a leftover."""
+        self._parking.cancel()
+        self._usage.ended()
         held, self._held = self._held, Held()
         if held.checkpoint is None and held.session is None and held.live is None:
             return
@@ -604,23 +605,34 @@ class CodeExecutionWorkflow:
         self, call: CallRequest, approval_timeout: timedelta, then: NextStep | None = None
     ) -> tuple[JournalEntry, StepResult | None]:
         """Approve (if needed) and run one call: its outcome as a journal entry, and the
-        step after it when ``then`` asked the tool activity to run it and it did."""
+        step after it when ``then`` asked the tool activity to run it and it did. The journal
+        keeps the call as the code made it; a person's edit changes what the tool runs with,
+        an answer replaces the tool."""
         record = ToolCallRecord(
             call_id=call.call_id, tool=call.tool, args=call.args, kwargs=call.kwargs, summary=call.summary
         )
         self._calls[call.call_id] = record
+        asked = call.function_call()
         if call.requires_approval:
             record.status = "awaiting_approval"
-            review = PendingApproval(
-                call_id=call.call_id, tool=call.tool, args=call.args, kwargs=call.kwargs, summary=call.summary
+            await self._parking.park(
+                self._held, self._runtime, lambda: bool(self._approvals.pending), cell=self._cell is not None
             )
-            await self._suspend()
-            record.approval = await self._approvals.wait_for(review, approval_timeout)
-            if record.approval.decision != "approved":
-                record.status = "denied" if record.approval.decision == "denied" else "timed_out"
-                record.error = permission_error(call.summary, record.approval)
-                return JournalEntry.raised(call.function_call(), "PermissionError", record.error.message), None
+            record.approval = approval = await self._approvals.review_call(call, approval_timeout)
+            if approval.decision != "approved":
+                record.status = "denied" if approval.decision == "denied" else "timed_out"
+                record.error = permission_error(call.summary, approval)
+                return JournalEntry.raised(asked, "PermissionError", record.error.message), None
+            if approval.answered:  # the person's value is the result: the tool does not run
+                value = self._approvals.answers.pop(call.call_id, None)
+                self._keep_result(record, value, len(json.dumps(value, separators=(",", ":"))))
+                return JournalEntry.returned(asked, value), None
+            if approval.approved_arguments is not None:  # runs as approved; its own step after
+                call = call.model_copy(update={"args": [], "kwargs": approval.approved_arguments})
+                then = None
         record.status = "running"
+        if then is not None:
+            self._usage.step_began()  # the tool's activity runs the step after it
         try:
             out = await run_tool(call, then, summary=summary(call))
         except ActivityError as err:
@@ -632,18 +644,22 @@ class CodeExecutionWorkflow:
             record.status = "error"
             record.attempts = attempts
             record.error = ErrorInfo(type=etype, message=message, kind="tool", line=call.line)
-            return JournalEntry.raised(call.function_call(), etype, message), None
-        record.status = "ok"
+            return JournalEntry.raised(asked, etype, message), None
         record.attempts = out.attempt
-        record.result_size = out.size
-        if out.size <= RECORD_RESULT_BYTES and self._record_bytes + out.size <= RECORDS_BUDGET:
-            record.result = out.value
-            self._record_bytes += out.size
-        else:
-            record.result_preview = preview(out.value)
+        self._keep_result(record, out.value, out.size)
         if out.unfused:
             workflow.logger.info("call %s: running the step after it separately: %s", call.call_id, out.unfused)
-        return JournalEntry.returned(call.function_call(), out.value), out.step
+        return JournalEntry.returned(asked, out.value), out.step
+
+    def _keep_result(self, record: ToolCallRecord, value: Any, size: int) -> None:
+        """A call's result in its record: whole while small and within the run's budget."""
+        record.status = "ok"
+        record.result_size = size
+        if size <= RECORD_RESULT_BYTES and self._record_bytes + size <= RECORDS_BUDGET:
+            record.result = value
+            self._record_bytes += size
+        else:
+            record.result_preview = preview(value)
 
     def _set_state(self, state: ExecutionState) -> None:
         if state == self._state:
@@ -651,14 +667,6 @@ class CodeExecutionWorkflow:
         self._state = state
         if self._index:
             workflow.upsert_search_attributes([STATUS_KEY.value_set(state)])
-
-
-def _call_window(remaining: int) -> int:
-    """How many of the remaining calls to run now. Asks for the patch (a marker and a
-    search-attribute update, once per run) only for a batch the two windows split differently."""
-    if remaining <= CALL_WINDOW:
-        return remaining
-    return CALL_WINDOW if workflow.patched(CALL_WINDOW_PATCH) else OLD_CALL_WINDOW
 
 
 def _indexed_at_start(runtime: str) -> bool:

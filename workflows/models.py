@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
@@ -24,6 +24,7 @@ from codemode.activities.records import (  # noqa: F401 (shared with the activit
     ToolCallRecord,
 )
 from codemode.runtimes.types import CompactModel, ExecutionLimits, NetworkPolicy, SandboxOptions
+from codemode.workflows.usage import SandboxUsage
 
 TASK_QUEUE = "codemode"
 WORKFLOW_TYPE = EXECUTION_WORKFLOW_TYPE
@@ -116,6 +117,9 @@ class ExecutionOutcome(CompactModel):
     #: Files the code handed back (``save_artifact``, the outputs directory): references;
     #: the bytes are in the object store (``codemode artifacts ID NAME``).
     artifacts: list[Artifact] = Field(default_factory=list)
+    #: What its sandboxes cost, per runtime: seconds running and paused, sandboxes created,
+    #: journal replays (``workflows/usage.py``).
+    usage: dict[str, SandboxUsage] = Field(default_factory=dict)
 
 
 class PendingApproval(BaseModel):
@@ -124,6 +128,17 @@ class PendingApproval(BaseModel):
     args: list[Any] = Field(default_factory=list)
     kwargs: dict[str, Any] = Field(default_factory=dict)
     summary: str = ""
+    #: The call's arguments by parameter name, and the schemas a person's edit of them and an
+    #: answer instead of the tool must fit (None on calls recorded before they were kept).
+    arguments: dict[str, Any] | None = None
+    parameters_schema: dict[str, Any] | None = None
+    returns_schema: dict[str, Any] | None = None
+    #: The code's line that made the call; when it began to wait, and until when.
+    line: int | None = None
+    asked_at: datetime | None = None
+    deadline: datetime | None = None
+    #: Why it waits, when a rule or predicate of its arguments decided so.
+    reason: str | None = None
 
 
 class IgnoredSignal(BaseModel):

@@ -31,7 +31,8 @@ from pydantic import BaseModel, Field
 from temporalio.client import WorkflowHandle
 
 from codemode.worker.client.following import DecisionRefused, send_decision
-from codemode.workflows.models import PendingApproval
+from codemode.workflows.models import Answer as ModelAnswer
+from codemode.workflows.models import Decision, PendingApproval
 
 log = logging.getLogger(__name__)
 
@@ -45,14 +46,40 @@ _STATE_VERSION = 1
 class ApprovalForm(BaseModel):
     """What the person answers."""
 
-    decision: Literal["approve", "deny"] = Field(title="Decision", description="Run this call, or refuse it.")
+    decision: Literal["approve", "deny", "answer"] = Field(
+        title="Decision", description="Run this call, refuse it, or answer it yourself (the tool does not run)."
+    )
     comment: str = Field(default="", title="Comment", description="Optional; recorded in the audit.")
+    arguments: str = Field(
+        default="",
+        title="Edited arguments",
+        description='Optional, with approve: a JSON object of the arguments to change, e.g. {"amount": 100}.',
+    )
+    result: str = Field(default="", title="Your answer", description="With answer: the call's result, as JSON.")
 
 
 @dataclass(frozen=True)
 class Answer:
     approve: bool
     comment: str | None
+    #: Edited arguments approved instead of the asked ones.
+    arguments: dict[str, Any] | None = None
+    #: The person's answer instead of the tool (``codemode.workflows.models.Answer``).
+    answer: ModelAnswer | None = None
+
+
+def _from_form(form: ApprovalForm) -> Answer | None:
+    """The decision a filled form says, or None when its JSON cannot be read (left parked)."""
+    comment = form.comment or None
+    try:
+        if form.decision == "answer":
+            return Answer(approve=True, comment=comment, answer=ModelAnswer(value=json.loads(form.result or "null")))
+        edits = json.loads(form.arguments) if form.decision == "approve" and form.arguments.strip() else None
+    except ValueError:
+        return None
+    if edits is not None and not isinstance(edits, dict):
+        return None
+    return Answer(approve=form.decision == "approve", comment=comment, arguments=edits)
 
 
 def can_elicit(ctx: Context[Any, Any]) -> bool:
@@ -109,7 +136,7 @@ async def ask(
             log.info("elicitation for call %s of %s failed: %s", p.call_id, execution_id, err)
             return None
         if isinstance(got, AcceptedElicitation):
-            return Answer(approve=got.data.decision == "approve", comment=got.data.comment or None)
+            return _from_form(got.data)
         return None
     log.info("no answer within %ss for call %s of %s", wait_seconds, p.call_id, execution_id)
     return None
@@ -169,7 +196,7 @@ def _answer(result: ElicitResult) -> Answer | None:
         form = ApprovalForm.model_validate(result.content)
     except ValueError:
         return None
-    return Answer(approve=form.decision == "approve", comment=form.comment or None)
+    return _from_form(form)
 
 
 # -- applying an answer ----------------------------------------------------------------------------
@@ -185,7 +212,17 @@ async def apply(
     itself is unreachable."""
     try:
         await send_decision(
-            handle, call_id, approve=answer.approve, by=by, comment=answer.comment, via_update=worker_up
+            handle,
+            Decision(
+                call_id=call_id,
+                approve=answer.approve,
+                by=by,
+                comment=answer.comment,
+                arguments=answer.arguments,
+                answer=answer.answer,
+                door="mcp",
+            ),
+            via_update=worker_up,
         )
     except DecisionRefused as err:
         log.info("call %s of %s was not decided here: %s", call_id, handle.id, err)

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -45,6 +44,7 @@ from pydantic_ai.tools import Tool
 from pydantic_ai.toolsets import FunctionToolset
 from temporalio import workflow
 
+from codemode.integrations.run_code import child_execution_id
 from codemode.runtimes import ExecutionLimits, code_mode_prompt
 from codemode.workflows.child_execution import execute_code
 from codemode.workflows.child_session import run_session_cell
@@ -87,6 +87,9 @@ TOOL_DESCRIPTION = (
 _PROMPTS: dict[tuple[str, str], str] = {}
 #: Sessions a conversation goes through at most (each one closed for a day or more).
 MAX_GENERATIONS = 100
+
+#: ``decide(answer=...)`` left out (None is an answer a person may give).
+_NO_ANSWER: Any = object()
 
 
 @dataclass
@@ -222,7 +225,7 @@ class DurableCodeMode(AbstractCapability[Any]):
     async def _run_in_workflow(self, ctx: RunContext[Any], code: str) -> RunCodeReturn:
         outcome = await execute_code(
             self.request(code),
-            id=child_execution_id(workflow.info().workflow_id, self.name, ctx),
+            id=child_execution_id(workflow.info().workflow_id, self.name, ctx.tool_call_id, retry=ctx.retry),
             task_queue=self.task_queue,
         )
         return run_code_return(outcome)
@@ -351,17 +354,38 @@ class DurableCodeMode(AbstractCapability[Any]):
             pass
 
     async def decide(
-        self, execution_id: str, call_id: str, *, approve: bool, by: str, comment: str | None = None
+        self,
+        execution_id: str,
+        call_id: str,
+        *,
+        approve: bool,
+        by: str,
+        comment: str | None = None,
+        arguments: dict[str, Any] | None = None,
+        answer: Any = _NO_ANSWER,
     ) -> ApprovalRecord | None:
-        """A person's decision on a call waiting for approval (``by`` names them). Returns the
-        recorded decision, or None when no worker runs (recorded as a signal, applied later);
-        raises ``codemode.worker.client.following.DecisionRefused`` when that call is not waiting."""
+        """A person's decision on a call waiting for approval (``by`` names them): approve,
+        approve with ``arguments`` changed (checked against the tool's parameters), deny with a
+        ``comment``, or give ``answer`` as the call's result instead of running the tool.
+        Returns the recorded decision, or None when no worker runs (recorded as a signal,
+        applied later); raises ``codemode.worker.client.following.DecisionRefused`` when that
+        call is not waiting or the edit or answer does not fit the tool."""
         from codemode.worker.client.following import send_decision
+        from codemode.workflows.models import Answer, Decision
 
         if not by or not by.strip():
             raise ValueError("say who decides: by must name a person")
         handle = (await self.get_client()).get_workflow_handle(execution_id)
-        return await send_decision(handle, call_id, approve=approve, by=by, comment=comment)
+        decision = Decision(
+            call_id=call_id,
+            approve=approve,
+            by=by,
+            comment=comment,
+            arguments=arguments,
+            answer=None if answer is _NO_ANSWER else Answer(value=answer),
+            door="pydantic-ai",
+        )
+        return await send_decision(handle, decision)
 
     async def deferred_results(self, requests: DeferredToolRequests) -> DeferredToolResults:
         """Wait until the executions behind this tool's deferred calls have finished, and give
@@ -386,17 +410,6 @@ class DurableCodeMode(AbstractCapability[Any]):
                 outcome = await client.get_workflow_handle(execution_id, result_type=ExecutionOutcome).result()
             results[call.tool_call_id] = run_code_return(outcome, retry=False, session=session, cell=index)
         return DeferredToolResults(calls=results)
-
-
-_UNSAFE_ID = re.compile(r"[^A-Za-z0-9._:-]")
-
-
-def child_execution_id(parent_id: str, tool_name: str, ctx: RunContext[Any]) -> str:
-    """The execution id of a tool call made in a workflow: from what the parent's history fixes
-    (its id, the tool call's id, the retry), so a replay finds the same child."""
-    call = _UNSAFE_ID.sub("_", ctx.tool_call_id or "call")
-    suffix = f"-r{ctx.retry}" if ctx.retry else ""
-    return f"{parent_id}-{tool_name}-{call}{suffix}"[:1000]
 
 
 @dataclass

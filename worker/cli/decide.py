@@ -1,4 +1,5 @@
-"""``codemode approve``, ``codemode deny`` and ``codemode cancel``: a person's decisions on a
+"""``codemode approve`` (``--args``: approve edited arguments), ``codemode deny``, ``codemode answer``
+(a person's result instead of the tool) and ``codemode cancel``: a person's decisions on a
 running execution. Approve and deny answer tool calls waiting for approval (signals, recorded
 even while no worker runs); cancel asks Temporal to cancel the whole execution.
 
@@ -22,6 +23,18 @@ from codemode.worker.cli.common import (
 )
 
 
+def _json_option(text: str | None, flag: str) -> object:
+    """The value of a JSON flag (``--args``, ``--result``), or a clear error."""
+    import json
+
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as err:
+        raise Fail(f"{flag} is not JSON: {err}") from None
+
+
 def _decision_command(approve: bool) -> click.Command:
     verb = "approve" if approve else "deny"
     text_flag = "--comment" if approve else "--reason"
@@ -33,14 +46,28 @@ def _decision_command(approve: bool) -> click.Command:
     @click.option(text_flag, "text", default=None, help="A comment." if approve else "Why it is denied.")
     @connection_options
     def command(
-        execution_id: str, call_id: str | None, every: bool, by: str | None, text: str | None, address: str
+        execution_id: str, call_id: str | None, every: bool, by: str | None, text: str | None, address: str, **extra
     ) -> int:
         if call_id is not None and every:
             raise Fail("give a CALL_ID or --all, not both")
+        edits = _json_option(extra.get("edits"), "--args")
+        if edits is not None and (every or not isinstance(edits, dict)):
+            raise Fail("--args takes a JSON object of the arguments to change, for one call")
         import asyncio
 
-        return asyncio.run(_decide(approve, execution_id, call_id, every, by or os_user(), text, address))
+        return asyncio.run(
+            _decide(approve, execution_id, call_id, every, by or os_user(), text, address, edits=edits)
+        )
 
+    if approve:
+        command = click.option(
+            "--args",
+            "edits",
+            default=None,
+            metavar="JSON",
+            help='Approve with these arguments changed: a JSON object, e.g. \'{"amount": 100}\' '
+            "(checked against the tool's parameters before anything runs).",
+        )(command)
     command.__doc__ = (
         f"{verb.capitalize()} a tool call waiting for approval (CALL_ID as printed by run/status), "
         "or every waiting call with --all.\n\n"
@@ -50,10 +77,41 @@ def _decision_command(approve: bool) -> click.Command:
     return click.command(name=verb)(command)
 
 
+@click.command(name="answer")
+@click.argument("execution_id", metavar="ID")
+@click.argument("call_id", required=False)
+@click.option("--result", "result", required=True, metavar="JSON", help="The call's result, as JSON.")
+@click.option("--by", default=None, help="Who answers [default: the OS user].")
+@click.option("--comment", "text", default=None, help="A comment.")
+@connection_options
+def answer(execution_id: str, call_id: str | None, result: str, by: str | None, text: str | None, address: str) -> int:
+    """Answer a tool call waiting for approval instead of the tool: the code gets RESULT as the
+    call's result and the tool does not run (RESULT must fit what the tool returns)."""
+    import asyncio
+
+    from codemode.workflows.models import Answer
+
+    value = _json_option(result, "--result")
+    return asyncio.run(
+        _decide(True, execution_id, call_id, False, by or os_user(), text, address, answer=Answer(value=value))
+    )
+
+
 async def _decide(
-    approve: bool, execution_id: str, call_id: str | None, every: bool, by: str, text: str | None, address: str
+    approve: bool,
+    execution_id: str,
+    call_id: str | None,
+    every: bool,
+    by: str,
+    text: str | None,
+    address: str,
+    *,
+    edits: object = None,
+    answer: object = None,
 ) -> int:
     """Decide one pending call, or every pending call (``--all``)."""
+    import json
+
     from temporalio.client import WorkflowExecutionStatus
 
     from codemode.worker.client.connection import has_workers
@@ -90,16 +148,22 @@ async def _decide(
         chosen = [p for p in pending if p.call_id == call_id]
         if not chosen:
             raise Fail(f"call {call_id!r} of {execution_id} is not waiting for approval; pending call ids: {ids}")
-    verb = "approved" if approve else "denied"
+    verb = "answered" if answer is not None else "approved" if approve else "denied"
+    from codemode.workflows.models import Decision
+
     for p in chosen:
+        decision = Decision(
+            call_id=p.call_id, approve=approve, by=by, comment=text, arguments=edits, answer=answer, door="cli"
+        )
         try:
-            recorded = await send_decision(
-                handle, p.call_id, approve=approve, by=by, comment=text, via_update=not from_history
-            )
+            recorded = await send_decision(handle, decision, via_update=not from_history)
         except DecisionRefused as err:
             raise Fail(f"call {p.call_id} of {execution_id} was not decided: {err}") from None
         from_history = from_history or recorded is None  # no worker answered: sent as a signal
-        click.echo(f"✓ {verb} call {p.call_id} ({p.summary}) of {execution_id} as {by}")
+        edited = ""
+        if recorded is not None and recorded.approved_arguments is not None:
+            edited = f" with arguments {json.dumps(recorded.approved_arguments, default=str)}"
+        click.echo(f"✓ {verb} call {p.call_id} ({p.summary}) of {execution_id} as {by}{edited}")
     if from_history:
         note("note: no worker is running; the decision is recorded and takes effect when one starts.")
     note(f"See the outcome with: codemode result {execution_id}")

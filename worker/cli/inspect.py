@@ -63,7 +63,11 @@ def status_from_audit(audit: ExecutionAudit) -> ExecutionStatus:
     calls = [
         ToolCallRecord(
             **c.model_dump(include=set(ToolCallRecord.model_fields) - {"approval"}),
-            approval=ApprovalRecord(decision=c.approval.decision, by=c.approval.by, comment=c.approval.comment)
+            approval=ApprovalRecord(
+                **c.approval.model_dump(include={"decision", "by", "comment", "door", "answered"}),
+                asked_arguments=c.approval.asked_arguments,
+                approved_arguments=c.approval.approved_arguments,
+            )
             if c.approval
             else None,
         )

@@ -129,6 +129,7 @@ async def _serve_worker(
     task_queue: str,
     address: str,
     versioning: dict[str, str | None] | None = None,
+    inbox_port: int | None = None,
 ) -> None:
     from codemode.worker.worker import CodeModeWorker
 
@@ -142,19 +143,78 @@ async def _serve_worker(
     async with w.running():  # closes the MCP servers when the worker stops
         if await w.ensure_sweep_schedule():
             note("Scheduled the hourly retention sweep of the object store (codemode-storage-sweep).")
+        if await w.ensure_sandbox_sweep_schedule():
+            note("Scheduled the hourly sweep of sandboxes no open execution names (codemode-sandbox-sweep).")
         names = [s.code_name for s in registry]
         version = w.plugin.deployment
         if version is not None:
             note(f"Worker Deployment Versioning: version {version.to_canonical_string()} (workflows auto-upgrade).")
+        inbox = await _start_inbox(client, inbox_port) if inbox_port is not None else None
         note(f"Worker ready on task queue {task_queue!r} at {address}; tools: {', '.join(names)}")
-        await until_stopped()
+        try:
+            await until_stopped()
+        finally:
+            if inbox is not None:
+                await inbox.stop()
         note("Stopping the worker...")
+
+
+def _inbox_port(asked: int | None) -> int | None:
+    """The inbox's port: the one asked for (0: none), else 8244 when free, else any free one."""
+    from codemode.worker.dev_server import free_port, port_is_free
+
+    if asked is not None:
+        return asked or None
+    return 8244 if port_is_free(8244) else free_port()
+
+
+async def _start_inbox(client: Client, port: int) -> Any:
+    """``codemode dev``'s approvals inbox, on 127.0.0.1, signed in through the printed link."""
+    from codemode.activities.notify.config import load_notify_config
+    from codemode.worker.inbox.auth import InboxAuth
+    from codemode.worker.inbox.serve import start_inbox
+
+    config = load_notify_config()
+    secret = config.links.secret if config and config.links else None
+    try:
+        running = await start_inbox(client, InboxAuth(), port=port, links_secret=secret)
+    except OSError as err:
+        why = err.strerror or err
+        raise Fail(f"cannot serve the inbox on port {port}: {why} (choose another with --inbox-port)") from None
+    note(f"Approvals inbox: {running.login_url or running.url}")
+    return running
+
+
+def notify_config_option(fn):  # type: ignore[no-untyped-def]
+    return click.option(
+        "--notify-config",
+        "notify_config",
+        envvar="CODEMODE_NOTIFY_CONFIG",
+        show_envvar=True,
+        metavar="FILE",
+        help="Who is told when a call waits for approval: webhooks, email, reminders, the inbox's URL (JSON or TOML).",
+    )(fn)
+
+
+def use_notify_config(path: str | None) -> None:
+    """Check the notify config now (a bad one fails the command, naming the key), and let the
+    worker's plugin read it (``CODEMODE_NOTIFY_CONFIG``)."""
+    if not path:
+        return
+    from codemode.activities.notify.config import ENV_VAR, NotifyConfigError, load_notify_config
+
+    try:
+        load_notify_config(path)
+    except NotifyConfigError as err:
+        raise Fail(str(err)) from None
+    os.environ[ENV_VAR] = path
 
 
 @click.command()
 @tools_option
 @mcp_config_option
 @cli_config_option
+@notify_config_option
 @connection_options
 @task_queue_option
 @metrics_option
@@ -181,6 +241,7 @@ def worker(
     tools_module: str | None,
     mcp_config: str | None,
     cli_config: str | None,
+    notify_config: str | None,
     address: str,
     task_queue: str,
     metrics: str | None,
@@ -195,6 +256,7 @@ def worker(
         raise Fail("--deployment-name needs --build-id (the version is NAME.BUILD_ID)")
     if deployment_name and "." in deployment_name:
         raise Fail(f"--deployment-name {deployment_name!r}: a deployment name has no '.'")
+    use_notify_config(notify_config)
     registry = load_tools(tools_module) if require_tools(tools_module, mcp_config, cli_config) else None
     config = load_mcp_config_file(mcp_config)
     registry = open_cli(registry, load_cli_config_file(cli_config))
@@ -245,6 +307,13 @@ async def _server(port: int, ui_port: int | None, db: str | None, codec_port: in
 @tools_option
 @mcp_config_option
 @cli_config_option
+@notify_config_option
+@click.option(
+    "--inbox-port",
+    default=None,
+    type=int,
+    help="Port of the approvals inbox on 127.0.0.1 [default: 8244, or a free one when it is taken; 0: no inbox].",
+)
 @port_option
 @ui_port_option
 @db_option
@@ -255,6 +324,8 @@ def dev(
     tools_module: str | None,
     mcp_config: str | None,
     cli_config: str | None,
+    notify_config: str | None,
+    inbox_port: int | None,
     port: int,
     ui_port: int | None,
     db: str | None,
@@ -264,10 +335,12 @@ def dev(
 ) -> int:
     """The embedded server and a worker in one process, until Ctrl-C (with
     CODEMODE_ENCRYPTION_KEYS set, also the codec server for the web UI)."""
+    use_notify_config(notify_config)
     registry = load_tools(tools_module) if require_tools(tools_module, mcp_config, cli_config) else None
     config = load_mcp_config_file(mcp_config)
     registry = open_cli(registry, load_cli_config_file(cli_config))
-    return asyncio.run(_dev(registry, config, port, ui_port, db, task_queue, metrics, codec_port))
+    inbox = _inbox_port(inbox_port)
+    return asyncio.run(_dev(registry, config, port, ui_port, db, task_queue, metrics, codec_port, inbox))
 
 
 async def _dev(
@@ -279,6 +352,7 @@ async def _dev(
     task_queue: str,
     metrics: str | None,
     codec_port: int,
+    inbox_port: int | None = None,
 ) -> int:
     runtime = metrics_runtime(metrics)  # first: a busy metrics port fails before the server starts
     srv = await start_server(port, ui_port, db, codec_port)
@@ -286,7 +360,7 @@ async def _dev(
         for line in [*server_banner(srv), *metrics_banner(metrics)]:
             note(line)
         client = await connect(target=local_target(srv.address), **client_options(runtime))
-        await _serve_worker(client, registry, mcp_config, task_queue, srv.address)
+        await _serve_worker(client, registry, mcp_config, task_queue, srv.address, inbox_port=inbox_port)
     finally:
         await srv.stop()
     return EXIT_OK
