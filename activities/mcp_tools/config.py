@@ -25,7 +25,8 @@ Policy keys, per server and per tool (``tools.settings``; a tool's own setting w
   server marks it read-only, or explicitly not destructive), ``"always"``, ``"never"``;
 - ``approval_when``: conditions on the call's arguments, any of which sends the call to a
   person (``[{"argument": "amount", "op": ">", "value": 500}]``); the other calls of the tool
-  run without one (``activities/approval_rules.py``);
+  run without one (``activities/approval_rules.py``); a parameter is named as the server or
+  the code names it, and a tool's own rule on a parameter it lacks fails the load;
 - ``idempotent``: ``false`` only: never repeat a call once sent, whatever the server says
   (annotations can be tightened here, not loosened);
 - ``max_attempts``, ``timeout`` (seconds): the call's retry policy;

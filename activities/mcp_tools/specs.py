@@ -28,7 +28,7 @@ from mcp.types import Tool
 
 from codemode.runtimes.signatures import python_parameter_name, signature_from_json_schema
 
-from ..approval_rules import ApprovalRules
+from ..approval_rules import ApprovalRules, Condition
 from ..tools import DEFAULT_NON_RETRYABLE, ToolOptions, ToolSpec
 from .config import ServerConfig, ToolSettings
 
@@ -226,11 +226,30 @@ def build_specs(
         when = settings.approval_when if settings.approval_when is not None else config.approval_when
         if when:  # the configured conditions decide, call by call
             spec.options = replace(options, requires_approval=False)
-            spec.approval_rules = ApprovalRules(when)
+            spec.approval_rules = ApprovalRules(
+                _conditions(cid, when, aliases, py_names, own=settings.approval_when is not None)
+            )
             notes = [n for n in policy.notes if not n.startswith(("approval", "no approval"))]
             spec.policy_notes = [f"approval when {spec.approval_rules} (configured)", *notes]
         specs.append(spec)
     return specs
+
+
+def _conditions(
+    cid: str, when: list[Condition], aliases: dict[str, str], py_names: list[str], *, own: bool
+) -> list[Condition]:
+    """The conditions as the calls are checked: by the parameters' Python names (a rule may
+    name a parameter as the server does, ``first-name``), and, for a tool's own rules, only
+    on parameters it has: a misspelt name would never hold, and the call would run without a
+    person. (A server's rules apply to all its tools, so a parameter some lack is fine.)"""
+    out = [c.model_copy(update={"argument": aliases.get(c.argument, c.argument)}) for c in when]
+    unknown = [c.argument for c in out if c.argument not in py_names]
+    if own and unknown and py_names:
+        raise McpToolError(
+            f"MCP tool {cid!r}: approval_when names {unknown[0]!r}, which is not one of its parameters "
+            f"({', '.join(py_names)})"
+        )
+    return out
 
 
 async def _unset(**kwargs: Any) -> Any:  # pragma: no cover - replaced before use

@@ -167,3 +167,42 @@ async def test_everything_aliases_structured_content_images_and_a_long_operation
     # No image bytes anywhere in the history: only the handle.
     history = json.dumps([e.model_dump(mode="json") for e in (await fetch_audit(client, handle.id)).calls])
     assert "iVBORw0KGgo" not in history and handle_dict["ref"] in history
+
+
+async def test_approval_when_parks_one_write_and_runs_another(client, tmp_path: Path) -> None:
+    """``approval_when`` on an MCP tool, through the workflow (issue 36): the filesystem
+    server's ``write_file`` waits for a person for a ``.conf`` path only; the plain write runs
+    without asking, and the history records which call asked, why, and who approved."""
+    rule = [{"argument": "path", "op": "endswith", "value": ".conf"}]
+    servers = {
+        "fs": reference_server("filesystem", str(tmp_path), tools={"settings": {"write_file": {"approval_when": rule}}})
+    }
+    root = str(tmp_path)
+    code = (
+        f"fs.write_file(path={root!r} + '/notes.txt', content='plain')\n"
+        f"fs.write_file(path={root!r} + '/app.conf', content='debug = true')\n"
+        f"fs.read_text_file(path={root!r} + '/app.conf')['content']"
+    )
+    async with mcp_worker(client, servers) as worker:
+        handle = await start_execution(client, CodeExecutionRequest(code=code), task_queue=worker.task_queue)
+        status = await wait_for_state(handle, "awaiting_approval")
+        (pending,) = status.pending_approvals
+        assert pending.tool == "mcp:fs/write_file"
+        assert pending.summary == f"fs.write_file(path={root + '/app.conf'!r}, content='debug = true')"
+        assert pending.reason == "approval_when: path endswith '.conf'"
+        assert (tmp_path / "notes.txt").read_text() == "plain"  # ran without a person
+        assert not (tmp_path / "app.conf").exists()  # nothing written before the approval
+        await handle.signal("approve", ApproveSignal(call_id=pending.call_id, by="erin"))
+        outcome = await asyncio.wait_for(handle.result(), 60)
+    assert outcome.success and outcome.output == "debug = true", outcome.error
+    assert [(c.tool, c.status, c.approval is not None) for c in outcome.tool_calls] == [
+        ("mcp:fs/write_file", "ok", False),
+        ("mcp:fs/write_file", "ok", True),
+        ("mcp:fs/read_text_file", "ok", False),
+    ]
+    audit = await fetch_audit(client, handle.id)  # the history: asked once, for the .conf write only
+    plain, conf, _ = audit.calls
+    assert not plain.requires_approval and plain.approval is None
+    assert conf.requires_approval and conf.approval.by == "erin" and conf.approval.decision == "approved"
+    assert conf.arguments == {"path": root + "/app.conf", "content": "debug = true"}
+    assert [e.call_id for e in audit.events if e.kind == "requested"] == [conf.call_id]

@@ -202,3 +202,22 @@ def test_approval_when_conditions_decide_call_by_call() -> None:
     assert pay.policy_notes[0] == "approval when amount > 500 or to not_endswith '.example' (configured)"
     with pytest.raises(Exception, match="approval_when"):
         specs("bank", listed, approval_when=[{"argument": "amount", "op": "~", "value": 1}])
+
+
+def test_approval_when_names_parameters_as_the_server_does_and_checks_them() -> None:
+    """A rule may name a parameter by its wire name (``to-account``, ``to_account`` in the
+    code); a tool's own rule naming no parameter of it fails the load: it would never hold,
+    and the call would run without a person. A server-wide rule may name what some tools lack."""
+    listed = [
+        tool("pay", {"to-account": {"type": "string"}, "amount": {"type": "number"}}, annotations=RO),
+        tool("balance", {}, annotations=RO),
+    ]
+    wire = [{"argument": "to-account", "op": "==", "value": "ext"}]
+    pay, _ = specs("bank", listed, tools={"settings": {"pay": {"approval_when": wire}}})
+    assert pay.needs_approval({"to_account": "ext", "amount": 1}) == (True, "approval_when: to_account == 'ext'")
+    assert pay.needs_approval({"to_account": "own", "amount": 1}) == (False, None)
+    misspelt = [{"argument": "ammount", "op": ">", "value": 500}]
+    with pytest.raises(Exception, match=r"approval_when names 'ammount', which is not one of its parameters"):
+        specs("bank", listed, tools={"settings": {"pay": {"approval_when": misspelt}}})
+    pay, balance = specs("bank", listed, approval_when=[{"argument": "amount", "op": ">", "value": 500}])
+    assert pay.needs_approval({"amount": 900})[0] and balance.needs_approval({}) == (False, None)
