@@ -46,6 +46,59 @@ def check_answer(schema: Mapping[str, Any] | None, value: Any) -> None:
         _check(schema, value, "answer")
 
 
+def conform_answer(schema: Mapping[str, Any] | None, value: Any) -> Any:
+    """A checked answer as the tool would have returned it, by its returns schema (pydantic's
+    ``TypeAdapter(return hint).json_schema()`` for a Python tool, an MCP tool's
+    ``outputSchema``): a whole number where the tool returns a float becomes one (``0`` ->
+    ``0.0``), and ``3.0`` where it returns an int becomes ``3``, at any depth (objects,
+    arrays, tuples, ``$ref``, the first fitting branch of ``anyOf``/``oneOf``). Anything
+    else is kept as given. Pure and deterministic: the workflow runs it on the answer."""
+    if not schema:
+        return value
+    return _conform(schema, value, schema, 0)
+
+
+def _conform(schema: Any, value: Any, root: Mapping[str, Any], depth: int) -> Any:
+    if not isinstance(schema, Mapping) or depth > 64:
+        return value
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part) if isinstance(target, Mapping) else None
+        value = _conform(target, value, root, depth + 1)
+    for part in schema.get("allOf") or []:
+        value = _conform(part, value, root, depth + 1)
+    for key in ("anyOf", "oneOf"):
+        branches = schema.get(key) or []
+        fitting = [b for b in branches if isinstance(b, Mapping) and _fits(b, value, root)]
+        if fitting:
+            value = _conform(fitting[0], value, root, depth + 1)
+    types = schema.get("type")
+    types = {types} if isinstance(types, str) else set(types or [])
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and "number" in types and "integer" not in types:
+        return float(value)
+    if isinstance(value, float) and value.is_integer() and "integer" in types and "number" not in types:
+        return int(value)
+    if isinstance(value, dict):
+        props = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        return {k: _conform(props.get(k, extra), v, root, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        prefix = schema.get("prefixItems") or []
+        items = schema.get("items")
+        return [_conform(prefix[i] if i < len(prefix) else items, v, root, depth + 1) for i, v in enumerate(value)]
+    return value
+
+
+def _fits(branch: Mapping[str, Any], value: Any, root: Mapping[str, Any]) -> bool:
+    """Whether ``value`` fits one branch (its ``$ref`` resolved against the root's ``$defs``)."""
+    defs = {k: root[k] for k in ("$defs", "definitions") if k in root}
+    return jsonschema.Draft202012Validator({**defs, **branch}).is_valid(value)
+
+
 def _size(what: str, value: Any) -> None:
     try:
         size = len(json.dumps(value, default=str))

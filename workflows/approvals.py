@@ -13,7 +13,7 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from codemode.activities.decision_checks import approved_arguments, check_answer
+    from codemode.activities.decision_checks import approved_arguments, check_answer, conform_answer
     from codemode.activities.models import CallRequest
     from codemode.workflows.approval_notices import Notices
     from codemode.workflows.models import (
@@ -71,7 +71,8 @@ class Approvals:
         )
         if decision.approve and decision.answer is not None:
             record.answered = True
-            self.answers[call_id] = decision.answer.value
+            # As the tool returns it (0 -> 0.0 for a float): the code sees the tool's type.
+            self.answers[call_id] = conform_answer(self.pending[call_id].returns_schema, decision.answer.value)
         elif decision.approve and decision.arguments is not None:
             record.approved_arguments = self._edited(call_id, decision.arguments)
         self.decisions[call_id] = record

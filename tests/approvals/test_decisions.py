@@ -54,7 +54,8 @@ async def test_edit_then_approve_runs_the_approved_arguments(client, task_queue,
 
 
 async def test_answer_instead_of_the_tool(client, task_queue, worker, events_file) -> None:
-    handle = await start_execution(client, CodeExecutionRequest(code=SEND), task_queue=task_queue)
+    code = "r = send_money('bob', 900)\n[r['to'], r['amount'], isinstance(r['amount'], float)]"
+    handle = await start_execution(client, CodeExecutionRequest(code=code), task_queue=task_queue)
     (pending,) = (await parked(handle)).pending_approvals
     with pytest.raises(DecisionRefused, match="answer"):
         await send_decision(handle, Decision(call_id=pending.call_id, approve=True, by="ann", answer=Answer(value=42)))
@@ -63,10 +64,12 @@ async def test_answer_instead_of_the_tool(client, task_queue, worker, events_fil
         Decision(call_id=pending.call_id, approve=True, by="ann", answer=Answer(value={"to": "carl", "amount": 1})),
     )
     outcome = await handle.result()
-    assert outcome.success and outcome.output == ["carl", 1]
+    # The answer is converted to what the tool returns (Receipt.amount is a float): 1 -> 1.0.
+    assert outcome.success and outcome.output == ["carl", 1.0, True]
     assert read_events(events_file) == []  # the tool never ran
     (call,) = outcome.tool_calls
-    assert call.approval.answered and call.status == "ok" and call.result == {"to": "carl", "amount": 1}
+    assert call.approval.answered and call.status == "ok" and call.result == {"to": "carl", "amount": 1.0}
+    assert isinstance(call.result["amount"], float)
 
 
 async def test_deny_with_a_reason_reaches_the_code(client, task_queue, worker, events_file) -> None:
