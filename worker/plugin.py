@@ -40,6 +40,7 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from codemode.activities.approvers.activity import ApproverActivities, resolve_path
 from codemode.activities.checkpoints import CheckpointStore
 from codemode.activities.encryption import Keyring
 from codemode.activities.retention import RetentionActivities
@@ -116,6 +117,9 @@ class CodeModePlugin(SimplePlugin):
     :param mcp: started MCP servers (``codemode.activities.mcp_tools.McpServers``): their tools join
         the registry (a namespace per server), image and blob results go to the object store
         (sealed under the keys), and the servers are closed when the worker stops.
+    :param approvers: the approvers file (``activities/approvers/config.py``): who may decide
+        which call, with signed decisions only; ``"env"`` (the default) reads
+        ``CODEMODE_APPROVERS``; None: no file (any decision counts, as any name).
     """
 
     def __init__(
@@ -130,7 +134,9 @@ class CodeModePlugin(SimplePlugin):
         tune_worker: bool = True,
         mcp: McpServers | None = None,
         session_keep_alive_seconds: float = 900.0,
+        approvers: str | os.PathLike[str] | None = "env",
     ) -> None:
+        self.approvers = resolve_path(approvers)  # a broken file stops the worker here
         if isinstance(tools, ToolRegistry) or tools is None:
             self.registry = tools if tools is not None else ToolRegistry()
         else:
@@ -224,6 +230,7 @@ class CodeModePlugin(SimplePlugin):
             *config.get("activities", []),
             *sandbox.activities(),
             RetentionActivities(store).sweep,
+            ApproverActivities(self.approvers, self.registry).gate,
             *tool_activities(self.registry, sandbox),
         ]
         if self.tune_worker:

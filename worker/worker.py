@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -52,6 +53,7 @@ class CodeModeWorker:
         store: BlobStore | None = None,
         mcp: McpServers | None = None,
         session_keep_alive_seconds: float = 900.0,
+        approvers: str | os.PathLike[str] | None = "env",
     ) -> None:
         """``mcp``: started MCP servers whose tools the code may call (``CodeModePlugin``'s
         ``mcp``); the worker closes them when it stops. ``session_keep_alive_seconds``: how
@@ -73,6 +75,7 @@ class CodeModeWorker:
             keep_alive_seconds=keep_alive_seconds,
             mcp=mcp,
             session_keep_alive_seconds=session_keep_alive_seconds,
+            approvers=approvers,
         )
         self.worker = Worker(
             client,

@@ -71,6 +71,7 @@ with workflow.unsafe.imports_passed_through():
         why_not_live,
     )
     from codemode.workflows.step_state import DeferredTail, Held
+    from codemode.workflows.summary import preview
 
 #: What a tool's activity gives the step after its call before leaving it to the workflow's
 #: own step (which redoes it from the checkpoint; the tool never runs again). It is added to
@@ -203,6 +204,7 @@ class CodeExecutionWorkflow:
         self._req = req
         self._runtime = req.runtime
         self._index = req.index_search_attributes
+        self._approvals.starter = req.started_by
         self._started = started = carry.started_at if carry else workflow.now()
         if carry is not None:
             self._runs = list(carry.runs)
@@ -306,7 +308,9 @@ class CodeExecutionWorkflow:
         else:
             if req.require_code_approval:
                 review = PendingApproval(call_id=CODE_APPROVAL_ID, tool="<code>", args=[req.code], summary="run this code")
-                self._code_approval = await self._approvals.wait_for(review, req.approval_timeout)
+                self._code_approval = await self._approvals.consult(review) or await self._approvals.wait_for(
+                    review, req.approval_timeout
+                )
                 if self._code_approval.decision != "approved":
                     return False, None, permission_error("the code", self._code_approval)
             step = await self._start(start, local=local, timeout=timeout)
@@ -611,8 +615,10 @@ class CodeExecutionWorkflow:
             review = PendingApproval(
                 call_id=call.call_id, tool=call.tool, args=call.args, kwargs=call.kwargs, summary=call.summary
             )
-            await self._suspend()
-            record.approval = await self._approvals.wait_for(review, approval_timeout)
+            record.approval = await self._approvals.consult(review)  # a policy rule may decide
+            if record.approval is None:
+                await self._suspend()
+                record.approval = await self._approvals.wait_for(review, approval_timeout)
             if record.approval.decision != "approved":
                 record.status = "denied" if record.approval.decision == "denied" else "timed_out"
                 record.error = permission_error(call.summary, record.approval)
@@ -637,7 +643,7 @@ class CodeExecutionWorkflow:
             record.result = out.value
             self._record_bytes += out.size
         else:
-            record.result_preview = _preview(out.value)
+            record.result_preview = preview(out.value)
         if out.unfused:
             workflow.logger.info("call %s: running the step after it separately: %s", call.call_id, out.unfused)
         return JournalEntry.returned(call.function_call(), out.value), out.step
@@ -676,17 +682,3 @@ def _indexed_at_start(runtime: str) -> bool:
     start from the UI or another SDK does not, and the workflow upserts them itself)."""
     attrs = workflow.info().typed_search_attributes
     return attrs.get(STATUS_KEY) == "running" and attrs.get(RUNTIME_KEY) == runtime
-
-
-def _preview(value: object, limit: int = 200) -> str:
-    """The start of a large result, for the audit record (the whole value is in the journal)."""
-    if isinstance(value, list):
-        head = f"[{len(value)} items] "
-        first = value[:1]
-    elif isinstance(value, dict):
-        head = f"{{{len(value)} keys}} "
-        first = list(value)[:8]
-    else:
-        head, first = "", value
-    text = head + repr(first)
-    return text if len(text) <= limit else text[: limit - 1] + "…"

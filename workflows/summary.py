@@ -49,3 +49,17 @@ def execution_summary(req: CodeExecutionRequest) -> str:
 def execution_details(req: CodeExecutionRequest) -> str:
     """The workflow's static details: the code, as a Python block."""
     return f"```python\n{req.code}\n```"
+
+
+def preview(value: object, limit: int = 200) -> str:
+    """The start of a large result, for the audit record (the whole value is in the journal)."""
+    if isinstance(value, list):
+        head = f"[{len(value)} items] "
+        first = value[:1]
+    elif isinstance(value, dict):
+        head = f"{{{len(value)} keys}} "
+        first = list(value)[:8]
+    else:
+        head, first = "", value
+    text = head + repr(first)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
