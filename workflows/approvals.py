@@ -74,7 +74,9 @@ class Approvals:
         offer = _offer(decision)
         reason = self._refusal(call_id, offer)
         if reason is not None:  # recorded (an attempt to decide unsigned is worth seeing), and refused
-            self._ignore(IgnoredSignal(signal="decide", payload=_shown(decision.model_dump(mode="json")), reason=reason))
+            self._ignore(
+                IgnoredSignal(signal="decide", payload=_shown(decision.model_dump(mode="json")), reason=reason)
+            )
             raise ApplicationError(reason, type="DecisionRefused", non_retryable=True)
         record = ApprovalRecord(decision=_word(offer), by=decision.by, comment=decision.comment)
         return self._apply(call_id, offer, record)
@@ -132,7 +134,11 @@ class Approvals:
         gate = await workflow.execute_activity(
             names.APPROVAL_GATE,
             GateInput(
-                execution_id=execution_id, call_id=review.call_id, tool=review.tool, args=review.args, kwargs=review.kwargs
+                execution_id=execution_id,
+                call_id=review.call_id,
+                tool=review.tool,
+                args=review.args,
+                kwargs=review.kwargs,
             ),
             result_type=ApprovalGate,
             start_to_close_timeout=GATE_TIMEOUT,
@@ -183,7 +189,9 @@ class Approvals:
         self.show_pending(execution_id)
         if not self.pending:
             self._set_state("running")
-            verb = {"approved": "Approved", "denied": "Denied", "timed_out": "No decision in time for"}[decision.decision]
+            verb = {"approved": "Approved", "denied": "Denied", "timed_out": "No decision in time for"}[
+                decision.decision
+            ]
             by = f" by {decision.by}" if decision.by and decision.decision != "timed_out" else ""
             if decision.signatures:
                 by += f" (signature verified; rule {decision.rule})"
@@ -213,7 +221,9 @@ class Approvals:
         first = pending[0].call_id
         lines.append("")
         if signed:
-            lines.append("Decisions must be signed by a person the approvers file allows (`codemode keygen --approver NAME`).")
+            lines.append(
+                "Decisions must be signed by a person the approvers file allows (`codemode keygen --approver NAME`)."
+            )
         else:
             lines.append(
                 f'Or use *Send a Signal*: name `approve` (or `deny`), input `{{"call_id": "{first}", "by": "your name"}}`.'
@@ -235,7 +245,10 @@ class Approvals:
         else:  # who may decide, and who did so far (the verified approvers)
             gate = tally.gate
             entry.update(
-                signed=True, rule=gate.rule, approvers=gate.approvers_listed, required=gate.required,
+                signed=True,
+                rule=gate.rule,
+                approvers=gate.approvers_listed,
+                required=gate.required,
                 approved_by=tally.approvers(),
             )
         return entry

@@ -88,7 +88,7 @@ class PolicyRule(_Strict):
         if self.tool:
             self.tools = [self.tool, *self.tools]
         if not self.tools:
-            raise ValueError(f"policy rule {self.name!r} names no tool (tool = \"...\" or tools = [...])")
+            raise ValueError(f'policy rule {self.name!r} names no tool (tool = "..." or tools = [...])')
         return self
 
     def applies_to(self, tool: str) -> bool:

@@ -16,7 +16,21 @@ from collections.abc import Mapping
 from typing import Any
 
 OPERATORS = frozenset(
-    {"equals", "not_equals", "in", "not_in", "startswith", "endswith", "contains", "matches", "lt", "le", "gt", "ge", "exists"}
+    {
+        "equals",
+        "not_equals",
+        "in",
+        "not_in",
+        "startswith",
+        "endswith",
+        "contains",
+        "matches",
+        "lt",
+        "le",
+        "gt",
+        "ge",
+        "exists",
+    }
 )
 _MISSING = object()
 
@@ -31,7 +45,9 @@ def check_condition(where: str, cond: Any) -> None:
         return  # a plain value: equality
     unknown = sorted(set(cond) - OPERATORS)
     if unknown:
-        raise ConditionError(f"{where}: unknown operator(s) {', '.join(unknown)} (known: {', '.join(sorted(OPERATORS))})")
+        raise ConditionError(
+            f"{where}: unknown operator(s) {', '.join(unknown)} (known: {', '.join(sorted(OPERATORS))})"
+        )
     if "matches" in cond:
         try:
             re.compile(str(cond["matches"]))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -73,8 +73,8 @@ def answer_sha256(answer: Any) -> str:
 
 def _utc(at: datetime) -> str:
     if at.tzinfo is None:
-        at = at.replace(tzinfo=timezone.utc)
-    return at.astimezone(timezone.utc).isoformat(timespec="microseconds")
+        at = at.replace(tzinfo=UTC)
+    return at.astimezone(UTC).isoformat(timespec="microseconds")
 
 
 def signed_document(sig: DecisionSignature) -> bytes:
@@ -120,7 +120,7 @@ def sign_decision(
     unsigned = DecisionSignature(
         signer=signer,
         key=keys.public_text(private_key.public_key()),
-        signed_at=(signed_at or datetime.now(timezone.utc)).astimezone(timezone.utc),
+        signed_at=(signed_at or datetime.now(UTC)).astimezone(UTC),
         signature="",
         on_behalf_of=on_behalf_of,
         execution_id=execution_id,

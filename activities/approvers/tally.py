@@ -7,7 +7,7 @@ with the keys of its time, the decision and its signature, the workflow's clock)
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .gate import ApprovalGate
@@ -124,4 +124,4 @@ def _short(key: str) -> str:
 
 
 def _aware(at: datetime) -> datetime:
-    return at if at.tzinfo is not None else at.replace(tzinfo=timezone.utc)
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)

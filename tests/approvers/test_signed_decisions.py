@@ -54,7 +54,13 @@ async def test_only_signed_allowed_decisions_count(client, task_queue, tmp_path,
         await handle.signal("approve", ApproveSignal(call_id=call.call_id, signature=other_exec))
         # 7. a forged signature: ana's claims, bytes altered
         genuine = ana.sign(xid, call)
-        forged = genuine.model_copy(update={"signature": genuine.signature[:8] + ("A" if genuine.signature[8] != "A" else "B") + genuine.signature[9:]})
+        forged = genuine.model_copy(
+            update={
+                "signature": genuine.signature[:8]
+                + ("A" if genuine.signature[8] != "A" else "B")
+                + genuine.signature[9:]
+            }
+        )
         await handle.signal("approve", ApproveSignal(call_id=call.call_id, signature=forged))
         status = await wait_ignored(handle, 8)
         assert status.state == "awaiting_approval" and [p.call_id for p in status.pending_approvals] == [call.call_id]
@@ -92,7 +98,9 @@ async def test_two_distinct_approvers_and_four_eyes(client, task_queue, tmp_path
         xid = handle.id
         # four eyes: cy started the run
         await handle.signal("approve", ApproveSignal(call_id=call.call_id, signature=cy.sign(xid, call)))
-        first = await decide(handle, Decision(call_id=call.call_id, approve=True, by="ana", signature=ana.sign(xid, call)))
+        first = await decide(
+            handle, Decision(call_id=call.call_id, approve=True, by="ana", signature=ana.sign(xid, call))
+        )
         assert first.decision == "counted" and first.needed == 1 and first.by == "ana"
         # ana again (a fresh signature): does not count twice
         with pytest.raises(WorkflowUpdateFailedError) as twice:
@@ -107,7 +115,9 @@ async def test_two_distinct_approvers_and_four_eyes(client, task_queue, tmp_path
         (entry,) = await desc.memo_value("pending_approvals")
         assert entry["approved_by"] == ["ana"] and entry["required"] == 2
         assert read_events(events_file) == []
-        second = await decide(handle, Decision(call_id=call.call_id, approve=True, by="bob", signature=bob.sign(xid, call)))
+        second = await decide(
+            handle, Decision(call_id=call.call_id, approve=True, by="bob", signature=bob.sign(xid, call))
+        )
         assert second.decision == "approved" and second.by == "ana, bob"
         outcome = await handle.result()
     assert outcome.success
@@ -142,7 +152,11 @@ async def test_policy_decides_one_call_and_asks_for_another(client, task_queue, 
     assert outcome.output[0] == "ops@ourco.com" and outcome.output[2] == "x@else.com"
     assert "denied by policy.blocked" in outcome.output[1]
     allowed, denied, asked = (c.approval for c in outcome.tool_calls)
-    assert allowed is not None and (allowed.decision, allowed.rule, allowed.by) == ("approved", "policy.own-domain", "policy.own-domain")
+    assert allowed is not None and (allowed.decision, allowed.rule, allowed.by) == (
+        "approved",
+        "policy.own-domain",
+        "policy.own-domain",
+    )
     assert allowed.comment == "our own accounts" and not allowed.signatures
     assert denied is not None and (denied.decision, denied.rule) == ("denied", "policy.blocked")
     assert asked is not None and (asked.rule, asked.by) == ("tools.transfer", "ana") and asked.signatures

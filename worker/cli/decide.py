@@ -9,6 +9,8 @@ Imports click and ``common`` only: ``codemode approve --help`` is read while a r
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from codemode.worker.cli.common import (
@@ -21,6 +23,9 @@ from codemode.worker.cli.common import (
     os_user,
 )
 
+if TYPE_CHECKING:
+    from codemode.worker.client.signing import Signer
+
 
 def _decision_command(approve: bool) -> click.Command:
     verb = "approve" if approve else "deny"
@@ -29,17 +34,36 @@ def _decision_command(approve: bool) -> click.Command:
     @click.argument("execution_id", metavar="ID")
     @click.argument("call_id", required=False)
     @click.option("--all", "every", is_flag=True, help=f"{verb.capitalize()} every call waiting for approval.")
-    @click.option("--by", default=None, help="Who decides [default: the OS user].")
+    @click.option(
+        "--by",
+        default=None,
+        help="Who decides [default: the OS user]; signs with their key from `codemode keygen --approver NAME` "
+        "when there is one (a worker with an approvers file counts only signed decisions).",
+    )
+    @click.option("--key", "key_file", default=None, help="Sign with this private key file instead.")
     @click.option(text_flag, "text", default=None, help="A comment." if approve else "Why it is denied.")
     @address_option
     def command(
-        execution_id: str, call_id: str | None, every: bool, by: str | None, text: str | None, address: str
+        execution_id: str,
+        call_id: str | None,
+        every: bool,
+        by: str | None,
+        key_file: str | None,
+        text: str | None,
+        address: str,
     ) -> int:
         if call_id is not None and every:
             raise Fail("give a CALL_ID or --all, not both")
         import asyncio
 
-        return asyncio.run(_decide(approve, execution_id, call_id, every, by or os_user(), text, address))
+        from codemode.activities.approvers.keys import ApproverKeyError
+        from codemode.worker.client.signing import own_signer
+
+        try:
+            signer = own_signer(by or os_user(), key_file)
+        except ApproverKeyError as err:
+            raise Fail(str(err)) from None
+        return asyncio.run(_decide(approve, execution_id, call_id, every, by or os_user(), text, address, signer))
 
     command.__doc__ = (
         f"{verb.capitalize()} a tool call waiting for approval (CALL_ID as printed by run/status), "
@@ -51,13 +75,21 @@ def _decision_command(approve: bool) -> click.Command:
 
 
 async def _decide(
-    approve: bool, execution_id: str, call_id: str | None, every: bool, by: str, text: str | None, address: str
+    approve: bool,
+    execution_id: str,
+    call_id: str | None,
+    every: bool,
+    by: str,
+    text: str | None,
+    address: str,
+    signer: Signer | None = None,
 ) -> int:
     """Decide one pending call, or every pending call (``--all``)."""
     from temporalio.client import WorkflowExecutionStatus
 
     from codemode.worker.client.connection import has_workers
     from codemode.worker.client.following import DecisionRefused, closed_word, query_status, send_decision
+    from codemode.worker.client.signing import setup_hint, signing_required
 
     client = await open_client(address, quick=True)
     found = await find_execution(client, execution_id)
@@ -91,15 +123,31 @@ async def _decide(
         if not chosen:
             raise Fail(f"call {call_id!r} of {execution_id} is not waiting for approval; pending call ids: {ids}")
     verb = "approved" if approve else "denied"
+    if signer is None and await signing_required(handle):
+        raise Fail(setup_hint("codemode " + ("approve" if approve else "deny"), execution_id, chosen[0].call_id))
     for p in chosen:
+        signature = signer.sign(execution_id, p, "approve" if approve else "deny") if signer else None
         try:
             recorded = await send_decision(
-                handle, p.call_id, approve=approve, by=by, comment=text, via_update=not from_history
+                handle,
+                p.call_id,
+                approve=approve,
+                by=by,
+                comment=text,
+                via_update=not from_history,
+                signature=signature,
             )
         except DecisionRefused as err:
             raise Fail(f"call {p.call_id} of {execution_id} was not decided: {err}") from None
         from_history = from_history or recorded is None  # no worker answered: sent as a signal
-        click.echo(f"✓ {verb} call {p.call_id} ({p.summary}) of {execution_id} as {by}")
+        signed = f" (signed with {signer.public[:20]}…)" if signer else ""
+        if recorded is not None and recorded.decision == "counted":
+            click.echo(
+                f"✓ approval of call {p.call_id} ({p.summary}) of {execution_id} by {by} counted{signed}; "
+                f"{recorded.needed} more needed"
+            )
+            continue
+        click.echo(f"✓ {verb} call {p.call_id} ({p.summary}) of {execution_id} as {by}{signed}")
     if from_history:
         note("note: no worker is running; the decision is recorded and takes effect when one starts.")
     note(f"See the outcome with: codemode result {execution_id}")

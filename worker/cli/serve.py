@@ -61,6 +61,50 @@ class MetricsAddress(click.ParamType):
         return f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
 
 
+approvers_option = click.option(
+    "--approvers",
+    "approvers",
+    envvar="CODEMODE_APPROVERS",
+    show_envvar=True,
+    default=None,
+    metavar="FILE",
+    help="The approvers file (TOML): who may decide which tool calls, with signed decisions only, and policy "
+    "rules that decide before a person. Without it any decision counts, as whatever name it gives.",
+)
+
+
+def use_approvers(path: str | None) -> None:
+    """Check the approvers file now (a broken one stops the command with where it is wrong),
+    and hand it to the worker through ``CODEMODE_APPROVERS``."""
+    os.environ.pop("CODEMODE_APPROVERS", None)
+    if not path:
+        return
+    from codemode.activities.approvers import config
+
+    try:
+        config.load(path)
+    except config.ApproversFileError as err:
+        raise Fail(str(err)) from None
+    os.environ["CODEMODE_APPROVERS"] = os.path.abspath(path)
+
+
+def approvers_banner() -> str:
+    """Said once when a worker starts: whose decisions count."""
+    from codemode.activities.approvers import config
+
+    path = config.configured_path()
+    if not path:
+        return (
+            "No approvers file (--approvers FILE or CODEMODE_APPROVERS): anyone who can signal this namespace "
+            "may approve any call, as any name."
+        )
+    file = config.load(path)
+    return (
+        f"Approvers: {path} ({len(file.people)} people, {len(file.tools)} tool rules, {len(file.policy)} policy "
+        "rules): only decisions signed by the people a call's rule allows count."
+    )
+
+
 db_option = click.option(
     "--db", type=click.Path(dir_okay=False), default=None, help=f"SQLite file [default: {default_db_path()}]."
 )
@@ -118,7 +162,9 @@ def server_banner(server: EmbeddedServer) -> list[str]:
         f"Database:        {server.db}",
     ]
     if server.codec_endpoint:
-        lines.append(f"Codec server:    {server.codec_endpoint} (payloads are encrypted; the web UI decrypts through it)")
+        lines.append(
+            f"Codec server:    {server.codec_endpoint} (payloads are encrypted; the web UI decrypts through it)"
+        )
     return lines
 
 
@@ -138,6 +184,7 @@ async def _serve_worker(
         if await w.ensure_sweep_schedule():
             note("Scheduled the hourly retention sweep of the object store (codemode-storage-sweep).")
         names = [s.code_name for s in registry]
+        note(approvers_banner())
         note(f"Worker ready on task queue {task_queue!r} at {address}; tools: {', '.join(names)}")
         await until_stopped()
         note("Stopping the worker...")
@@ -150,6 +197,7 @@ async def _serve_worker(
 @address_option
 @task_queue_option
 @metrics_option
+@approvers_option
 @click.option(
     "--image",
     envvar="CODEMODE_DOCKER_IMAGE",
@@ -163,9 +211,11 @@ def worker(
     address: str,
     task_queue: str,
     metrics: str | None,
+    approvers: str | None,
     image: str | None,
 ) -> int:
     """Run a worker for the workflow, the sandbox steps and the tools, until Ctrl-C."""
+    use_approvers(approvers)
     if image:
         os.environ["CODEMODE_DOCKER_IMAGE"] = image
     registry = load_tools(tools_module) if require_tools(tools_module, mcp_config, cli_config) else None
@@ -218,6 +268,7 @@ async def _server(port: int, ui_port: int | None, db: str | None, codec_port: in
 @task_queue_option
 @metrics_option
 @codec_port_option
+@approvers_option
 def dev(
     tools_module: str | None,
     mcp_config: str | None,
@@ -228,9 +279,11 @@ def dev(
     task_queue: str,
     metrics: str | None,
     codec_port: int,
+    approvers: str | None,
 ) -> int:
     """The embedded server and a worker in one process, until Ctrl-C (with
     CODEMODE_ENCRYPTION_KEYS set, also the codec server for the web UI)."""
+    use_approvers(approvers)
     registry = load_tools(tools_module) if require_tools(tools_module, mcp_config, cli_config) else None
     config = load_mcp_config_file(mcp_config)
     registry = open_cli(registry, load_cli_config_file(cli_config))

@@ -27,6 +27,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError
 
+from codemode.activities.approvers.signing import DecisionSignature
 from codemode.workflows.models import (
     ApprovalRecord,
     ApproveSignal,
@@ -137,16 +138,18 @@ async def send_decision(
     by: str,
     comment: str | None = None,
     via_update: bool = True,
+    signature: DecisionSignature | None = None,
 ) -> ApprovalRecord | None:
     """Decide one pending call as ``by``. Through the ``decide`` Update (when ``via_update`` and
     a worker answers): returns the recorded decision, or raises ``DecisionRefused``. Else as a
     signal, recorded in the history now and applied when a worker runs the workflow: returns
-    None."""
+    None. ``signature``: the decision signed (``worker/client/signing.py``), which a worker
+    with an approvers file requires."""
     if via_update:
         try:
             return await handle.execute_update(
                 "decide",
-                Decision(call_id=call_id, approve=approve, by=by, comment=comment),
+                Decision(call_id=call_id, approve=approve, by=by, comment=comment, signature=signature),
                 result_type=ApprovalRecord,
                 rpc_timeout=UPDATE_TIMEOUT,
             )
@@ -155,9 +158,9 @@ async def send_decision(
         except (WorkflowUpdateRPCTimeoutOrCancelledError, RPCError):
             pass  # no worker answered in time (the SDK raises the former, no RPCError): signal instead
     if approve:
-        await handle.signal("approve", ApproveSignal(call_id=call_id, by=by, comment=comment))
+        await handle.signal("approve", ApproveSignal(call_id=call_id, by=by, comment=comment, signature=signature))
     else:
-        await handle.signal("deny", DenySignal(call_id=call_id, by=by, reason=comment))
+        await handle.signal("deny", DenySignal(call_id=call_id, by=by, reason=comment, signature=signature))
     return None
 
 
