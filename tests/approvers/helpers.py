@@ -67,3 +67,21 @@ async def wait_ignored(handle, count: int, timeout: float = 30.0) -> ExecutionSt
             return status
         await asyncio.sleep(0.1)
     raise AssertionError(f"only {len(status.ignored_signals)} ignored: {status.ignored_signals}")
+
+
+HISTORIES = Path(__file__).resolve().parents[1] / "workflows" / "histories"
+
+
+async def replay_and_keep(client, handle, name: str) -> None:
+    """Replay the execution's history now; with CODEMODE_RECORD_APPROVER_HISTORIES=1 also keep it
+    beside the committed ones (``approvers-NAME.json``), which tests/workflows/test_replay.py replays."""
+    import os
+
+    from temporalio.worker import Replayer
+
+    from codemode.workflows.execution_workflow import CodeExecutionWorkflow
+
+    history = await handle.fetch_history()
+    await Replayer(workflows=[CodeExecutionWorkflow], data_converter=client.data_converter).replay_workflow(history)
+    if os.environ.get("CODEMODE_RECORD_APPROVER_HISTORIES") == "1":
+        (HISTORIES / f"approvers-{name}.json").write_text(history.to_json())

@@ -13,7 +13,7 @@ from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.models import ApprovalRecord, ApproveSignal, CodeExecutionRequest, Decision
 
 from .conftest import TOOLS_MODULE, read_events
-from .helpers import Person, people_toml, status_of, wait_ignored, wait_parked, write_file
+from .helpers import Person, people_toml, replay_and_keep, status_of, wait_ignored, wait_parked, write_file
 
 TRANSFER = "r = transfer('bob', 12.5)\nr['to']"
 
@@ -78,6 +78,7 @@ async def test_only_signed_allowed_decisions_count(client, task_queue, tmp_path,
         record = await decide(handle, Decision(call_id=call.call_id, approve=True, by="whoever", signature=good))
         assert record.decision == "approved" and record.by == "ana" and record.rule == "tools.transfer"
         outcome = await handle.result()
+        await replay_and_keep(client, handle, "refused_then_signed")
     assert outcome.success and outcome.output == "bob"
     (rec,) = outcome.tool_calls
     assert rec.approval is not None and rec.approval.by == "ana"
@@ -120,6 +121,7 @@ async def test_two_distinct_approvers_and_four_eyes(client, task_queue, tmp_path
         )
         assert second.decision == "approved" and second.by == "ana, bob"
         outcome = await handle.result()
+        await replay_and_keep(client, handle, "two_approvers")
     assert outcome.success
     approval = outcome.tool_calls[0].approval
     assert approval is not None and [s.signer for s in approval.signatures] == ["ana", "bob"]
@@ -148,6 +150,7 @@ async def test_policy_decides_one_call_and_asks_for_another(client, task_queue, 
         assert call.args == ["x@else.com", 10]  # the first two never waited for a person
         await handle.signal("approve", ApproveSignal(call_id=call.call_id, signature=ana.sign(handle.id, call)))
         outcome = await handle.result()
+        await replay_and_keep(client, handle, "policy")
     assert outcome.success, outcome.error
     assert outcome.output[0] == "ops@ourco.com" and outcome.output[2] == "x@else.com"
     assert "denied by policy.blocked" in outcome.output[1]

@@ -12,7 +12,10 @@ went from 64 to 40 (``workflows/execution_workflow.py``, ``CALL_WINDOW_PATCH``).
 ``python-*.json``: the python runtime (a live process kept on its worker, each resume step on
 that worker's own queue), recorded before its tool activities ran the step after their call
 (issue 28); ``pyfused-*.json``: recorded after. Regenerate or add a python set with
-CODEMODE_RECORD_PYTHON_HISTORIES=<prefix>.
+CODEMODE_RECORD_PYTHON_HISTORIES=<prefix>. ``gate-*.json``: the approval scenarios after each
+call that waits asks the worker's approvers file first (the ``approval_gate`` activity, issue 37;
+no file here); ``approvers-*.json``: signed decisions, N-of-M and policy rules under a file
+(recorded by tests/approvers/test_signed_decisions.py with CODEMODE_RECORD_APPROVER_HISTORIES=1).
 """
 
 from __future__ import annotations
