@@ -37,7 +37,7 @@ class SignedDecisions:
         if inp is None or not gate.configured:
             return None
         self.tallies[inp.call_id] = CallTally(
-            execution_id=execution_id,
+            execution_id=gate.execution_id or execution_id,
             call_id=inp.call_id,
             args=inp.args,
             kwargs=inp.kwargs,

@@ -193,7 +193,7 @@ def _check(
             problems.append(f"the key of {sig.signer} ({sig.key[:20]}…) was not listed when the call asked")
         if holder is not None and holder != sig.signer:
             problems.append(f"the key {sig.key[:20]}… belongs to {holder}, not {sig.signer}")
-        if sig.execution_id != execution_id or sig.call_id != call_id:
+        if sig.execution_id != (gate.execution_id or execution_id) or sig.call_id != call_id:
             problems.append(f"{sig.signer} signed call {sig.call_id} of {sig.execution_id}, not this one")
         kind = "deny" if record.decision == "denied" else ("answer" if record.answered else "approve")
         if sig.decision != kind:

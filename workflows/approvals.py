@@ -147,7 +147,7 @@ class Approvals:
         if not gate.configured:
             return None
         self.tallies[review.call_id] = CallTally(
-            execution_id=execution_id,
+            execution_id=gate.execution_id or execution_id,
             call_id=review.call_id,
             args=review.args,
             kwargs=review.kwargs,

@@ -38,7 +38,9 @@ class ApproverActivities:
             file = config.load(self.path)
         except config.ApproversFileError as err:
             raise ApplicationError(str(err), type=BROKEN_FILE) from None
-        return file.gate(inp.tool, self._named(inp))
+        gate = file.gate(inp.tool, self._named(inp))
+        gate.execution_id, gate.call_id = inp.execution_id, inp.call_id
+        return gate
 
     def _named(self, inp: GateInput) -> dict[str, Any]:
         """The call's arguments by parameter name (positional ones bound to the tool's

@@ -27,6 +27,10 @@ class ApprovalGate(BaseModel):
 
     #: False: no approvers file; decisions are taken as before (unsigned, any name).
     configured: bool = False
+    #: The execution and call it answers for (the history keeps them with the keys: a
+    #: decision counts only when signed for exactly these).
+    execution_id: str = ""
+    call_id: str = ""
     #: SHA-256 of the file's bytes, and where the worker read it.
     file_sha256: str = ""
     file: str = ""
