@@ -31,6 +31,7 @@ from pydantic import BaseModel, Field
 from temporalio.client import WorkflowHandle
 
 from codemode.worker.client.following import DecisionRefused, send_decision
+from codemode.worker.client.signing import setup_hint, sign_pending, signer_from_env, signing_required
 from codemode.workflows.models import PendingApproval
 
 log = logging.getLogger(__name__)
@@ -183,11 +184,31 @@ async def apply(
     which the server keeps until a worker is back. False when the call was no longer waiting
     (decided meanwhile, from a terminal or the web UI). Raises ``RPCError`` when Temporal
     itself is unreachable."""
+    signer = signer_from_env()
+    signature = await sign_pending(handle, call_id, signer, "approve" if answer.approve else "deny")
+    if signer is not None:  # the person at this client signs (CODEMODE_APPROVER): they decide, not "mcp:..."
+        by = signer.name
     try:
         await send_decision(
-            handle, call_id, approve=answer.approve, by=by, comment=answer.comment, via_update=worker_up
+            handle,
+            call_id,
+            approve=answer.approve,
+            by=by,
+            comment=answer.comment,
+            via_update=worker_up,
+            signature=signature,
         )
     except DecisionRefused as err:
         log.info("call %s of %s was not decided here: %s", call_id, handle.id, err)
         return False
     return True
+
+
+async def cannot_sign(handle: WorkflowHandle[Any, Any], pending: list[PendingApproval]) -> str | None:
+    """What to set up when the calls need a signed decision (the worker has an approvers file)
+    and this server has no key for the person at its client (``CODEMODE_APPROVER``); else None.
+    The person is then not asked: an unsigned answer would only be ignored."""
+    if signer_from_env() is not None or not await signing_required(handle):
+        return None
+    first = pending[0].call_id if pending else "CALL"
+    return setup_hint("this MCP server", handle.id, first)

@@ -351,17 +351,32 @@ class DurableCodeMode(AbstractCapability[Any]):
             pass
 
     async def decide(
-        self, execution_id: str, call_id: str, *, approve: bool, by: str, comment: str | None = None
+        self,
+        execution_id: str,
+        call_id: str,
+        *,
+        approve: bool,
+        by: str,
+        comment: str | None = None,
+        key_file: str | None = None,
     ) -> ApprovalRecord | None:
         """A person's decision on a call waiting for approval (``by`` names them). Returns the
         recorded decision, or None when no worker runs (recorded as a signal, applied later);
-        raises ``codemode.worker.client.following.DecisionRefused`` when that call is not waiting."""
+        raises ``codemode.worker.client.following.DecisionRefused`` when that call is not waiting.
+
+        Signed with ``by``'s key when there is one: ``key_file``, ``CODEMODE_APPROVER_KEY`` (when
+        ``CODEMODE_APPROVER`` is ``by``), or the one ``codemode keygen --approver NAME`` made. A
+        worker with an approvers file needs it: without a key this raises
+        ``codemode.worker.client.signing.SigningKeyMissing`` saying what to set up."""
         from codemode.worker.client.following import send_decision
+        from codemode.worker.client.signing import door_signer, sign_pending
 
         if not by or not by.strip():
             raise ValueError("say who decides: by must name a person")
         handle = (await self.get_client()).get_workflow_handle(execution_id)
-        return await send_decision(handle, call_id, approve=approve, by=by, comment=comment)
+        signer = await door_signer(handle, by, key_file, door="this pydantic-ai application")
+        signature = await sign_pending(handle, call_id, signer, "approve" if approve else "deny")
+        return await send_decision(handle, call_id, approve=approve, by=by, comment=comment, signature=signature)
 
     async def deferred_results(self, requests: DeferredToolRequests) -> DeferredToolResults:
         """Wait until the executions behind this tool's deferred calls have finished, and give

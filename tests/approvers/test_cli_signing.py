@@ -79,9 +79,7 @@ async def test_keygen_keeps_the_private_key_private(env, keys_and_worker) -> Non
     assert again.rc == 2 and "exists already" in again.err, again
 
 
-async def test_signed_approval_verifies_and_an_altered_history_does_not(
-    env, keys_and_worker, client, tmp_path
-) -> None:
+async def test_signed_approval_verifies_and_an_altered_history_does_not(env, keys_and_worker, client, tmp_path) -> None:
     execution_id, call_id = await park_email(env)
     # bob has a key but the rule allows group:finance only: refused, with why
     bob = await codemode("approve", execution_id, call_id, "--by", "bob", env=env)

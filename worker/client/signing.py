@@ -103,3 +103,46 @@ def setup_hint(door: str, execution_id: str = "ID", call_id: str = "CALL") -> st
         f"{APPROVER_ENV}=NAME (and {APPROVER_KEY_ENV}=FILE for a key kept elsewhere) for {door}; "
         f"or decide with `codemode approve {execution_id} {call_id} --by NAME`"
     )
+
+
+async def pending_call(handle: WorkflowHandle[Any, Any], call_id: str) -> PendingApproval | None:
+    """The call ``call_id`` as it waits (its arguments are what a signature covers): from the
+    status query, else from the history when no worker answers; None when it does not wait."""
+    from codemode.worker.audit import fetch_audit
+    from codemode.worker.client.following import query_status
+
+    status = await query_status(handle)
+    if status is not None:
+        pending = status.pending_approvals
+    else:  # no worker: as the history shows them (the handle's client reads it)
+        pending = (await fetch_audit(handle._client, handle.id)).pending_approvals()
+    return next((p for p in pending if p.call_id == call_id), None)
+
+
+class SigningKeyMissing(ValueError):
+    """The call needs a signed decision and this door has no key for the person: says what to set up."""
+
+
+async def door_signer(
+    handle: WorkflowHandle[Any, Any], by: str, key_file: str | os.PathLike[str] | None = None, *, door: str
+) -> Signer | None:
+    """The signer for ``by`` at a door: ``key_file``, ``CODEMODE_APPROVER_KEY`` when
+    ``CODEMODE_APPROVER`` names ``by``, or ``by``'s keygen key; None when there is none and the
+    execution does not need one. Raises ``SigningKeyMissing`` when it does."""
+    if key_file is None and os.environ.get(APPROVER_ENV) == by:
+        key_file = os.environ.get(APPROVER_KEY_ENV) or None
+    signer = own_signer(by, key_file)
+    if signer is None and await signing_required(handle):
+        raise SigningKeyMissing(setup_hint(door, handle.id))
+    return signer
+
+
+async def sign_pending(
+    handle: WorkflowHandle[Any, Any], call_id: str, signer: Signer | None, decision: DecisionKind
+) -> DecisionSignature | None:
+    """``signer``'s signature of ``decision`` on the waiting call (None without a signer, or
+    when the call does not wait: the decision is then refused as not pending)."""
+    if signer is None:
+        return None
+    call = await pending_call(handle, call_id)
+    return signer.sign(handle.id, call, decision) if call is not None else None
