@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from codemode.workflows.models import ExecutionOutcome
 from tests.cli.runner import Background, approve_command, base_env, codemode
 
 
@@ -89,11 +90,10 @@ async def test_signed_approval_verifies_and_an_altered_history_does_not(env, key
     assert carol.rc == 2 and "codemode keygen --approver NAME" in carol.err, carol
     ana = await codemode("approve", execution_id, call_id, "--by", "ana", env=env)
     assert ana.rc == 0 and "signed with ed25519:" in ana.out, ana
-    res = await codemode("result", execution_id, "--json", env=env)
-    assert res.rc == 0, res
-    approval = json.loads(res.out)["tool_calls"][-1]["approval"]
-    assert approval["by"] == "ana" and approval["rule"] == "tools.send_email"
-    assert approval["signatures"][0]["key"] == keys_and_worker["ana"]
+    outcome = await client.get_workflow_handle(execution_id, result_type=ExecutionOutcome).result()
+    approval = outcome.tool_calls[-1].approval
+    assert approval is not None and (approval.by, approval.rule) == ("ana", "tools.send_email")
+    assert approval.signatures[0].key == keys_and_worker["ana"]
 
     timeline = await codemode("history", execution_id, env=env)
     assert "ignored: bob may not decide send_email" in timeline.out, timeline
@@ -126,10 +126,10 @@ async def test_signed_approval_verifies_and_an_altered_history_does_not(env, key
     assert f"not verified: call {call_id}" in bad.err
 
 
-async def test_key_rotation(env, keys_and_worker, approvers_file, tmp_path) -> None:
+async def test_key_rotation(env, keys_and_worker, approvers_file, tmp_path, client) -> None:
     execution_id, call_id = await park_email(env)
     assert (await codemode("approve", execution_id, call_id, "--by", "ana", env=env)).rc == 0
-    assert (await codemode("result", execution_id, env=env)).rc == 0
+    assert (await client.get_workflow_handle(execution_id, result_type=ExecutionOutcome).result()).success
     # ana gets a new key; the old one stays listed for verification only
     old_key = tmp_path / "ana-old.key"
     shutil.copy(Path(env["XDG_CONFIG_HOME"]) / "codemode" / "approvers" / "ana.key", old_key)
@@ -147,4 +147,5 @@ async def test_key_rotation(env, keys_and_worker, approvers_file, tmp_path) -> N
     assert stale.rc == 2 and "retired key of ana" in stale.err, stale
     fresh = await codemode("approve", execution_id, call_id, "--by", "ana", env=env)
     assert fresh.rc == 0, fresh
-    assert (await codemode("result", execution_id, env=env)).rc == 0
+    outcome = await client.get_workflow_handle(execution_id, result_type=ExecutionOutcome).result()
+    assert outcome.tool_calls[-1].approval.signatures[0].key == new

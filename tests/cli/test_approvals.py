@@ -48,7 +48,11 @@ async def test_approve_then_result(cli_env: dict[str, str]) -> None:
     outcome = json.loads(res.out)
     assert outcome["output"] is True
     email = outcome["tool_calls"][-1]
-    assert email["approval"] == {"decision": "approved", "by": "alice", "comment": "fine"}
+    assert {k: email["approval"][k] for k in ("decision", "by", "comment")} == {
+        "decision": "approved",
+        "by": "alice",
+        "comment": "fine",
+    }
 
     history = await codemode("history", execution_id, env=cli_env)
     assert history.rc == 0, history
