@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field
 from temporalio.client import WorkflowHandle
 
 from codemode.worker.client.following import DecisionRefused, send_decision
-from codemode.worker.client.signing import setup_hint, sign_pending, signer_from_env, signing_required
+from codemode.worker.client.signing import Signer, setup_hint, sign_pending, signer_from_env, signing_required
 from codemode.workflows.models import PendingApproval
 
 log = logging.getLogger(__name__)
@@ -185,9 +185,14 @@ async def apply(
     (decided meanwhile, from a terminal or the web UI). Raises ``RPCError`` when Temporal
     itself is unreachable."""
     signer = signer_from_env()
+    token = get_access_token()
+    if signer is not None and token is not None and token.subject and token.subject != signer.name:
+        # Over HTTP the server authenticated the person (a named token): its key signs for them,
+        # as a service (``signs_for`` in the approvers file), and the record says both.
+        signer = Signer(signer.name, signer.key, on_behalf_of=token.subject)
     signature = await sign_pending(handle, call_id, signer, "approve" if answer.approve else "deny")
     if signer is not None:  # the person at this client signs (CODEMODE_APPROVER): they decide, not "mcp:..."
-        by = signer.name
+        by = signer.on_behalf_of or signer.name
     try:
         await send_decision(
             handle,

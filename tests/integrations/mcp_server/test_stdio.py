@@ -65,6 +65,7 @@ async def test_lists_four_tools_and_no_way_to_approve(modern: Any) -> None:
         "pending_approvals",
         "tool_calls",
         "artifacts",
+        "note",
     }
     for tool in tools.values():  # nothing a model can call takes a decision
         assert not {"approve", "decision", "call_id"} & set(tool.input_schema.get("properties", {}))
@@ -150,7 +151,11 @@ async def test_approval_accepted_through_the_client(session: Any, reset_person: 
     assert EMAIL in question and '"to": "ana@example.com"' in question and report["execution_id"] in question
     by = f"mcp:{CLIENT_NAME}"
     call = report["tool_calls"][0]
-    assert call["approval"] == {"decision": "approved", "by": by, "comment": "fine to send"}
+    assert {k: call["approval"][k] for k in ("decision", "by", "comment")} == {
+        "decision": "approved",
+        "by": by,
+        "comment": "fine to send",
+    }
     assert call["result"]["sent"] is True
     # The audit (from Temporal's history): the call ran once, approved by the client's person.
     audit = await fetch_audit(client, report["execution_id"])
