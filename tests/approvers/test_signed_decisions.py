@@ -173,3 +173,23 @@ async def test_without_a_file_decisions_are_taken_as_before(client, task_queue, 
         await handle.signal("approve", ApproveSignal(call_id=call.call_id, by="alice"))
         outcome = await handle.result()
     assert outcome.success and outcome.tool_calls[0].approval.by == "alice"
+
+
+async def test_the_code_review_needs_a_signature_too(client, task_queue, tmp_path) -> None:
+    ana, bob = Person("ana"), Person("bob")
+    text = people_toml((ana, []), (bob, [])) + '\n[defaults.code]\napprovers = ["ana"]\n'
+    path = write_file(tmp_path / "approvers.toml", text)
+    async with worker_with(client, task_queue, path).running():
+        request = CodeExecutionRequest(code="lookup('Rome')", require_code_approval=True)
+        handle = await start_execution(client, request, task_queue=task_queue)
+        (review,) = (await wait_parked(handle)).pending_approvals
+        assert review.call_id == "code"
+        await handle.signal("approve", ApproveSignal(call_id="code", by="ana"))
+        await handle.signal("approve", ApproveSignal(call_id="code", signature=bob.sign(handle.id, review)))
+        status = await wait_ignored(handle, 2)
+        assert status.state == "awaiting_approval"
+        assert "unsigned" in status.ignored_signals[0].reason
+        assert status.ignored_signals[1].reason == "bob may not decide <code> (rule defaults.code allows: ana)"
+        await handle.signal("approve", ApproveSignal(call_id="code", signature=ana.sign(handle.id, review)))
+        outcome = await handle.result()
+    assert outcome.success and outcome.output == {"city": "Rome"}
