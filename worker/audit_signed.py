@@ -18,6 +18,8 @@ class SignedDecisions:
         self.asked: dict[tuple[int, int], GateInput] = {}
         self.tallies: dict[str, CallTally] = {}
         self.starter: str | None = None
+        #: Calls decided under the file: the decision's kind, the signatures that decided, its gate.
+        self.decided: dict[str, tuple[str, list[DecisionSignature], ApprovalGate]] = {}
 
     def scheduled(self, run: int, event_id: int, inp: Any) -> None:
         try:
@@ -71,4 +73,12 @@ class SignedDecisions:
         if deciding is None:
             return "counted", tally.progress()
         del self.tallies[call_id]
+        self.decided[call_id] = (offer.kind, deciding, tally.gate)
         return "decided", ", ".join(s.approver for s in deciding)
+
+    def call_of(self, payload: Any) -> str | None:
+        """The call a decision's input names (or the one call open under the file)."""
+        call = payload.get("call_id", payload.get("callId")) if isinstance(payload, dict) else payload
+        if call is None and len(self.tallies) == 1:
+            return next(iter(self.tallies))
+        return None if call is None or isinstance(call, (dict, list, bool)) else str(call)

@@ -24,7 +24,9 @@ from codemode.activities.approvers.gate import ApprovalGate, GateInput
 from codemode.activities.approvers.signing import arguments_sha256, verify_signature
 from codemode.activities.models import ToolInput
 from codemode.worker.audit import PayloadDecoder
-from codemode.workflows.models import ApprovalRecord, ExecutionOutcome
+from codemode.worker.audit_decode import _time as _at
+from codemode.worker.audit_signed import SignedDecisions
+from codemode.workflows.models import ApprovalRecord, Decision, ExecutionOutcome
 
 
 class CheckedDecision(BaseModel):
@@ -66,6 +68,10 @@ class _Fold:
         self.outcome: ExecutionOutcome | None = None
         #: ``decide`` Updates: update id -> the call they decide.
         self.update_calls: dict[str, str] = {}
+        #: The same check the workflow applied, replayed: decisions the outcome has no record of
+        #: (the code review, a run still going) are verified from it.
+        self.signed = SignedDecisions()
+        self.execution_id = ""
         self.run = 0
 
     async def feed(self, e: HistoryEvent) -> None:
@@ -90,6 +96,22 @@ class _Fold:
                 gate = _as(ApprovalGate, await self.decode(attrs.result, ApprovalGate))
                 if gate is not None:
                     self.asked[inp.call_id], self.gates[inp.call_id] = inp, gate
+                    self.signed.asked[(self.run, attrs.scheduled_event_id)] = inp
+                    self.signed.completed(self.execution_id, self.run, attrs.scheduled_event_id, gate, _at(e))
+        elif kind == "workflow_execution_started_event_attributes":
+            attrs = e.workflow_execution_started_event_attributes
+            if not attrs.continued_execution_run_id:
+                req = await self.decode(attrs.input)
+                self.signed.starter = req.get("started_by") if isinstance(req, dict) else None
+        elif kind == "workflow_execution_signaled_event_attributes":
+            attrs = e.workflow_execution_signaled_event_attributes
+            if attrs.signal_name in ("approve", "deny"):
+                payload = await self.decode(attrs.input)
+                call_id = self.signed.call_of(payload)
+                if call_id is not None:
+                    kind_ = "approve" if attrs.signal_name == "approve" else "deny"
+                    signature = payload.get("signature") if isinstance(payload, dict) else None
+                    self.signed.offer(call_id, kind_, signature)
         elif kind == "workflow_execution_update_completed_event_attributes":
             attrs = e.workflow_execution_update_completed_event_attributes
             if attrs.outcome.HasField("success"):
@@ -100,9 +122,12 @@ class _Fold:
         elif kind == "workflow_execution_update_accepted_event_attributes":
             attrs = e.workflow_execution_update_accepted_event_attributes
             if attrs.accepted_request.input.name == "decide":
-                decision = await self.decode(attrs.accepted_request.input.args)
-                if isinstance(decision, dict) and decision.get("call_id") is not None:
-                    self.update_calls[attrs.accepted_request.meta.update_id] = str(decision["call_id"])
+                decision = _as(Decision, await self.decode(attrs.accepted_request.input.args, Decision))
+                call_id = self.signed.call_of({"call_id": decision.call_id}) if decision is not None else None
+                if decision is not None and call_id is not None:
+                    self.update_calls[attrs.accepted_request.meta.update_id] = call_id
+                    sig = decision.signature.model_dump(mode="json") if decision.signature else None
+                    self.signed.offer(call_id, "approve" if decision.approve else "deny", sig, decision)
         elif kind == "workflow_execution_completed_event_attributes":
             self.outcome = _as(
                 ExecutionOutcome,
@@ -127,6 +152,7 @@ async def verify_runs(
 ) -> Verification:
     """Verify every decision in the histories of an execution's runs (first to latest)."""
     fold = _Fold(PayloadDecoder(converter))
+    fold.execution_id = execution_id
     for index, events in enumerate(runs):
         fold.run = index
         for e in events:
@@ -138,6 +164,14 @@ async def verify_runs(
                 records[rec.call_id] = (rec.tool, rec.approval)
     else:  # still running: what the decide Updates returned so far
         records = {c: (fold.tools.get(c, ""), r) for c, r in fold.records.items()}
+    for call_id, (kind, sigs, gate) in fold.signed.decided.items():
+        if call_id not in records:  # the code review, or a signal-decided call of a run still going
+            decision = "denied" if kind == "deny" else "approved"
+            by = ", ".join(s.approver for s in sigs)
+            record = ApprovalRecord(
+                decision=decision, by=by, signatures=sigs, rule=gate.rule, answered=kind == "answer"
+            )
+            records[call_id] = (gate.tool, record)
     out = Verification(execution_id=execution_id, closed=fold.outcome is not None)
     out.signed = any(g.configured for g in fold.gates.values())
     for call_id, (tool, record) in records.items():

@@ -8,7 +8,9 @@ import pytest
 from temporalio.client import WorkflowUpdateFailedError
 
 from codemode.activities import ToolRegistry
+from codemode.worker.audit import fetch_runs
 from codemode.worker.client.executions import start_execution
+from codemode.worker.verify import verify_runs
 from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.models import ApprovalRecord, ApproveSignal, CodeExecutionRequest, Decision
 
@@ -193,3 +195,8 @@ async def test_the_code_review_needs_a_signature_too(client, task_queue, tmp_pat
         await handle.signal("approve", ApproveSignal(call_id="code", signature=ana.sign(handle.id, review)))
         outcome = await handle.result()
     assert outcome.success and outcome.output == {"city": "Rome"}
+    # --verify finds the review's decision in the history (the outcome has no record of it)
+    runs, _ = await fetch_runs(client, handle.id)
+    checked = await verify_runs(handle.id, runs, client.data_converter)
+    (review_check,) = checked.decisions
+    assert (review_check.call_id, review_check.signers, review_check.ok) == ("code", ["ana"], True), review_check
