@@ -172,6 +172,7 @@ class Approvals:
         """Park until a person decides ``review`` (or ``timeout`` passes): the decision."""
         execution_id = workflow.info().workflow_id
         self.pending[review.call_id] = review
+        review.signed = review.call_id in self.tallies
         self._set_state("awaiting_approval")
         self.show_pending(execution_id)
         try:

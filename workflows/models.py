@@ -128,6 +128,8 @@ class PendingApproval(BaseModel):
     args: list[Any] = Field(default_factory=list)
     kwargs: dict[str, Any] = Field(default_factory=dict)
     summary: str = ""
+    #: Only a decision signed by a person the worker's approvers file allows counts.
+    signed: bool = False
 
 
 class IgnoredSignal(BaseModel):

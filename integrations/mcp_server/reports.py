@@ -112,8 +112,8 @@ def pending(
                 summary=p.summary,
                 args=p.args,
                 kwargs=p.kwargs,
-                approve=f"codemode approve {execution_id} {p.call_id}{address_flag}",
-                deny=f"codemode deny {execution_id} {p.call_id}{address_flag}",
+                approve=f"codemode approve {execution_id} {p.call_id}{' --by NAME' if p.signed else ''}{address_flag}",
+                deny=f"codemode deny {execution_id} {p.call_id}{' --by NAME' if p.signed else ''}{address_flag}",
             )
             for p in waiting
         ],

@@ -69,8 +69,9 @@ async def keys_and_worker(
 async def park_email(env: dict[str, str]) -> tuple[str, str]:
     res = await codemode("run", "examples/email.py", "--tools", "examples.tools", env=env)
     assert res.rc == 3, res
-    assert "--by NAME" in res.err or "codemode approve" in res.err
-    return approve_command(res.err)
+    execution_id, call_id = approve_command(res.err)
+    assert f"codemode approve {execution_id} {call_id} --by NAME" in res.err  # it must be signed
+    return execution_id, call_id
 
 
 async def test_keygen_keeps_the_private_key_private(env, keys_and_worker) -> None:
