@@ -9,7 +9,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from codemode.worker.client.requests import InputTooLarge, check_request_size, search_attributes_registered  # noqa: F401
+from codemode.worker.client.requests import InputTooLarge, check_request_size, search_attributes_registered, starter  # noqa: F401
 from codemode.workflows.models import (
     RUNTIME_KEY,
     STATUS_KEY,
@@ -63,19 +63,6 @@ async def start_execution(
         static_details=execution_details(request),
         **options,
     )
-
-
-def starter() -> str:
-    """Who starts executions from this process: ``CODEMODE_USER``, else the OS user."""
-    import getpass
-    import os
-
-    if name := os.environ.get("CODEMODE_USER"):
-        return name
-    try:
-        return getpass.getuser()
-    except (OSError, KeyError):
-        return "unknown"
 
 
 async def run_execution(client: Client, request: CodeExecutionRequest, **kwargs: Any) -> ExecutionOutcome:

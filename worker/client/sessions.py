@@ -35,9 +35,8 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from codemode.worker.client.executions import starter
 from codemode.worker.client.following import query_status
-from codemode.worker.client.requests import check_request_size, search_attributes_registered
+from codemode.worker.client.requests import check_request_size, search_attributes_registered, starter
 from codemode.workflows.models import (
     SESSION_NAME,
     TASK_QUEUE,
