@@ -215,6 +215,13 @@ class CallRequest(CompactModel):
     #: The tool returns private data (``@tool(private_data=True)``): the ratchet cuts the
     #: sandbox's network before its result is answered.
     private_data: bool = False
+    #: Set for a call that waits for a person only: its arguments by parameter name, and the
+    #: JSON schemas an edit of them and an answer instead of the tool are checked against.
+    arguments: dict[str, Any] | None = None
+    parameters_schema: dict[str, Any] | None = None
+    returns_schema: dict[str, Any] | None = None
+    #: Why the call waits (a rule or predicate that decided so), for the person.
+    approval_reason: str | None = None
 
     def function_call(self) -> FunctionCall:
         """The call as the code made it (what its journal entry records)."""
@@ -325,6 +332,9 @@ class StepResult(CompactModel):
     #: The step cut the sandbox's network for good before answering a private tool's result
     #: (``network="ratchet"``): why, for the audit.
     network_cut: str | None = None
+    #: The first step's ``PYTHONHASHSEED`` when the runtime chose it (a warm interpreter,
+    #: ``runtimes/warm_pool.py``): the workflow keeps it in the execution's determinism.
+    hash_seed: int | None = None
 
 
 class NextStep(CompactModel):
@@ -394,6 +404,18 @@ class ToolOutput(CompactModel):
     #: says why, and the workflow runs the step itself. The tool never runs again for it.
     step: StepResult | None = None
     unfused: str | None = None
+
+
+class ParkResult(CompactModel):
+    """What a parked run's sandbox does while the run waits for a person (``sandbox_park``)."""
+
+    #: ``paused``: its compute stopped, its processes kept (Docker, E2B); ``standby``: the
+    #: provider stops it when idle, processes kept (Blaxel); ``running``: it keeps running
+    #: (and billing), so it is released after ``release_after`` seconds (Modal, or a pause
+    #: that failed); ``nothing``: there was nothing left to park.
+    parked_as: Literal["paused", "standby", "running", "nothing"]
+    why: str = ""
+    release_after: float | None = None
 
 
 class ReleaseInput(CompactModel):

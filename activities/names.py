@@ -11,6 +11,8 @@ from __future__ import annotations
 SANDBOX_START = "sandbox_start"
 SANDBOX_RESUME = "sandbox_resume"
 SANDBOX_RELEASE = "sandbox_release"
+#: Pause (or say it cannot) the sandbox of a run about to wait for a person.
+SANDBOX_PARK = "sandbox_park"
 SANDBOX_SAVE_STATE = "sandbox_save_state"
 SANDBOX_LOAD_STATE = "sandbox_load_state"
 #: Steps of a session's workflow (``activities/sandbox_steps.py``).
@@ -20,8 +22,12 @@ SESSION_RELEASE = "session_release"
 APPROVAL_GATE = "approval_gate"
 #: The retention sweep of the object store (``activities/retention.py``).
 STORAGE_SWEEP = "storage_sweep"
+#: The sweep of sandboxes no open execution names (``activities/sandbox_sweep.py``).
+SANDBOX_SWEEP = "sandbox_sweep"
 
-SANDBOX_STEPS = frozenset({SANDBOX_START, SANDBOX_RESUME, SANDBOX_RELEASE, SANDBOX_SAVE_STATE, SANDBOX_LOAD_STATE})
+SANDBOX_STEPS = frozenset(
+    {SANDBOX_START, SANDBOX_RESUME, SANDBOX_RELEASE, SANDBOX_PARK, SANDBOX_SAVE_STATE, SANDBOX_LOAD_STATE}
+)
 SESSION_STEPS = frozenset({SESSION_SAVE_RECIPE, SESSION_RELEASE})
 #: Every activity name that is not a tool's.
-RESERVED = SANDBOX_STEPS | SESSION_STEPS | {STORAGE_SWEEP, APPROVAL_GATE}
+RESERVED = SANDBOX_STEPS | SESSION_STEPS | {STORAGE_SWEEP, SANDBOX_SWEEP, APPROVAL_GATE}

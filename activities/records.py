@@ -3,14 +3,18 @@ approval decisions, and one record per logical tool call.
 
 They live below the workflow layer because activities build them (a step's error, a call's
 audit record) and the workflow, clients and CLI read them; ``codemode.workflows.models`` re-exports
-them. They cross process boundaries through the pydantic data converter.
+them. They cross process boundaries through the pydantic data converter, as ``CompactModel``s
+(a field at its default is left out of the JSON: a run's outcome carries one record per call,
+issue 40), so a field's default is part of the history format: change one only with a new field.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from codemode.runtimes.types import CompactModel
 
 from .approvers.signing import DecisionSignature
 
@@ -23,7 +27,7 @@ SESSION_WORKFLOW_TYPE = "CodeSessionWorkflow"
 CallStatus = Literal["pending", "awaiting_approval", "running", "ok", "error", "denied", "timed_out", "cancelled"]
 
 
-class ErrorInfo(BaseModel):
+class ErrorInfo(CompactModel):
     """An error ready to show a model: Python type name, message and line."""
 
     type: str
@@ -34,7 +38,7 @@ class ErrorInfo(BaseModel):
     traceback: str | None = None
 
 
-class ApprovalRecord(BaseModel):
+class ApprovalRecord(CompactModel):
     #: ``counted``: only in the ``decide`` Update's answer, when a call needs more distinct
     #: approvers (``required`` in the approvers file) and this one was counted.
     decision: Literal["approved", "denied", "timed_out", "counted"]
@@ -58,7 +62,7 @@ class ApprovalRecord(BaseModel):
     needed: int = 0
 
 
-class ToolCallRecord(BaseModel):
+class ToolCallRecord(CompactModel):
     """One logical tool call: one call_id across every attempt and every worker."""
 
     call_id: str

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -32,6 +31,7 @@ from temporalio.exceptions import ApplicationError
 from codemode.runtimes import CodeExecution, CodeExecutionError, CodeRuntime, ExecutionResult, FunctionCall, get_runtime
 from codemode.runtimes.errors import SandboxError
 from codemode.runtimes.journal_replay import JournalEntry, replay
+from codemode.runtimes.runner.owner import SandboxOwner, owned_by
 from codemode.runtimes.session import CodeSession
 from codemode.runtimes.types import CheckpointTier
 
@@ -46,6 +46,7 @@ from .models import (
     CellEnd,
     CellRecipe,
     CellRef,
+    CellStart,
     CheckpointRef,
     LoadStateInput,
     NextStep,
@@ -62,7 +63,9 @@ from .models import (
     StepResult,
     Via,
 )
+from .parking import Parking
 from .records import ErrorInfo
+from .sandbox_sweep import SweptRuntimes
 from .session_cells import SessionCells
 from .step_loop import Ratchet, StepLoop, answer, error_info, replay_from_checkpoint, session_scope, step_scope
 from .tools import ToolRegistry, ToolSpec
@@ -70,7 +73,7 @@ from .tools import ToolRegistry, ToolSpec
 log = logging.getLogger(__name__)
 
 
-class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching):
+class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching, SweptRuntimes, Parking):
     """The step activities of one worker. Holds the runtimes (one pool each), the checkpoint
     store and, for runtimes without checkpoints, the live sessions this worker keeps a while."""
 
@@ -161,24 +164,12 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching):
     def _close_later(self, execution: CodeExecution) -> None:
         self._in_background(execution.close())
 
-    async def sweep_orphans(self) -> list[str]:
-        """Remove the sandboxes crashed workers left on a shared engine (the docker runtime's
-        labelled containers that no run can use any more). Only for runtimes this worker can
-        build without being asked: docker when ``CODEMODE_DOCKER_IMAGE`` names its image."""
-        if "docker" not in self._runtimes and not os.environ.get("CODEMODE_DOCKER_IMAGE"):
-            return []
-        try:
-            runtime = self.runtime("docker")
-            return list(await runtime.sweep())  # type: ignore[attr-defined]
-        except Exception as err:  # an engine that is down is the steps' problem, not the worker's
-            log.warning("could not sweep orphaned docker containers: %s", err)
-            return []
-
     def activities(self) -> list[Any]:
         return [
             self.start,
             self.resume,
             self.release,
+            self.park,
             self.save_state,
             self.load_state,
             self.release_session,
@@ -190,12 +181,14 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching):
     @activity.defn(name=names.SANDBOX_START)
     async def start(self, inp: StartInput) -> StepResult:
         async with _heartbeating():
-            return await self._start(inp)
+            with owned_by(step_owner(inp.execution_id, inp.cell)):
+                return await self._start(inp)
 
     @activity.defn(name=names.SANDBOX_RESUME)
     async def resume(self, inp: ResumeInput) -> StepResult:
         async with _heartbeating():
-            return await self._resume_and_release(inp)
+            with owned_by(step_owner(inp.execution_id, inp.cell or (inp.start.cell if inp.start else None))):
+                return await self._resume_and_release(inp)
 
     async def step_after_tool(
         self, then: NextStep, execution_id: str, answer: JournalEntry, spent: int = 0
@@ -210,6 +203,10 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching):
         a step that outlasts ``then.step_timeout`` is not cut short: it is handed over to the
         workflow's own resume step, which comes to this worker (``_hand_over``)."""
         inp = then.resume_input(execution_id, answer)
+        with owned_by(step_owner(execution_id, inp.cell)):
+            return await self._step_after_tool(inp, then, spent)
+
+    async def _step_after_tool(self, inp: ResumeInput, then: NextStep, spent: int) -> StepResult:
         if inp.session_id is None:
             defer = (then.defer_bytes - spent, spent) if then.defer_bytes > 0 else None
             return await asyncio.wait_for(self._resume_and_release(inp, defer=defer), then.step_timeout)
@@ -316,7 +313,8 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching):
                 functions=sigs,
                 inputs=inp.inputs,
                 limits=inp.limits,
-                determinism=inp.determinism,
+                # the first start: the runtime may choose the hash seed (a warm interpreter's)
+                determinism=inp.determinism.first_start() if inp.determinism else None,
                 options=inp.options,
             )
         except CodeExecutionError as err:
@@ -325,7 +323,9 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching):
             raise ApplicationError(f"the {inp.runtime} sandbox failed to start: {err}", type="SandboxError") from err
         scope = step_scope(inp.execution_id, inp.first_run_id)
         defer = (inp.defer_bytes, 0) if inp.defer_bytes > 0 else None
-        return await self._drive(execution, specs, scope, stdout_offset=0, via="started", defer=defer)
+        step = await self._drive(execution, specs, scope, stdout_offset=0, via="started", defer=defer)
+        step.hash_seed = execution.chosen_hash_seed  # recorded: a replay starts with the same
+        return step
 
     async def _resume(self, inp: ResumeInput, defer: tuple[int, int] | None = None) -> StepResult:
         if (handed := await self._handed_over_step(inp.session_id)) is not None:
@@ -534,6 +534,20 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching):
 
 #: Stored segments of a session's recipe before they are merged into one.
 RECIPE_SEGMENTS = 8
+
+
+def step_owner(execution_id: str, cell: CellStart | CellRef | None) -> SandboxOwner | None:
+    """Whom a sandbox made by the running step belongs to: its execution, the step's
+    activity attempt, the namespace (and for a cell, its session)."""
+    if not activity.in_activity():
+        return None
+    info = activity.info()
+    return SandboxOwner(
+        execution_id=execution_id,
+        step=f"{info.activity_id}#{info.attempt}",
+        namespace=info.workflow_namespace,
+        session_id=cell.scope.session_id if cell is not None else "",
+    )
 
 
 @contextlib.asynccontextmanager

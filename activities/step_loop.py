@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic_core import to_json
+from pydantic_core import to_json, to_jsonable_python
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -240,19 +240,44 @@ def _oversize(what: str, value: Any, verb: str = "is") -> str | None:
 
 
 def _call_request(call: FunctionCall, spec: ToolSpec) -> CallRequest:
+    """The call for the workflow, with the tool's policy. Whether it waits for a person is
+    decided here, on the host (a predicate or rule of its arguments), and recorded with the
+    step, so a replay of the workflow never asks again."""
     opts = spec.options
-    return CallRequest(
+    request = CallRequest(
         call_id=call.call_id,
         tool=call.function_name,
         args=call.args,
         kwargs=call.kwargs,
         summary=spec.summarize(call.args, call.kwargs),
         line=call.line,
-        requires_approval=opts.requires_approval,
         max_attempts=opts.max_attempts,
         timeout_seconds=opts.timeout.total_seconds(),
         private_data=opts.private_data,
     )
+    if opts.requires_approval is False and spec.approval_rules is None:
+        return request
+    try:
+        arguments = spec.signature.bind(call.args, call.kwargs)  # validated before: binds
+    except TypeError:  # a signature that only lists (a CLI command's): its keywords
+        arguments = {**{str(i): a for i, a in enumerate(call.args)}, **call.kwargs}
+    needed, reason = spec.needs_approval(arguments)
+    if needed:
+        request.requires_approval = True
+        request.arguments = to_jsonable_python(arguments, fallback=repr)
+        request.parameters_schema = parameters_schema(spec)
+        request.returns_schema = spec.returns_schema
+        request.approval_reason = reason
+    return request
+
+
+def parameters_schema(spec: ToolSpec) -> dict[str, Any]:
+    """The schema an edit of the call's arguments is checked against: the tool's, closed to
+    parameters it does not take (unless it takes ``**kwargs``)."""
+    schema = dict(spec.signature.parameters_schema or {"type": "object"})
+    if not any(p.kind == "var_keyword" for p in spec.signature.parameters) and "properties" in schema:
+        schema.setdefault("additionalProperties", False)
+    return schema
 
 
 class Ratchet:

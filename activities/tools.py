@@ -35,9 +35,15 @@ DEFAULT_NON_RETRYABLE = ("TypeError", "ValueError", "KeyError", "PermissionError
 RESERVED_NAMES = names.RESERVED
 
 
+#: ``requires_approval`` as a function of the call: the call's arguments by parameter name in,
+#: whether a person must approve it out. It runs on the host, in the sandbox step's activity,
+#: and what it said is recorded with the call, so a replay never asks it again.
+ApprovalPredicate = Callable[[dict[str, Any]], bool]
+
+
 @dataclass(frozen=True)
 class ToolOptions:
-    requires_approval: bool = False
+    requires_approval: bool | ApprovalPredicate = False
     max_attempts: int = 3
     timeout: timedelta = timedelta(seconds=60)
     #: Exception type names that are never retried.
@@ -51,7 +57,7 @@ class ToolOptions:
 def tool(
     fn: F | None = None,
     *,
-    requires_approval: bool = False,
+    requires_approval: bool | ApprovalPredicate = False,
     max_attempts: int = 3,
     timeout: timedelta = timedelta(seconds=60),
     non_retryable: Iterable[str | type[BaseException]] = DEFAULT_NON_RETRYABLE,
@@ -62,11 +68,15 @@ def tool(
 
     ``non_retryable`` lists exception types (or names) that end the call at once; the
     default treats bad-input errors (ValueError, TypeError, KeyError, ...) as final.
+    ``requires_approval``: True, or a predicate of the call's arguments (parameter name ->
+    value) that says whether this call needs a person (``lambda a: a["amount"] > 500``).
     ``private_data``: what the tool returns is private (patient records, a user's mail): in
     an execution with ``network="ratchet"`` the sandbox is cut off the network before the
     code sees the first such result, for the rest of the execution."""
     if max_attempts < 1:
         raise ValueError("max_attempts must be at least 1")
+    if not isinstance(requires_approval, bool) and not callable(requires_approval):
+        raise TypeError("requires_approval must be True, False or a function of the call's arguments")
     names = tuple(n if isinstance(n, str) else n.__name__ for n in non_retryable)
     options = ToolOptions(requires_approval, max_attempts, timeout, names, name, private_data)
 
@@ -130,6 +140,12 @@ class ToolSpec:
     check: Callable[[dict[str, Any]], None] | None = field(default=None, repr=False)
     #: Where the tool comes from, for listings (``tools.py``; ``mcp server 'memory'``).
     origin: str = ""
+    #: JSON schema of what the tool returns (None: anything), against which a person's
+    #: answer given instead of the tool is checked.
+    returns_schema: dict[str, Any] | None = field(default=None, repr=False)
+    #: Approval rules from a config (an MCP server's, a CLI command's): checked with the
+    #: call's arguments when ``options.requires_approval`` is not already True.
+    approval_rules: Any = field(default=None, repr=False)
 
     @property
     def is_async(self) -> bool:
@@ -154,6 +170,21 @@ class ToolSpec:
     def summarize(self, args: list[Any], kwargs: Mapping[str, Any]) -> str:
         """A call as summaries, approvals and the audit name it: ``get_weather(city='Paris')``."""
         return self.signature.format_call(args, kwargs)
+
+    def needs_approval(self, arguments: Mapping[str, Any]) -> tuple[bool, str | None]:
+        """Whether this call waits for a person, and why when a rule or predicate said so
+        (or failed: a predicate that raises asks a person, the safe side)."""
+        asked = self.options.requires_approval
+        if asked is True:
+            return True, None
+        if callable(asked):
+            try:
+                return bool(asked(dict(arguments))), None
+            except Exception as err:  # noqa: BLE001 - a broken predicate must not skip a person
+                return True, f"the approval predicate failed ({type(err).__name__}: {err}), so a person decides"
+        if self.approval_rules is not None:
+            return self.approval_rules.decide(arguments)
+        return False, None
 
     def validate(self, args: list[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         """Bind and validate a call's arguments. Raises ``TypeError`` (wrong arity/names) or
@@ -221,6 +252,22 @@ def _validator_for(fn: Callable[..., Any], name: str) -> Any:
         return None
 
 
+def _returns_schema(fn: Callable[..., Any]) -> dict[str, Any] | None:
+    """JSON schema of a function's return annotation (None when it has none or says Any)."""
+    try:
+        hint = __import__("typing").get_type_hints(fn).get("return", inspect.Signature.empty)
+    except Exception:
+        return None
+    if hint in (inspect.Signature.empty, Any):
+        return None
+    from pydantic import TypeAdapter
+
+    try:
+        return TypeAdapter(hint).json_schema()
+    except Exception:
+        return None
+
+
 class ToolRegistry:
     """Name -> ToolSpec. Built from functions, from a module, and from MCP servers.
 
@@ -245,6 +292,7 @@ class ToolRegistry:
             return self._tools[name]
         spec = ToolSpec(name, fn, options, signature_from_callable(fn, name=name), _validator_for(fn, name))
         spec.origin = getattr(fn, "__module__", "") or ""
+        spec.returns_schema = _returns_schema(fn)
         return self.add(spec)
 
     def add(self, spec: ToolSpec) -> ToolSpec:

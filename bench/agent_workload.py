@@ -49,6 +49,7 @@ from temporalio.worker import PollerBehaviorSimpleMaximum, Worker  # noqa: E402
 
 from bench.cpu import CPU, CPUMeter  # noqa: E402
 from bench.floor_workflow import BareAgentWorkflow, noop  # noqa: E402
+from bench.history_bytes import HistoryBytes, first_call_ms, measure  # noqa: E402
 from codemode.activities import ToolRegistry  # noqa: E402
 from codemode.worker.client.executions import start_execution  # noqa: E402
 from codemode.worker.client.following import query_status, send_decision  # noqa: E402
@@ -151,6 +152,11 @@ class Phase:
     cpu: CPU
     latencies: list[float] = field(default_factory=list)  # of the executions no person held up
     parked_latencies: list[float] = field(default_factory=list)
+    #: (workflow id, calls) of the runs whose histories the bytes are read from.
+    sampled: list[tuple[str, int]] = field(default_factory=list)
+    bytes: HistoryBytes | None = None
+    #: p50 from an execution's start to its first tool call's scheduling, in ms (history times).
+    first_call: float = float("nan")
 
     @property
     def rate(self) -> float:
@@ -195,13 +201,19 @@ class Person:
         await handle.signal(BareAgentWorkflow.approve)
 
 
+#: Runs per phase whose histories are read (after the phase, outside its CPU and wall time).
+SAMPLED_RUNS = 40
+
+
 async def run_phase(
     meter: CPUMeter, agents: int, runs: int, programs: Callable[[int, int], Program],
-    one: Callable[[Program], Awaitable[None]],
+    one: Callable[[Program], Awaitable[str | None]], client: Client | None = None,
 ) -> Phase:
-    """``agents`` agents at once, each running ``runs`` programs back to back."""
+    """``agents`` agents at once, each running ``runs`` programs back to back; with ``client``,
+    the bytes per call of up to ``SAMPLED_RUNS`` of their histories (``one`` returns the id)."""
     latencies: list[float] = []
     parked: list[float] = []
+    sampled: list[tuple[str, int]] = []
     calls = 0
 
     async def agent(a: int) -> None:
@@ -209,14 +221,19 @@ async def run_phase(
         for r in range(runs):
             program = programs(a, r)
             t0 = time.perf_counter()
-            await one(program)
+            wid = await one(program)
             (parked if program.park_at >= 0 else latencies).append(time.perf_counter() - t0)
             calls += program.calls
+            if wid is not None and len(sampled) < SAMPLED_RUNS:
+                sampled.append((wid, program.calls))
 
     c0, t0 = meter.read(), time.perf_counter()
     await asyncio.gather(*(agent(a) for a in range(agents)))
     wall, cpu = time.perf_counter() - t0, meter.read() - c0
-    return Phase(wall, calls, cpu.per(calls), latencies, parked)
+    phase = Phase(wall, calls, cpu.per(calls), latencies, parked, sampled)
+    if client is not None and sampled:
+        phase.bytes = await measure(client, sampled)
+    return phase
 
 
 async def run_agents(
@@ -328,22 +345,24 @@ async def main() -> None:
     person = Person()
     seeds = iter(range(10**9))
 
-    async def floor(p: Program) -> None:
+    async def floor(p: Program) -> str:
         h = await client.start_workflow(BareAgentWorkflow.run, args=[p.groups, p.park_at], id=uuid.uuid4().hex,
                                         task_queue=tq + "-bare")
         decider = asyncio.create_task(person.approve_floor(h)) if p.park_at >= 0 else None
         await h.result()
         if decider is not None:
             await decider
+        return h.id
 
-    def ours(runtime: str) -> Callable[[Program], Awaitable[None]]:
-        async def one(p: Program) -> None:
+    def ours(runtime: str) -> Callable[[Program], Awaitable[str]]:
+        async def one(p: Program) -> str:
             h = await start_execution(client, CodeExecutionRequest(code=p.code, runtime=runtime), task_queue=tq)
             decider = asyncio.create_task(person.approve_ours(h)) if p.park_at >= 0 else None
             out = await h.result()
             if decider is not None:
                 await decider
             assert out.success, (out.error, p.code)
+            return h.id
 
         return one
 
@@ -374,7 +393,12 @@ async def main() -> None:
                         profiler = cProfile.Profile() if kind == args.profile else None
                         if profiler is not None:
                             profiler.enable()
-                        measured[kind] = await run_phase(meter, n, runs, kinds[kind], run)
+                        pool = getattr(cm.sandbox.runtime(runtime), "warm_pool", None) if kind != "floor" else None
+                        before = (pool.hits, pool.misses) if pool is not None else (0, 0)
+                        measured[kind] = await run_phase(meter, n, runs, kinds[kind], run, client)
+                        if pool is not None:
+                            print(f"  warm python interpreters: {pool.hits - before[0]} starts took one, "
+                                  f"{pool.misses - before[1]} found none (pool of {pool.size})", flush=True)
                         if profiler is not None:
                             profiler.disable()
                             path = f"agent_workload-{runtime}-{n}-{kind}.prof"
@@ -385,6 +409,13 @@ async def main() -> None:
                         print(f"N={n} {runtime} {kind}: {p.calls} calls in {p.wall:.1f}s = {p.rate:.0f} calls/s, "
                               f"p50 {p.pct(0.5):.0f} ms p95 {p.pct(0.95):.0f} ms ({len(p.latencies)} unparked, "
                               f"{len(p.parked_latencies)} parked), CPU/call {p.cpu.ms()}", flush=True)
+                        if p.bytes is not None:
+                            firsts = await first_call_ms(client, p.sampled)
+                            first = sorted(firsts)[len(firsts) // 2] if firsts else float("nan")
+                            print(f"  bytes/call: history {p.bytes.history:.0f}, payloads {p.bytes.payloads:.0f} "
+                                  f"({p.bytes.events / p.bytes.calls:.1f} events/call; {p.bytes.top()}); "
+                                  f"first call p50 {first:.0f} ms", flush=True)
+                            p.first_call = first
                     f = measured.get("floor")
                     for kind in ("one", "new"):
                         if f is not None and kind in measured:
@@ -416,6 +447,19 @@ async def main() -> None:
               f"({cpu_f:.1f}) | {cpu_f / cpu_o:.2f}x | {o.pct(0.5):.0f} ({f.pct(0.5):.0f}) "
               f"| {o.pct(0.95):.0f} ({f.pct(0.95):.0f}) | {o.pct(0.95) / f.pct(0.95):.2f}x |")
     print("Goals (issue 28): new-code calls/s >= 0.85x the floor, CPU floor/ours >= 0.85x, p95 ratio <= 1.3x.")
+    print()
+    print("| runtime | N | code | history B/call (floor) | vs floor | payload B/call (floor) | vs floor "
+          "| events/call (floor) | first call p50 ms (floor) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for runtime, n, kind, f, o in rows:
+        if o.bytes is None or f.bytes is None:
+            continue
+        print(f"| {runtime} | {n} | {kind} | {o.bytes.history:.0f} ({f.bytes.history:.0f}) "
+              f"| {o.bytes.history / f.bytes.history:.2f}x | {o.bytes.payloads:.0f} ({f.bytes.payloads:.0f}) "
+              f"| {o.bytes.payloads / f.bytes.payloads:.2f}x | {o.bytes.events / o.bytes.calls:.1f} "
+              f"({f.bytes.events / f.bytes.calls:.1f}) | {o.first_call:.0f} ({f.first_call:.0f}) |")
+    print("Goal (issue 40): bytes per call within 1.3x of the floor's; a fresh python execution's first call "
+          "within 1.5x of monty's (p50).")
     for runtime, n, d, a, what in fronts:
         cpu_d, cpu_a = d.cpu_ms, a.cpu_ms
         print(f"{what} vs start_execution, {runtime}, N={n}: calls/s "

@@ -168,6 +168,7 @@ class BlaxelRuntime(SandboxRuntime):
         network_policies=("none", "full"),
     )
     handle_keys = ("sandbox", "process")
+    parks_as = "standby"
     replays_output = True
 
     def __init__(
@@ -220,7 +221,7 @@ class BlaxelRuntime(SandboxRuntime):
         request: dict[str, Any] = {
             "name": name,
             "image": self.image,
-            "labels": self.labels,
+            "labels": {**spec.labels, **self.labels},
             "envs": [{"name": "PYTHONHASHSEED", "value": str(spec.hash_seed)}],
         }
         if self.memory_mb:
@@ -297,5 +298,6 @@ class BlaxelRuntime(SandboxRuntime):
             created = getattr(metadata, "created_at", None)
             when = datetime.fromisoformat(str(created).replace("Z", "+00:00")).timestamp() if created else 0.0
             status = str(getattr(sandbox.status, "value", sandbox.status))
-            own.append(OwnSandbox({"sandbox": metadata.name}, when, usable=status in ("DEPLOYED", "DEPLOYING")))
+            usable = status in ("DEPLOYED", "DEPLOYING", "STANDBY")
+            own.append(OwnSandbox({"sandbox": metadata.name}, when, usable=usable, labels=dict(labels)))
         return own

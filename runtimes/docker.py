@@ -21,8 +21,8 @@ size-capped tmpfs for ``/tmp`` and the work directory ``/sandbox``, every capabi
 dropped, ``no-new-privileges``, uid 65534, an init process, ``pids_limit``, a memory limit
 (the code's ``max_memory_bytes`` as ``RLIMIT_DATA`` inside, and as the cgroup's limit plus
 the interpreter's headroom), one CPU, no log driver (the code's output is not kept by the
-engine). Every container carries the label ``codemode=1``; ``sweep()`` removes the ones a
-crashed worker left.
+engine). Every container carries the label ``codemode=1`` and its execution and step
+(``runtimes/runner/owner.py``); the sweep removes the ones no open execution names.
 
 Checkpoints are tier 2, like E2B's: ``dump()`` names the container, the pid of its init
 (the runner's process tree) and where the runner is (calls made, calls waiting). Any
@@ -283,6 +283,7 @@ class DockerRuntime(SandboxRuntime):
         network_policies=("none", "full", "ratchet"),
     )
     handle_keys = ("container_id", "pid")
+    parks_as = "paused"
     #: podman takes a while to remove a container: not on the step's critical path.
     destroy_in_background = True
 
@@ -391,8 +392,11 @@ class DockerRuntime(SandboxRuntime):
     def memory_limit(self, limits: ExecutionLimits) -> int:
         return limits.max_memory_bytes + self.memory_headroom
 
-    async def create_container(self, limits: ExecutionLimits, options: SandboxOptions, hash_seed: int) -> str:
-        """Create (not start) a container for one execution, hardened; its id."""
+    async def create_container(
+        self, limits: ExecutionLimits, options: SandboxOptions, hash_seed: int, labels: Mapping[str, str] | None = None
+    ) -> str:
+        """Create (not start) a container for one execution, hardened, carrying ``labels``
+        (its execution and step); its id."""
         memory = self.memory_limit(limits)
         tmpfs_opts = f"rw,nosuid,nodev,size={self.tmpfs_bytes},mode=1777"
         network = "none" if options.network == "none" else (self.network_name or "bridge")
@@ -431,7 +435,7 @@ class DockerRuntime(SandboxRuntime):
             environment=env,
             working_dir=WORKDIR,
             hostname="sandbox",
-            labels={**self.labels, LABEL_CREATED: str(int(time.time()))},
+            labels={**(labels or {}), **self.labels, LABEL_CREATED: str(int(time.time()))},
             host_config=host_config,
         )
         return str(created["Id"])
@@ -483,7 +487,7 @@ class DockerRuntime(SandboxRuntime):
     # -- session operations -------------------------------------------------------------
 
     async def create(self, spec: SandboxSpec) -> tuple[dict[str, Any], Any]:
-        container_id = await self.create_container(spec.limits, spec.options, spec.hash_seed)
+        container_id = await self.create_container(spec.limits, spec.options, spec.hash_seed, spec.labels)
         handle = {"container_id": container_id}
         try:
             await self.call(self.api.start, container_id)
@@ -569,6 +573,7 @@ class DockerRuntime(SandboxRuntime):
                 {"container_id": c["Id"]},
                 float((c.get("Labels") or {}).get(LABEL_CREATED) or c.get("Created") or now),
                 usable=c.get("State") in ("running", "paused"),
+                labels=dict(c.get("Labels") or {}),
             )
             for c in found
             if (c.get("Labels") or {}).get(LABEL_RUNTIME) == "docker"

@@ -153,6 +153,7 @@ class E2BRuntime(SandboxRuntime):
         sessions=True,
     )
     handle_keys = ("sandbox_id", "pid")
+    parks_as = "paused"
 
     def __init__(
         self,
@@ -204,7 +205,7 @@ class E2BRuntime(SandboxRuntime):
             sandbox = await self.Sandbox.create(
                 template=self.template,
                 timeout=self.sandbox_timeout,
-                metadata=self.metadata,
+                metadata={**spec.labels, **self.metadata},
                 envs=self.envs or None,
                 allow_internet_access=self.internet_access,
                 lifecycle={"on_timeout": "pause"} if self.auto_pause else None,
@@ -285,6 +286,7 @@ class E2BRuntime(SandboxRuntime):
                 {"sandbox_id": info.sandbox_id},
                 info.started_at.timestamp() if isinstance(info.started_at, datetime) else 0.0,
                 usable=True,  # running or paused: either may hold a parked run
+                labels=dict(info.metadata or {}),
             )
             for info in found
         ]

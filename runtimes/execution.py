@@ -97,6 +97,9 @@ class CodeExecution:
     :param pending: calls already shown to a host before a restore.
     :param read_stdout: what the code printed so far (since this handle was created).
     :param cut_network: disconnect the sandbox from the network for good (``network="ratchet"``).
+    :param chosen_hash_seed: the ``PYTHONHASHSEED`` the runtime chose for this execution's
+        first start (a warm interpreter's, ``Determinism.first_start``): the caller records it
+        so a replay uses the same. None: the determinism's own.
     """
 
     def __init__(
@@ -111,7 +114,9 @@ class CodeExecution:
         read_stdout: Callable[[], str] | None = None,
         adump: Callable[[], Awaitable[bytes | None]] | None = None,
         cut_network: CutNetworkFn | None = None,
+        chosen_hash_seed: int | None = None,
     ) -> None:
+        self.chosen_hash_seed = chosen_hash_seed
         self._read_stdout = read_stdout
         self._advance = advance
         self._answer = answer

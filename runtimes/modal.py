@@ -20,8 +20,9 @@ How a worker reaches the runner, from any worker:
 
 The handle is the sandbox id. Modal has no pause that keeps processes for regular
 sandboxes (its persistent sandboxes and memory snapshots are experimental, and a snapshot
-restores into a new sandbox), so a parked run's sandbox keeps running, and billing, up to
-``sandbox_timeout``; past it the sandbox is gone and the run is rebuilt by journal replay.
+restores into a new sandbox), so a parked run's sandbox keeps running, and billing, for the
+park grace period (``CODEMODE_PARK_RELEASE_AFTER``); then it is terminated and the run goes on
+by journal replay in a fresh sandbox when it is approved.
 ``block_network=True`` unless the request asks for ``network="full"``.
 
 Settings: ``MODAL_TOKEN_ID`` and ``MODAL_TOKEN_SECRET`` (or ``token_id=``/``token_secret=``, or
@@ -235,7 +236,7 @@ class ModalRuntime(SandboxRuntime):
                 app=app,
                 image=self._image(),
                 env=env,
-                tags={TAG: "1", TAG_CREATED: str(int(time.time()))},
+                tags={**spec.labels, TAG: "1", TAG_CREATED: str(int(time.time()))},
                 timeout=self.sandbox_timeout,
                 idle_timeout=self.idle_timeout,
                 cpu=self.cpu,
@@ -295,7 +296,9 @@ class ModalRuntime(SandboxRuntime):
             for sandbox in found:
                 tags = await sandbox.get_tags.aio()
                 own.append(
-                    OwnSandbox({"sandbox_id": sandbox.object_id}, float(tags.get(TAG_CREATED) or 0), usable=True)
+                    OwnSandbox(
+                        {"sandbox_id": sandbox.object_id}, float(tags.get(TAG_CREATED) or 0), usable=True, labels=tags
+                    )
                 )
         except ModalError as exc:
             raise SandboxError(f"cannot list Modal sandboxes: {exc}") from exc

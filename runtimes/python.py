@@ -59,6 +59,7 @@ from .runner.runtime import RunnerRuntime
 from .signatures import ToolSignature
 from .transports import CallbackChannel, CallbackTransport, get_transport
 from .types import CheckpointTier, Determinism, ExecutionLimits, RuntimeCapabilities, SandboxOptions
+from .warm_pool import WARM_LINE, WarmInterpreter, WarmPool, warm_size_from_env
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,12 @@ PYTHON_CONSTRAINTS = CodeConstraints(
         "import normally; /tmp and the working directory are private and small; there is no network."
     )
 )
+
+
+def _runner_for(interpreter: Interpreter) -> os.PathLike[str]:
+    """The runner compiled once when the sandbox runs this interpreter, else its source."""
+    same_python = (interpreter.version, interpreter.cache_tag) == (sys.version.split()[0], sys.implementation.cache_tag)
+    return compiled_runner() if same_python else RUNNER_PATH
 
 
 class _PythonRun(RunnerDriver):
@@ -100,9 +107,15 @@ class _PythonRun(RunnerDriver):
 
     async def start(self, code: str, inputs: Mapping[str, Any] | None, determinism: Determinism) -> None:
         rt = self.runtime
-        interpreter = await asyncio.to_thread(probe_interpreter, rt.python)
+        interpreter = await rt.interpreter()
         self.channel = channel = await rt.transport.open(sandboxed=rt.isolation == "bwrap", network=rt.network)
-        self.process = process = await self._launch(interpreter, channel, determinism.hash_seed)
+        warm = rt.take_warm() if self._may_start_warm(channel, determinism) else None
+        if warm is not None:  # its hash seed becomes the execution's (the caller records it)
+            self.process, self._uid_lease, self.chosen_hash_seed = warm.process, warm.uid_lease, warm.hash_seed
+            warm.process.output = OutputSink(self.limits.max_stdout_bytes)
+        else:
+            self.process = await self._launch(interpreter, channel, determinism.hash_seed)
+        process = self.process
         channel.attach(process.proc)
         self.tasks.append(asyncio.create_task(self._watch_exit()))
         limits = runner_limits(self.limits, processes=rt.max_processes, file_bytes=rt.max_file_bytes)
@@ -125,6 +138,18 @@ class _PythonRun(RunnerDriver):
         if self.session_mode:
             self.clock.pause()  # idle until the first cell
 
+    def _may_start_warm(self, channel: CallbackChannel, determinism: Determinism) -> bool:
+        """A warm interpreter serves an execution's first start with nothing per execution in
+        its jail: no session, no mounts, the stdio channel (``runtimes/warm_pool.py``)."""
+        return (
+            self.runtime.warm_pool is not None
+            and determinism.hash_seed_open
+            and not self.session_mode
+            and not self.options.mounts
+            and channel.uses_stdio
+            and not channel.binds
+        )
+
     # -- session mode ---------------------------------------------------------------------
 
     def reset_output(self) -> None:
@@ -136,56 +161,26 @@ class _PythonRun(RunnerDriver):
         """Start the runner: inside bubblewrap (with the seccomp filter on an inherited
         pipe), or as a bare process in a private temporary directory."""
         rt = self.runtime
-        same_python = (interpreter.version, interpreter.cache_tag) == (
-            sys.version.split()[0],
-            sys.implementation.cache_tag,
-        )
-        runner = compiled_runner() if same_python else RUNNER_PATH
-        pass_fds: list[int] = []
         if rt.isolation == "bwrap":
-            program = filter_program()
-            if program is not None:
-                read_end, write_end = os.pipe()
-                os.write(write_end, program)  # a few hundred bytes: fits in the pipe
-                os.close(write_end)
-                pass_fds.append(read_end)
-            if os.geteuid() == 0:  # the runner drops to a uid of its own (RLIMIT_NPROC is per uid)
-                self._uid_lease = lease_uid(SANDBOX_UID)
-            argv = bwrap_argv(
-                bwrap=rt.bwrap,
-                interpreter=interpreter,
-                runner=runner,
-                ro_paths=rt.ro_paths,
+            process, self._uid_lease = await rt.spawn_jailed(
+                interpreter,
+                hash_seed=hash_seed,
                 mounts=self.options.mounts,
                 binds=channel.binds,
-                network=rt.network,
-                tmp_bytes=rt.tmpfs_bytes,
-                home_bytes=rt.tmpfs_bytes,
-                seccomp_fd=pass_fds[0] if pass_fds else None,
-                hash_seed=hash_seed,
-                uid=self._uid_lease.uid if self._uid_lease else SANDBOX_UID,
-            )
-            env, cwd = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, "/"
-        else:
-            self._workdir = cwd = tempfile.mkdtemp(prefix="codemode-run-")
-            argv = [interpreter.executable, *interpreter_flags(interpreter, hash_seed=hash_seed), str(runner)]
-            env = sandbox_env(home=cwd, tmp=cwd, hash_seed=hash_seed)
-        try:
-            return await SandboxProcess.spawn(
-                argv,
-                env=env,
-                cwd=cwd,
                 protocol_on_stdout=channel.uses_stdio,
                 output_limit=self.limits.max_stdout_bytes,
-                pass_fds=pass_fds,
-                supervised=rt.isolation == "bwrap",
             )
-        except BaseException:
-            self._release_uid()
-            raise
-        finally:
-            for fd in pass_fds:
-                os.close(fd)
+            return process
+        self._workdir = cwd = tempfile.mkdtemp(prefix="codemode-run-")
+        argv = [
+            interpreter.executable,
+            *interpreter_flags(interpreter, hash_seed=hash_seed),
+            str(_runner_for(interpreter)),
+        ]
+        env = sandbox_env(home=cwd, tmp=cwd, hash_seed=hash_seed)
+        return await SandboxProcess.spawn(
+            argv, env=env, cwd=cwd, protocol_on_stdout=channel.uses_stdio, output_limit=self.limits.max_stdout_bytes
+        )
 
     def _release_uid(self) -> None:
         if self._uid_lease is not None:
@@ -289,6 +284,7 @@ class PythonRuntime(RunnerRuntime):
         ro_paths: Sequence[str] = (),
         startup_timeout: float = 30.0,
         kill_grace: float = 1.0,
+        warm_interpreters: int | None = None,
     ) -> None:
         super().__init__()
         if isolation not in ("bwrap", "none"):
@@ -305,6 +301,10 @@ class PythonRuntime(RunnerRuntime):
         self.startup_timeout = startup_timeout
         self.kill_grace = kill_grace
         self.bwrap = find_bwrap() if isolation == "bwrap" else ""
+        self._interpreter: Interpreter | None = None
+        size = warm_size_from_env() if warm_interpreters is None else warm_interpreters
+        #: Jailed interpreters started ahead of the executions that take them (bubblewrap only).
+        self.warm_pool = WarmPool(self._spawn_warm, size) if size > 0 and isolation == "bwrap" else None
         if isolation == "none":
             message = (
                 "PythonRuntime(isolation='none') runs untrusted code WITHOUT A SANDBOX, with the worker's "
@@ -324,6 +324,92 @@ class PythonRuntime(RunnerRuntime):
                 "network_policies": ("none", "full") if network or isolation == "none" else ("none",),
             }
         )
+
+    def take_warm(self) -> WarmInterpreter | None:
+        return self.warm_pool.take() if self.warm_pool is not None else None
+
+    async def interpreter(self) -> Interpreter:
+        """The interpreter the sandboxes run (probed once, in a thread: it may run it)."""
+        if self._interpreter is None:
+            self._interpreter = await asyncio.to_thread(probe_interpreter, self.python)
+        return self._interpreter
+
+    async def _spawn_warm(self, hash_seed: int) -> WarmInterpreter:
+        interpreter = await self.interpreter()
+        process, lease = await self.spawn_jailed(
+            interpreter, hash_seed=hash_seed, protocol_on_stdout=True, output_limit=0, warm=True
+        )
+        warm = WarmInterpreter(process, hash_seed, lease)
+        try:  # ready only once it has started, imported what every run needs and waits
+            assert process.proc.stdout is not None
+            line = await asyncio.wait_for(process.proc.stdout.readline(), self.startup_timeout)
+            if line.strip() != WARM_LINE.strip():
+                raise SandboxError(f"a warm interpreter said {line[:200]!r} instead of being ready")
+        except BaseException:
+            await warm.discard()
+            raise
+        return warm
+
+    async def spawn_jailed(
+        self,
+        interpreter: Interpreter,
+        *,
+        hash_seed: int,
+        mounts: Mapping[str, str] | None = None,
+        binds: Sequence[tuple[str, str]] = (),
+        protocol_on_stdout: bool,
+        output_limit: int,
+        warm: bool = False,
+    ) -> tuple[SandboxProcess, UidLease | None]:
+        """The runner inside bubblewrap, with the seccomp filter on an inherited pipe and, as
+        root, a uid of its own (``RLIMIT_NPROC`` is per uid); ``warm``: it imports what every
+        run needs before it reads its bootstrap."""
+        pass_fds: list[int] = []
+        program = filter_program()
+        if program is not None:
+            read_end, write_end = os.pipe()
+            os.write(write_end, program)  # a few hundred bytes: fits in the pipe
+            os.close(write_end)
+            pass_fds.append(read_end)
+        lease = lease_uid(SANDBOX_UID) if os.geteuid() == 0 else None
+        try:
+            argv = bwrap_argv(
+                bwrap=self.bwrap,
+                interpreter=interpreter,
+                runner=_runner_for(interpreter),
+                ro_paths=self.ro_paths,
+                mounts=mounts,
+                binds=binds,
+                network=self.network,
+                tmp_bytes=self.tmpfs_bytes,
+                home_bytes=self.tmpfs_bytes,
+                seccomp_fd=pass_fds[0] if pass_fds else None,
+                hash_seed=hash_seed,
+                uid=lease.uid if lease else SANDBOX_UID,
+                command_args=["--warm"] if warm else (),
+            )
+            process = await SandboxProcess.spawn(
+                argv,
+                env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+                cwd="/",
+                protocol_on_stdout=protocol_on_stdout,
+                output_limit=output_limit,
+                pass_fds=pass_fds,
+                supervised=True,
+            )
+        except BaseException:
+            if lease is not None:
+                lease.release()
+            raise
+        finally:
+            for fd in pass_fds:
+                os.close(fd)
+        return process, lease
+
+    async def aclose(self) -> None:
+        if self.warm_pool is not None:
+            await self.warm_pool.aclose()
+        await super().aclose()
 
     def new_run(
         self,

@@ -9,7 +9,15 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+)
 from pydantic_core import PydanticUndefined
 
 _NO_DEFAULT = object()
@@ -22,8 +30,10 @@ class CompactModel(BaseModel):
     results, journal entries): the history pays for every byte, thousands of times per run,
     and the receiving side fills the defaults back in."""
 
+    # (no return annotation: with one, pydantic takes it for the serialized JSON schema, and a
+    # record's schema in serialization mode would read "anything")
     @model_serializer(mode="wrap")
-    def _drop_defaults(self, handler: SerializerFunctionWrapHandler) -> Any:
+    def _drop_defaults(self, handler: SerializerFunctionWrapHandler):  # noqa: ANN202
         data = handler(self)
         if not isinstance(data, dict):
             return data
@@ -152,6 +162,14 @@ class Determinism(BaseModel):
 
     seed: int = Field(ge=0, lt=2**63)
     epoch: float | None = None
+    #: ``PYTHONHASHSEED`` when it does not derive from ``seed``: the one a warm interpreter
+    #: was started with (issue 40), recorded with the execution's first step so that a replay
+    #: starts a cold interpreter with the same. Left out of the JSON when None (older
+    #: histories and session digests read the same).
+    python_hash_seed: int | None = Field(default=None, ge=1, lt=2**32, exclude_if=lambda v: v is None)
+    #: This is an execution's first start: the runtime may choose the hash seed (a warm
+    #: interpreter's) and report it (``CodeExecution.chosen_hash_seed``). Never serialized.
+    _hash_seed_open: bool = PrivateAttr(default=False)
 
     @classmethod
     def derived(cls, code: str, inputs: Any = None) -> Determinism:
@@ -167,7 +185,27 @@ class Determinism(BaseModel):
     @property
     def hash_seed(self) -> int:
         """``PYTHONHASHSEED`` for this execution (1 .. 2**32 - 1; 0 would mean "disabled")."""
+        if self.python_hash_seed is not None:
+            return self.python_hash_seed
         return self.seed % 4294967295 + 1
+
+    def first_start(self) -> Determinism:
+        """This determinism, for an execution's first start: a runtime may start it on an
+        interpreter whose hash seed it chose, and reports the seed for the caller to record."""
+        if self.python_hash_seed is not None:
+            return self
+        copy = self.model_copy()
+        copy._hash_seed_open = True
+        return copy
+
+    @property
+    def hash_seed_open(self) -> bool:
+        """Whether the runtime may choose the hash seed (``first_start``)."""
+        return self._hash_seed_open
+
+    def with_hash_seed(self, seed: int) -> Determinism:
+        """This determinism with the hash seed an execution's first start used."""
+        return self.model_copy(update={"python_hash_seed": seed})
 
 
 class CheckpointTier(IntEnum):

@@ -28,13 +28,17 @@ os.environ.setdefault("CODEMODE_PYODIDE_DIR", str(cache_dir("pyodide")))
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """The suite runs on two pytest-xdist workers (``-n 2`` in pyproject.toml), each with its own
     dev server, store and data dir. A file's tests stay on one worker (its module fixtures start
-    once), and every test that uses the container engine runs on the same worker: the engine is
-    shared, and the tests check that no codemode container is left."""
+    once), every test that uses the container engine runs on the same worker (the engine is
+    shared, and the tests check that no codemode container is left), and so do the tests
+    through the secured front (tests/secure_front)."""
     from xdist.scheduler import LoadScopeScheduling
 
     class FileOrEngine(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "container-engine" if "docker" in nodeid.lower() else nodeid.split("::")[0]
+            if "docker" in nodeid.lower():
+                return "container-engine"
+            # One secured front (nginx and a dev server) per session, not one per worker.
+            return "secure-front" if nodeid.startswith("tests/secure_front/") else nodeid.split("::")[0]
 
     return FileOrEngine(config, log)
 

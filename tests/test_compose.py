@@ -205,3 +205,26 @@ def test_the_validation_catches_a_broken_file(compose: Path, tmp_path: Path) -> 
     bad = tmp_path / "docker-compose.yml"
     bad.write_text("services:\n  worker:\n    image: 3\n")
     assert compose_config(compose, env={}, file=bad).returncode != 0
+
+
+def test_the_workers_take_temporal_client_settings(services: dict[str, Any], compose: Path, no_env_file: Path) -> None:
+    """The workers read Temporal's own client variables: by default the server in this file,
+    plaintext (the empty TLS and API-key variables count as unset); set, a secured cluster."""
+    from codemode.worker.client.connection import resolve
+
+    default = resolve(env={k: str(v) for k, v in services["worker"]["environment"].items()})
+    assert (default.address, default.namespace, default.uses_tls, default.api_key) == ("temporal:7233", "default", False, None)
+    cloud = render(
+        compose,
+        no_env_file,
+        CODEMODE_TEMPORAL_ADDRESS="my-ns.a1b2c.tmprl.cloud:7233",
+        TEMPORAL_NAMESPACE="my-ns.a1b2c",
+        TEMPORAL_API_KEY="placeholder-key",
+    )["services"]["worker"]["environment"]
+    target = resolve(env={k: str(v) for k, v in cloud.items()})
+    assert (target.address, target.namespace, target.tls, target.credential) == (
+        "my-ns.a1b2c.tmprl.cloud:7233",
+        "my-ns.a1b2c",
+        True,
+        "api key",
+    )

@@ -23,11 +23,12 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.converter import DataConverter
 
 from codemode.activities import names
-from codemode.activities.models import StepResult, ToolInput, ToolOutput
+from codemode.activities.models import ParkResult, StepResult, ToolInput, ToolOutput
+from codemode.worker.approval_audit import ApprovalAudit, approval_words  # noqa: F401 (re-exported)
 from codemode.worker.audit_decode import PayloadDecoder, _as, _time, tool_error  # noqa: F401 (re-exported)
 from codemode.worker.audit_signed import SignedDecisions
+from codemode.worker.parking_text import park_text, release_text
 from codemode.workflows.models import (
-    ANONYMOUS,
     CODE_APPROVAL_ID,
     CallStatus,
     CodeExecutionRequest,
@@ -36,22 +37,13 @@ from codemode.workflows.models import (
     ExecutionOutcome,
     IgnoredSignal,
     PendingApproval,
+    SandboxUsage,
     read_decision,
 )
 
 #: Activity types that are sandbox steps; every other activity type is a tool.
 STEP_TYPES = names.SANDBOX_STEPS
 LOCAL_ACTIVITY_MARKER = "core_local_activity"
-
-
-class ApprovalAudit(BaseModel):
-    call_id: str
-    decision: Literal["approved", "denied"]
-    by: str | None = None
-    comment: str | None = None
-    at: datetime
-    #: The Temporal client identity that sent the signal (process@host).
-    identity: str = ""
 
 
 class CallAudit(BaseModel):
@@ -62,6 +54,8 @@ class CallAudit(BaseModel):
     kwargs: dict[str, Any] = Field(default_factory=dict)
     line: int | None = None
     requires_approval: bool = False
+    #: The arguments by parameter name (kept for calls that wait for a person).
+    arguments: dict[str, Any] | None = None
     status: CallStatus = "pending"
     result: Any = None
     error: ErrorInfo | None = None
@@ -130,6 +124,8 @@ class ExecutionAudit(BaseModel):
     steps: list[StepAudit] = Field(default_factory=list)
     calls: list[CallAudit] = Field(default_factory=list)
     events: list[AuditEvent] = Field(default_factory=list)
+    #: What its sandboxes cost (``ExecutionOutcome.usage``), once it completed.
+    usage: dict[str, SandboxUsage] = Field(default_factory=dict)
 
     @property
     def duration_ms(self) -> float | None:
@@ -207,7 +203,7 @@ class _Builder:
             for req in step.calls:
                 c = self.call(req.call_id, req.tool)
                 c.tool, c.args, c.kwargs, c.summary, c.line = req.tool, req.args, req.kwargs, req.summary, req.line
-                c.requires_approval, c.requested_at = req.requires_approval, at
+                c.requires_approval, c.requested_at, c.arguments = req.requires_approval, at, req.arguments
                 if req.requires_approval and c.approval is None:
                     c.status = "awaiting_approval"
                     self.event(at, "requested", f"{req.summary} needs approval", req.call_id)
@@ -318,10 +314,10 @@ class _Builder:
                     await self._gate(at, attrs)
                 elif name == names.SANDBOX_RELEASE:
                     what = self.releases.get((self.run, attrs.scheduled_event_id)) or "release"
-                    text = (
-                        "paused the sandbox while the run waits" if what.startswith("pause") else "released the sandbox"
-                    )
-                    self.event(at, "step", f"sandbox_release: {text}")
+                    self.event(at, "step", f"sandbox_release: {release_text(what, a.runtime)}")
+                elif name == names.SANDBOX_PARK:
+                    parked = _as(ParkResult, await decode(attrs.result, ParkResult))
+                    self.event(at, "step", f"sandbox_park: {park_text(parked)}")
                 elif name in STEP_TYPES:
                     attempt = self.step_attempts.get((self.run, attrs.scheduled_event_id), 1)
                     result = await decode(attrs.result, StepResult)
@@ -364,7 +360,15 @@ class _Builder:
             if (by := self._signed(at, attrs.signal_name, call_id, signature, None, by)) is None:
                 return
             self._approval(
-                ApprovalAudit(call_id=call_id, decision=decision, by=by, comment=text, at=at, identity=attrs.identity)
+                ApprovalAudit(
+                    call_id=call_id,
+                    decision=decision,
+                    by=by,
+                    comment=text,
+                    at=at,
+                    identity=attrs.identity,
+                    door="signal",
+                )
             )
         elif kind == "workflow_execution_update_accepted_event_attributes":
             attrs = e.workflow_execution_update_accepted_event_attributes
@@ -377,7 +381,9 @@ class _Builder:
             read = read_decision("decide", {"call_id": d.call_id, "by": d.by}, self.undecided())
             if isinstance(read, IgnoredSignal):
                 return  # the validator refused it; a refused update leaves no event anyway
-            if (by := self._signed(at, "decide", read[0], d.signature, d, d.by)) is None:
+            asked = self.calls[read[0]].arguments if read[0] in self.calls else None
+            approved = {**(asked or {}), **d.arguments} if d.approve and d.arguments else None
+            if (by := self._signed(at, "decide", read[0], d.signature, d, d.by, approved)) is None:
                 return
             self._approval(
                 ApprovalAudit(
@@ -387,6 +393,11 @@ class _Builder:
                     comment=d.comment,
                     at=at,
                     identity=request.meta.identity,
+                    door=d.door,
+                    asked_arguments=asked,
+                    approved_arguments=approved,
+                    answered=d.approve and d.answer is not None,
+                    answer=d.answer.value if d.approve and d.answer is not None else None,
                 )
             )
         elif kind == "workflow_execution_completed_event_attributes":
@@ -396,6 +407,7 @@ class _Builder:
             a.status, a.closed_at = "completed", at
             if outcome is not None:
                 a.success, a.output, a.error, a.stdout = outcome.success, outcome.output, outcome.error, outcome.stdout
+                a.usage = outcome.usage
                 self._reconcile(outcome)
             if a.success:
                 self.event(at, "completed", "execution completed: success")
@@ -424,13 +436,18 @@ class _Builder:
             decision = "approved" if gate.verdict == "allow" else "denied"
             reason = gate.policy_reason or None
             self._approval(
-                ApprovalAudit(call_id=call_id, decision=decision, by=gate.policy_rule, comment=reason, at=at)
+                ApprovalAudit(
+                    call_id=call_id, decision=decision, by=gate.policy_rule, comment=reason, at=at, door="policy"
+                )
             )
 
-    def _signed(self, at: datetime, name: str, call_id: str, signature: Any, decision: Any, by: str) -> str | None:
-        """Who decided, under an approvers file the verified approvers (None: not applied)."""
+    def _signed(
+        self, at: datetime, name: str, call_id: str, signature: Any, decision: Any, by: str, edited: Any = None
+    ) -> str | None:
+        """Who decided, under an approvers file the verified approvers (None: not applied).
+        ``edited``: the whole arguments an edited approval runs with (what its signature covers)."""
         kind = "approve" if name in ("approve", "decide") and (decision is None or decision.approve) else "deny"
-        got = self.signed.offer(call_id, kind, signature, decision)
+        got = self.signed.offer(call_id, kind, signature, decision, edited)
         if got is None:
             return by
         word, text = got
@@ -452,16 +469,12 @@ class _Builder:
         return waiting
 
     def _approval(self, approval: ApprovalAudit) -> None:
-        verb = "approved" if approval.decision == "approved" else "denied"
-        who = approval.by or ANONYMOUS
-        if who == ANONYMOUS and approval.identity:
-            who = f"{ANONYMOUS} (sent by {approval.identity})"
-        by = f" by {who}"
-        why = f": {approval.comment}" if approval.comment else ""
+        verb, by, why = approval_words(approval)
+        door = f" (via {approval.door})" if approval.door else ""
         if approval.call_id == CODE_APPROVAL_ID:
             if self.audit.code_approval is None:
                 self.audit.code_approval = approval
-                self.event(approval.at, "approval", f"the code was {verb}{by}{why}", CODE_APPROVAL_ID)
+                self.event(approval.at, "approval", f"the code was {verb}{by}{why}{door}", CODE_APPROVAL_ID)
             return
         c = self.calls.get(approval.call_id)
         if c is None or c.approval is not None or c.status != "awaiting_approval":
@@ -478,7 +491,7 @@ class _Builder:
             c.error = ErrorInfo(type="PermissionError", message=f"{c.summary} was denied{by}{why}", kind="denied")
         else:
             c.status = "pending"
-        self.event(approval.at, "approval", f"{c.summary} {verb}{by}{why}", c.call_id)
+        self.event(approval.at, "approval", f"{c.summary} {verb}{by}{why}{door}", c.call_id)
 
     def _reconcile(self, outcome: ExecutionOutcome) -> None:
         """Calls the history shows no decision for (an approval that timed out) take the outcome's word."""

@@ -49,9 +49,12 @@ class SignedDecisions:
         )
         return gate
 
-    def offer(self, call_id: str, kind: str, signature: Any, decision: Any = None) -> tuple[str, str] | None:
+    def offer(
+        self, call_id: str, kind: str, signature: Any, decision: Any = None, edited: dict[str, Any] | None = None
+    ) -> tuple[str, str] | None:
         """``("ignored", why)``, ``("counted", progress)``, ``("decided", who)``, or None when no
-        approvers file governs the call (the decision is taken as before)."""
+        approvers file governs the call (the decision is taken as before). ``edited``: the
+        arguments an edited approval runs with (the asked ones with the person's edits)."""
         tally = self.tallies.get(call_id)
         if tally is None:
             return None
@@ -61,7 +64,7 @@ class SignedDecisions:
             return "ignored", f"malformed signature: {err}"
         offer = Offer(kind=kind, signature=sig)  # type: ignore[arg-type]
         if decision is not None:
-            offer.edited = decision.arguments
+            offer.edited = edited if edited is not None else decision.arguments
             offer.answered = decision.answer is not None
             offer.answer = decision.answer.value if decision.answer is not None else None
             if offer.answered:

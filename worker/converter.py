@@ -26,7 +26,9 @@ from temporalio.contrib.aws.s3driver import S3StorageDriver
 from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
 from temporalio.converter import (
     DataConverter,
+    DefaultFailureConverter,
     DefaultFailureConverterWithEncodedAttributes,
+    DefaultPayloadConverter,
     EncodingPayloadConverter,
     ExternalStorage,
     FailureConverter,
@@ -107,6 +109,61 @@ def data_converter(
     return dataclasses.replace(
         converter, payload_codec=EncryptionCodec(keyring), failure_converter_class=EncryptedFailureConverter
     )
+
+
+class CannotCompose(ValueError):
+    """Code mode and another plugin (or the application) both need the same part of the data
+    converter; the message says which and why, in one line."""
+
+
+#: Payload converters that encode as ours does: replaced by ours (which shares its adapters).
+_PYDANTIC_JSON = (DefaultPayloadConverter, PydanticPayloadConverter, SharedPydanticPayloadConverter)
+#: Failure converters ours may replace when it encrypts (they only differ in what is encoded).
+_PLAIN_FAILURES = (DefaultFailureConverter, DefaultFailureConverterWithEncodedAttributes, EncryptedFailureConverter)
+
+
+def composed_data_converter(
+    existing: DataConverter | None,
+    store: BlobStore,
+    *,
+    keys: Keyring | None,
+    yield_payload_converter: bool = False,
+) -> DataConverter:
+    """Our converter on top of ``existing`` (what the application or an earlier plugin set):
+    a payload converter of another plugin (OpenAI Agents', Deep Agents', ADK's...) is kept, and
+    our object store (external storage) and codec go around it.
+
+    ``yield_payload_converter``: a plugin after ours installs its own payload converter and
+    accepts only the SDK's default class there (OpenAI Agents, Deep Agents): leave that class,
+    it replaces it and keeps our store and codec. Raises ``CannotCompose`` where both want the
+    same part (another external storage; another failure converter while we encrypt)."""
+    ours = data_converter(store, keys=keys)
+    if yield_payload_converter:
+        ours = dataclasses.replace(ours, payload_converter_class=DefaultPayloadConverter)
+    if existing is None:
+        return ours
+    if existing.external_storage is not None and store_of(existing) is None:
+        drivers = ", ".join(type(d).__name__ for d in existing.external_storage.drivers)
+        raise CannotCompose(
+            f"CodeModePlugin cannot compose: the data converter already stores large payloads externally "
+            f"({drivers}); code mode's object store must be the external storage (pass it as CodeModePlugin(store=...))"
+        )
+    converter = ours
+    if existing.payload_converter_class not in _PYDANTIC_JSON:
+        converter = dataclasses.replace(converter, payload_converter_class=existing.payload_converter_class)
+    failure = existing.failure_converter_class
+    if failure not in _PLAIN_FAILURES:
+        if keys is not None:
+            raise CannotCompose(
+                f"CodeModePlugin cannot compose: encryption needs its own failure converter (messages and stack "
+                f"traces encrypted), but the data converter has {failure.__name__} from another plugin; run "
+                f"without CODEMODE_ENCRYPTION_KEYS or without that plugin's failure converter"
+            )
+        converter = dataclasses.replace(converter, failure_converter_class=failure)
+    if keys is None and existing.payload_codec is not None:
+        # Keep a codec of the application's own when we do not encrypt.
+        converter = dataclasses.replace(converter, payload_codec=existing.payload_codec)
+    return converter
 
 
 def keyring_of(converter: DataConverter) -> Keyring | None:

@@ -24,11 +24,13 @@ from temporalio.testing import WorkflowEnvironment
 
 from codemode.runtimes.paths import DATA_DIR_ENV, data_dir  # noqa: F401 (re-exported: callers import them from here)
 from codemode.worker.binaries import temporal_cli_path
-from codemode.worker.client.connection import server_answers, split_address  # (callers import them from here too)
+from codemode.worker.client.connection import (  # (callers import them from here too)
+    LOCAL_HOSTS,  # noqa: F401
+    is_local,  # noqa: F401
+    server_answers,
+    split_address,  # noqa: F401
+)
 from codemode.workflows.models import RUNTIME_KEY, SA_RUNTIME, SA_STATUS, STATUS_KEY
-
-LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0"})
-
 
 #: Server settings beyond the defaults. Tool calls gathered by the code are scheduled
 #: together, so the server hands them to the worker with the workflow task's response (eager
@@ -86,11 +88,6 @@ class ServerStartError(RuntimeError):
 
 def default_db_path() -> Path:
     return data_dir() / "temporal.db"
-
-
-def is_local(address: str) -> bool:
-    """Whether an embedded server could serve this address (only on this machine)."""
-    return split_address(address)[0].lower() in LOCAL_HOSTS
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
@@ -161,8 +158,11 @@ class EmbeddedServer:
         ip: str = "localhost",
         log_level: str = "error",
         codec_endpoint: str | None = None,
+        namespace: str | None = None,
     ) -> None:
         self.port = port
+        #: A namespace to create besides ``default`` (the one a configuration names).
+        self.namespace = namespace
         self.ip = ip
         self.ui = ui
         self.db = Path(db) if db else default_db_path()
@@ -211,6 +211,8 @@ class EmbeddedServer:
             self.log_level,
             *DYNAMIC_CONFIG,
         ]
+        if self.namespace and self.namespace != "default":
+            cmd += ["--namespace", self.namespace]
         if self.ui:
             cmd += ["--ui-port", str(self.ui_port), "--ui-disable-news-fetch"]
             if self.codec_endpoint:
@@ -244,7 +246,7 @@ class EmbeddedServer:
         return self
 
     async def _wait_ready(self, timeout: float) -> None:
-        from codemode.worker.client.connection import connect
+        from codemode.worker.client.connection import connect, local_target
 
         assert self._proc is not None
         deadline = time.monotonic() + timeout
@@ -255,7 +257,7 @@ class EmbeddedServer:
                 )
             if server_answers(self.address):
                 with contextlib.suppress(RuntimeError):  # accepting TCP, not serving gRPC yet
-                    await connect(self.address)
+                    await connect(target=local_target(self.address), check_namespace=False)
                     return
             if time.monotonic() > deadline:
                 raise ServerStartError(f"the Temporal dev server did not answer within {timeout:g}s\n{self.log_tail()}")
@@ -305,6 +307,7 @@ async def start_dev_server(
     *,
     codec_port: int,
     notify: Callable[[str], None] | None = None,
+    namespace: str | None = None,
 ) -> EmbeddedServer:
     """The embedded server, started; with encryption keys set, also a codec server in this
     process, which the web UI is pointed at (``--ui-codec-endpoint``) so it shows plaintext.
@@ -313,7 +316,7 @@ async def start_dev_server(
     from codemode.worker.codec_server import serve_codec
     from codemode.worker.converter import default_store
 
-    server = EmbeddedServer(port=port, ui_port=ui_port, db=db)
+    server = EmbeddedServer(port=port, ui_port=ui_port, db=db, namespace=namespace)
     if Keyring.from_env() is not None and server.ui_url:
         ui = server.ui_url
         origins = [ui, ui.replace("//localhost:", "//127.0.0.1:")]

@@ -65,12 +65,28 @@ def outcome_summary(outcome: ExecutionOutcome) -> str:
     calls = len(outcome.tool_calls)
     tail = f"{outcome.duration_ms / 1000:.1f}s · {calls} tool call{'s' if calls != 1 else ''} · {outcome.execution_id}"
     if outcome.success:
-        return f"✓ completed in {tail}" + artifact_lines(outcome)
+        return f"✓ completed in {tail}" + artifact_lines(outcome) + "".join(f"\n  {u}" for u in usage_lines(outcome))
     err = outcome.error
     where = f" (line {err.line})" if err and err.line else ""
     what = f"{err.type}: {err.message}{where}" if err else "failed"
     trace = "".join(f"\n  {ln}" for ln in err.traceback.rstrip().splitlines()) if err and err.traceback else ""
-    return f"✗ {what}{trace}\n  after {tail}"
+    return f"✗ {what}{trace}\n  after {tail}" + "".join(f"\n  {u}" for u in usage_lines(outcome))
+
+
+def usage_lines(outcome: ExecutionOutcome | ExecutionAudit) -> list[str]:
+    """What the sandboxes cost, per runtime ("usage: modal 2.1s running, 0.0s paused, 2
+    sandboxes, 1 replay"); none for Monty, whose steps borrow a pooled process."""
+    lines = []
+    for runtime, u in outcome.usage.items():
+        if runtime == "monty":
+            continue
+        text = f"usage: {runtime} {u.running_seconds:.1f}s running, {u.paused_seconds:.1f}s paused"
+        text += f", {u.sandboxes_created} sandbox{'es' if u.sandboxes_created != 1 else ''}"
+        text += f", {u.replays} replay{'s' if u.replays != 1 else ''}"
+        if u.released_while_parked:
+            text += f", {u.released_while_parked} released while parked"
+        lines.append(text)
+    return lines
 
 
 def artifact_lines(outcome: ExecutionOutcome) -> str:
@@ -115,7 +131,9 @@ def _audit_call_line(c: CallAudit) -> str:
         extra.append(f"retried after {c.retried_after.type}: {c.retried_after.message}")
     if c.approval:
         by = f" by {c.approval.by}" if c.approval.by else ""
-        extra.append(f"{c.approval.decision}{by}")
+        door = f" via {c.approval.door}" if c.approval.door else ""
+        word = "answered" if c.approval.answered else c.approval.decision
+        extra.append(f"{word}{by}{door}")
     return call_line(c) + (f"  [{'; '.join(extra)}]" if extra else "")
 
 
@@ -144,4 +162,5 @@ def audit_lines(audit: ExecutionAudit) -> list[str]:
         lines += ["    " + call_line(c) for c in still]
     if audit.success and audit.output is not None:
         lines.append(f"  output: {short(audit.output, 200)}")
+    lines += [f"  {u}" for u in usage_lines(audit)]
     return lines

@@ -10,9 +10,10 @@ worker's own task queue for the steps of sandboxes it keeps live. ``CodeModeWork
 CLI's workers and clients are built on it, so a worker is assembled here and nowhere else.
 
 Add code mode to a worker that runs your own workflows (they can start executions as child
-workflows on the same task queue)::
+workflows on the same task queue); ``codemode.connect`` reads Temporal's profile and
+``TEMPORAL_*`` variables (``Client.connect(address, plugins=[...])`` works too)::
 
-    client = await Client.connect("localhost:7233", plugins=[CodeModePlugin(tools="my.tools")])
+    client = await codemode.connect(plugins=[CodeModePlugin(tools="my.tools")])
     worker = Worker(client, task_queue="agents", workflows=[MyAgentWorkflow])
 
 Put the plugin on the client (as above) so that the client you start and read workflows with
@@ -25,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import logging
 import os
 import socket
 import uuid
@@ -35,30 +37,45 @@ from importlib.metadata import version as _version
 from typing import TYPE_CHECKING, Any, Literal
 
 from temporalio.client import Client, ClientConfig
-from temporalio.converter import DataConverter
+from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
+from temporalio.converter import DataConverter, DefaultPayloadConverter
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import PollerBehaviorSimpleMaximum, Worker, WorkerConfig, WorkflowRunner
+from temporalio.worker import (
+    PollerBehaviorSimpleMaximum,
+    Worker,
+    WorkerConfig,
+    WorkerDeploymentConfig,
+    WorkflowRunner,
+)
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from codemode.activities.approvers.activity import ApproverActivities, resolve_path
 from codemode.activities.checkpoints import CheckpointStore
 from codemode.activities.encryption import Keyring
+from codemode.activities.notify.activities import NotifyActivities
+from codemode.activities.notify.config import NotifyConfig, load_notify_config
 from codemode.activities.retention import RetentionActivities
 from codemode.activities.sandbox_steps import SandboxActivities
+from codemode.activities.sandbox_sweep import SandboxSweepActivities, report_lines
 from codemode.activities.storage import BlobStore, StorageSettings, blob_store_for
 from codemode.activities.tool_activity import tool_activities
 from codemode.activities.tools import ToolRegistry
 from codemode.runtimes import CodeRuntime
 from codemode.runtimes.exit_settle import settle_at_exit
 from codemode.worker import telemetry
-from codemode.worker.converter import data_converter, keyring_of, store_of
+from codemode.worker.converter import CannotCompose, composed_data_converter, data_converter, keyring_of, store_of
+from codemode.worker.reachability import watch_reachability
+from codemode.worker.search_attributes import ensure_search_attributes
 from codemode.worker.workflow_runner import CodeModeWorkflowRunner
 from codemode.workflows.execution_workflow import CodeExecutionWorkflow
+from codemode.workflows.notify_workflow import CodeModeNotifyWorkflow
 from codemode.workflows.session_workflow import CodeSessionWorkflow
-from codemode.workflows.sweep_workflow import StorageSweepWorkflow
+from codemode.workflows.sweep_workflow import SandboxSweepWorkflow, StorageSweepWorkflow
 
 if TYPE_CHECKING:
     from codemode.activities.mcp_tools import McpServers
+
+log = logging.getLogger(__name__)
 
 PLUGIN_NAME = "codemode.CodeModePlugin"
 
@@ -66,6 +83,14 @@ PLUGIN_NAME = "codemode.CodeModePlugin"
 #: a 32-character hash of every loaded module (computed at start-up, and written three times
 #: per tool call); the package version says which code ran just as well.
 BUILD_ID = f"codemode-{_version('durable-codemode')}"
+
+#: How our workflows move between builds under Worker Deployment Versioning (a worker with a
+#: deployment name): a run parked for days continues on the current build's workers when it
+#: wakes, never waiting for an old build to be kept up. The committed replay histories
+#: (tests/workflows, tests/runtimes) are the guard: a new build must replay the old runs.
+#: (Set on the worker, not on the workflow definitions: a server refuses a behavior from an
+#: unversioned worker.)
+VERSIONING_BEHAVIOR = VersioningBehavior.AUTO_UPGRADE
 
 #: Tools heartbeat so a cancelled execution's running tool hears of it within a second or so
 #: (the SDK otherwise sends a heartbeat at most every 30 s).
@@ -114,6 +139,13 @@ class CodeModePlugin(SimplePlugin):
     :param tune_worker: raise the worker's activity pollers, eager activity reservations and
         heartbeat rate where they are at the SDK's defaults (what gathered calls and prompt
         cancellation need); settings you passed yourself are kept.
+    :param deployment_name: with ``build_id``, the worker joins Temporal's Worker Deployment
+        Versioning as version ``deployment_name.build_id``; our workflows auto-upgrade
+        (``VERSIONING_BEHAVIOR``). Make a new build current with ``temporal worker deployment
+        set-current-version``.
+    :param build_id: this build's id (alone: recorded on every task, without versioning).
+    :param notify: a ``NotifyConfig`` (webhooks, email, reminders: who is told that a call
+        waits), ``"env"`` (the file ``CODEMODE_NOTIFY_CONFIG`` names, the default) or None.
     :param mcp: started MCP servers (``codemode.activities.mcp_tools.McpServers``): their tools join
         the registry (a namespace per server), image and blob results go to the object store
         (sealed under the keys), and the servers are closed when the worker stops.
@@ -134,9 +166,20 @@ class CodeModePlugin(SimplePlugin):
         tune_worker: bool = True,
         mcp: McpServers | None = None,
         session_keep_alive_seconds: float = 900.0,
+        deployment_name: str | None = None,
+        build_id: str | None = None,
+        notify: NotifyConfig | Literal["env"] | None = "env",
         approvers: str | os.PathLike[str] | None = "env",
     ) -> None:
         self.approvers = resolve_path(approvers)  # a broken file stops the worker here
+        if deployment_name and not build_id:
+            raise ValueError("deployment_name needs a build_id: the version is deployment_name.build_id")
+        if deployment_name and "." in deployment_name:
+            raise ValueError(f"deployment_name {deployment_name!r} must not contain '.'")
+        self.deployment = WorkerDeploymentVersion(deployment_name, build_id) if deployment_name and build_id else None
+        self.build_id = build_id
+        #: Where workers tell people a call waits (``CODEMODE_NOTIFY_CONFIG`` by default).
+        self.notify = load_notify_config() if notify == "env" else notify
         if isinstance(tools, ToolRegistry) or tools is None:
             self.registry = tools if tools is not None else ToolRegistry()
         else:
@@ -152,12 +195,21 @@ class CodeModePlugin(SimplePlugin):
         self.session_keep_alive_seconds = session_keep_alive_seconds
         self.tune_worker = tune_worker
         self._parts: list[WorkerParts] = []
+        #: A plugin after this one on the client installs its own payload converter over the SDK's
+        #: default class (``_later_plugin_converts``); remembered for a Replayer.
+        self._yield_payload_converter = False
         self._session_queues: set[str] = set()
         super().__init__(
             PLUGIN_NAME,
             data_converter=self._data_converter,
             interceptors=self._interceptors(tracing),
-            workflows=[CodeExecutionWorkflow, CodeSessionWorkflow, StorageSweepWorkflow],
+            workflows=[
+                CodeExecutionWorkflow,
+                CodeSessionWorkflow,
+                StorageSweepWorkflow,
+                SandboxSweepWorkflow,
+                CodeModeNotifyWorkflow,
+            ],
             workflow_runner=_workflow_runner,
         )
 
@@ -167,6 +219,9 @@ class CodeModePlugin(SimplePlugin):
         # A short-lived process (a starter, a CLI command) can abort at exit after its work is
         # done when the SDK's threads still talk to Python (``runtimes/exit_settle.py``).
         settle_at_exit()
+        self._yield_payload_converter = _later_plugin_converts(
+            self, config.get("plugins", ()), self.make_data_converter()
+        )
         return super().configure_client(config)
 
     @property
@@ -183,11 +238,10 @@ class CodeModePlugin(SimplePlugin):
     def _data_converter(self, existing: DataConverter | None) -> DataConverter:
         if existing is not None and store_of(existing) is not None:
             return existing  # ours already (a client made by codemode.connect, or this plugin twice)
-        converter = self.make_data_converter()
-        if self.keyring is None and existing is not None and existing.payload_codec is not None:
-            # Keep a codec of the application's own when we do not encrypt.
-            converter = dataclasses.replace(converter, payload_codec=existing.payload_codec)
-        return converter
+        # Another plugin's payload converter (OpenAI Agents', ADK's...) stays; our store and codec wrap it.
+        return composed_data_converter(
+            existing, self.store, keys=self.keyring, yield_payload_converter=self._yield_payload_converter
+        )
 
     @staticmethod
     def _interceptors(tracing: bool | Any) -> list[Any]:
@@ -224,6 +278,7 @@ class CodeModePlugin(SimplePlugin):
             session_keep_alive_seconds=self.session_keep_alive_seconds,
         )
         self._parts.append(WorkerParts(sandbox, session_queue, store, task_queue))
+        _configured.append(self.registry)
         if self.mcp is not None:  # image, audio and blob results go to the object store, sealed
             self.mcp.use_store(sandbox.checkpoints)
         config["activities"] = [
@@ -231,8 +286,11 @@ class CodeModePlugin(SimplePlugin):
             *sandbox.activities(),
             RetentionActivities(store).sweep,
             ApproverActivities(self.approvers, self.registry).gate,
+            SandboxSweepActivities(sandbox.sweep_sandboxes).sweep,
+            *NotifyActivities(self.notify).activities(),
             *tool_activities(self.registry, sandbox),
         ]
+        _version(config, self.deployment, self.build_id)
         if self.tune_worker:
             _tune(config)
         return config
@@ -254,14 +312,17 @@ class CodeModePlugin(SimplePlugin):
         # Steps of live sandboxes come to this worker's own queue; a plain worker, with no
         # plugins, because it only runs the step activities of the worker it belongs to.
         client = worker.client
+        # Our search attributes: created where this client may, else said how (never fatal).
+        await ensure_search_attributes(client)
         own = Worker(
             Client(**{**client.config(active_config=True), "plugins": []}),
             task_queue=parts.session_queue,
             activities=parts.sandbox.activities(),
-            build_id=worker.config(active_config=True).get("build_id") or BUILD_ID,
+            build_id=self.build_id or worker.config(active_config=True).get("build_id") or BUILD_ID,
         )
         own_task = asyncio.create_task(own.run())
-        sweeper = asyncio.create_task(_sweep_orphans(parts.sandbox))
+        sweeper = asyncio.create_task(_sweep_orphans(client, parts.sandbox))
+        watcher = asyncio.create_task(watch_reachability(client))  # logs a lost credential
         try:
             main_task = asyncio.ensure_future(next(worker))
             done, _ = await asyncio.wait({main_task, own_task}, return_when=asyncio.FIRST_COMPLETED)
@@ -273,6 +334,7 @@ class CodeModePlugin(SimplePlugin):
             await main_task
         finally:
             sweeper.cancel()
+            watcher.cancel()
             if own.is_running:
                 await own.shutdown()
             with contextlib.suppress(Exception, asyncio.CancelledError):
@@ -285,6 +347,50 @@ class CodeModePlugin(SimplePlugin):
             self._session_queues.discard(parts.session_queue)
 
 
+#: The tool registries of the plugins that configured a worker in this process (the agent
+#: frameworks' ``run_code_tool()`` without tools uses the last one).
+_configured: list[ToolRegistry] = []
+
+
+def configured_registry() -> ToolRegistry | None:
+    """The tools of the last ``CodeModePlugin`` that configured a worker in this process."""
+    return _configured[-1] if _configured else None
+
+
+def _later_plugin_converts(plugin: CodeModePlugin, plugins: Sequence[object], ours: DataConverter) -> bool:
+    """Whether a plugin after ``plugin`` installs a payload converter of its own over the SDK's
+    default class (OpenAI Agents', Deep Agents', ADK's, Strands', pydantic-ai's): then ours
+    leaves that class to it (two of them accept nothing else). Asked by calling each later
+    plugin's converter hook, which only builds a converter. While we encrypt, a plugin that
+    would also replace the failure converter (Strands') keeps ours if it accepts it, and cannot
+    compose if it does not."""
+    after = list(plugins)
+    index = next((i for i, p in enumerate(after) if p is plugin), None)
+    if index is None:
+        return False
+    probe = dataclasses.replace(ours, payload_converter_class=DefaultPayloadConverter)
+    converts = False
+    for other in after[index + 1 :]:
+        hook = getattr(other, "data_converter", None) if isinstance(other, SimplePlugin) else None
+        if not callable(hook):
+            continue
+        result = hook(probe)
+        if not isinstance(result, DataConverter) or result.payload_converter_class is DefaultPayloadConverter:
+            continue
+        if plugin.keyring is not None and result.failure_converter_class is not ours.failure_converter_class:
+            try:
+                hook(ours)
+            except ValueError:
+                raise CannotCompose(
+                    f"CodeModePlugin cannot compose with {other.name()}: it accepts only its own payload converter "
+                    f"and replaces the failure converter that encryption needs "
+                    f"({result.failure_converter_class.__name__}); run without CODEMODE_ENCRYPTION_KEYS"
+                ) from None
+            continue  # it keeps ours, encryption's failure converter with it
+        converts = True
+    return converts
+
+
 async def _tell_sessions_their_process_is_gone(client: Client, sandbox: SandboxActivities) -> None:
     """Sessions whose live process this worker held (python) learn it is gone now, so their
     next cell rebuilds at once instead of first waiting for this worker's queue. (A worker
@@ -294,15 +400,22 @@ async def _tell_sessions_their_process_is_gone(client: Client, sandbox: SandboxA
             await client.get_workflow_handle(owner).signal("live_lost", key)
 
 
-#: How often a worker looks for sandboxes crashed workers left behind (and once at start).
+#: How often a worker looks for sandboxes no open execution names (and once at start).
 ORPHAN_SWEEP_SECONDS = 3600.0
 
 
-async def _sweep_orphans(sandbox: SandboxActivities) -> None:
-    """Remove the sandboxes crashed workers left on a shared engine (the docker runtime's
-    containers no run can use any more), at start and then hourly."""
+async def _sweep_orphans(client: Client, sandbox: SandboxActivities) -> None:
+    """Destroy the sandboxes no open execution names, on every provider this worker serves
+    (``activities/sandbox_sweep.py``), at start and then hourly; the report goes to the log
+    (the ``codemode-sandbox-sweep`` Schedule shows the same sweep in the web UI)."""
     while True:
-        await sandbox.sweep_orphans()
+        try:
+            report = await sandbox.sweep_sandboxes(client)
+            if report.removed or report.errors:
+                for line in report_lines(report):
+                    log.info("%s", line)
+        except Exception as err:  # Temporal or a provider down: the next sweep tries again
+            log.warning("the sandbox sweep failed: %s", err)
         await asyncio.sleep(ORPHAN_SWEEP_SECONDS)
 
 
@@ -323,6 +436,29 @@ def _workflow_runner(existing: WorkflowRunner | None) -> WorkflowRunner:
     return existing
 
 
+def _version(config: WorkerConfig, deployment: WorkerDeploymentVersion | None, build_id: str | None) -> None:
+    """The worker's deployment version (ours, unless the application set one) and build id."""
+    if deployment is not None and config.get("deployment_config") is None:
+        config["deployment_config"] = WorkerDeploymentConfig(
+            version=deployment, use_worker_versioning=True, default_versioning_behavior=VERSIONING_BEHAVIOR
+        )
+        config.pop("build_id", None)
+        config.pop("use_worker_versioning", None)
+    elif build_id and config.get("deployment_config") is None and not config.get("build_id"):
+        config["build_id"] = build_id
+    chosen = config.get("deployment_config")
+    if (
+        chosen is not None
+        and chosen.use_worker_versioning
+        and chosen.default_versioning_behavior == VersioningBehavior.UNSPECIFIED
+    ):
+        raise ValueError(
+            "this worker's WorkerDeploymentConfig has no default_versioning_behavior, and code mode's "
+            "workflows need one: set default_versioning_behavior=VersioningBehavior.AUTO_UPGRADE (what "
+            "CodeModePlugin(deployment_name=..., build_id=...) sets; see the secured-clusters guide)"
+        )
+
+
 def _tune(config: WorkerConfig) -> None:
     """Raise what is still at the SDK's default (see the constants above)."""
     pollers = PollerBehaviorSimpleMaximum(ACTIVITY_POLLERS)
@@ -335,5 +471,7 @@ def _tune(config: WorkerConfig) -> None:
         ("build_id", None, BUILD_ID),
     )
     for key, sdk_default, ours in defaults:
+        if key == "build_id" and config.get("deployment_config") is not None:
+            continue  # the deployment's version carries the build id (the SDK refuses both)
         if config.get(key, sdk_default) == sdk_default:
             config[key] = ours  # type: ignore[literal-required]

@@ -241,10 +241,15 @@ def _check(
         seen.add(who)
     if record.decision == "approved" and record.signatures and len(seen) < gate.required:
         problems.append(f"{len(seen)} distinct approvers, the rule requires {gate.required}")
+    # What ran: the call as asked, or (edited) the approved arguments by name (``approved_arguments``
+    # is filled only when a person edited them; an approval as asked leaves it None).
     ran = fold.ran.get(call_id)
-    same = ran is None or arguments_sha256(ran.args, ran.kwargs) == arguments_sha256(asked.args, asked.kwargs)
-    if record.decision == "approved" and not record.answered and edited is None and not same:
+    approved = arguments_sha256([], edited) if edited is not None else arguments_sha256(asked.args, asked.kwargs)
+    same = ran is None or arguments_sha256(ran.args, ran.kwargs) == approved
+    if record.decision == "approved" and not record.answered and not same:
         problems.append("the tool ran with other arguments than the ones approved")
+    if record.answered and fold.ran.get(call_id) is not None:
+        problems.append("the call was answered by a person, yet its tool ran")
     checked.ok = not problems
     return checked
 

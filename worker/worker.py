@@ -13,24 +13,38 @@ import contextlib
 import os
 from collections.abc import AsyncIterator, Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from codemode.activities.notify.config import NotifyConfig
 from codemode.activities.retention import SweepInput
+from codemode.activities.sandbox_sweep import SandboxSweepInput
 from codemode.activities.storage import BlobStore
 from codemode.activities.tools import ToolRegistry
 from codemode.runtimes import CodeRuntime
 from codemode.worker.converter import store_of
 from codemode.worker.plugin import BUILD_ID, MAX_CONCURRENT_ACTIVITIES, CodeModePlugin, session_queue_name
 from codemode.workflows.models import TASK_QUEUE
-from codemode.workflows.sweep_workflow import SWEEP_SCHEDULE_ID, SWEEP_WORKFLOW
+from codemode.workflows.sweep_workflow import (
+    SANDBOX_SWEEP_SCHEDULE_ID,
+    SANDBOX_SWEEP_WORKFLOW,
+    SWEEP_SCHEDULE_ID,
+    SWEEP_WORKFLOW,
+)
 
 if TYPE_CHECKING:
     from codemode.activities.mcp_tools import McpServers
 
-__all__ = ["BUILD_ID", "SWEEP_EVERY", "CodeModeWorker", "ensure_sweep_schedule", "session_queue_name"]
+__all__ = [
+    "BUILD_ID",
+    "SWEEP_EVERY",
+    "CodeModeWorker",
+    "ensure_sandbox_sweep_schedule",
+    "ensure_sweep_schedule",
+    "session_queue_name",
+]
 
 #: How often the retention sweep runs (``codemode worker`` keeps a Schedule for it).
 SWEEP_EVERY = timedelta(hours=1)
@@ -53,11 +67,16 @@ class CodeModeWorker:
         store: BlobStore | None = None,
         mcp: McpServers | None = None,
         session_keep_alive_seconds: float = 900.0,
+        deployment_name: str | None = None,
+        build_id: str | None = None,
+        notify: NotifyConfig | Literal["env"] | None = "env",
         approvers: str | os.PathLike[str] | None = "env",
     ) -> None:
         """``mcp``: started MCP servers whose tools the code may call (``CodeModePlugin``'s
         ``mcp``); the worker closes them when it stops. ``session_keep_alive_seconds``: how
-        long a session's live process (python) waits here for the session's next cell."""
+        long a session's live process (python) waits here for the session's next cell.
+        ``deployment_name``, ``build_id``: Worker Deployment Versioning (``CodeModePlugin``'s).
+        ``notify``: who is told that a call waits (``CodeModePlugin``'s ``notify``)."""
         store = store or store_of(client.data_converter)
         if store is None:
             raise ValueError(
@@ -75,6 +94,9 @@ class CodeModeWorker:
             keep_alive_seconds=keep_alive_seconds,
             mcp=mcp,
             session_keep_alive_seconds=session_keep_alive_seconds,
+            deployment_name=deployment_name,
+            build_id=build_id,
+            notify=notify,
             approvers=approvers,
         )
         self.worker = Worker(
@@ -94,6 +116,11 @@ class CodeModeWorker:
         when it already existed."""
         return await ensure_sweep_schedule(self.client, self.task_queue, every)
 
+    async def ensure_sandbox_sweep_schedule(self, every: timedelta = SWEEP_EVERY) -> bool:
+        """Keep the hourly sandbox sweep scheduled on this task queue (idempotent); False
+        when it already existed."""
+        return await ensure_sandbox_sweep_schedule(self.client, self.task_queue, every)
+
     async def run(self) -> None:
         await self.worker.run()
 
@@ -112,6 +139,22 @@ class CodeModeWorker:
 async def ensure_sweep_schedule(client: Client, task_queue: str, every: timedelta = SWEEP_EVERY) -> bool:
     """Keep the retention sweep scheduled on ``task_queue`` (idempotent); False when it
     already existed. Any worker with a ``CodeModePlugin`` on that queue runs it."""
+    return await _ensure_schedule(
+        client, SWEEP_SCHEDULE_ID, SWEEP_WORKFLOW, SweepInput(namespace=client.namespace), task_queue, every
+    )
+
+
+async def ensure_sandbox_sweep_schedule(client: Client, task_queue: str, every: timedelta = SWEEP_EVERY) -> bool:
+    """Keep the sandbox sweep (``activities/sandbox_sweep.py``) scheduled on ``task_queue``
+    (idempotent); False when it already existed."""
+    return await _ensure_schedule(
+        client, SANDBOX_SWEEP_SCHEDULE_ID, SANDBOX_SWEEP_WORKFLOW, SandboxSweepInput(), task_queue, every
+    )
+
+
+async def _ensure_schedule(
+    client: Client, schedule_id: str, workflow: str, arg: object, task_queue: str, every: timedelta
+) -> bool:
     from temporalio.client import (
         Schedule,
         ScheduleActionStartWorkflow,
@@ -121,13 +164,11 @@ async def ensure_sweep_schedule(client: Client, task_queue: str, every: timedelt
     )
 
     schedule = Schedule(
-        action=ScheduleActionStartWorkflow(
-            SWEEP_WORKFLOW, SweepInput(namespace=client.namespace), id=SWEEP_SCHEDULE_ID, task_queue=task_queue
-        ),
+        action=ScheduleActionStartWorkflow(workflow, arg, id=schedule_id, task_queue=task_queue),
         spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=every)]),
     )
     try:
-        await client.create_schedule(SWEEP_SCHEDULE_ID, schedule)
+        await client.create_schedule(schedule_id, schedule)
     except ScheduleAlreadyRunningError:
         return False
     return True

@@ -24,6 +24,15 @@ Three of its costs are not part of what it guarantees (measured under load, issu
   modification time), and the module still runs afresh. The same for the modules of its
   package the sandbox imports afresh with it (``codemode``, ``codemode.workflows``).
 
+Code mode's own workflows (``CodeExecutionWorkflow``, the session and the sweep workflows)
+run outside the sandbox (issue 40): the sandbox re-executed their module for every run and
+proxied every call they made, about a third of the worker's Python time on a workflow
+activation. The code is ours, small and deterministic; what the sandbox checked at run time
+is checked by tests instead (``tests/workflows/test_determinism.py``: every workflow path
+with no workflow cache, replay of the committed histories under this runner, and an import
+check of ``workflows/``). ``CODEMODE_WORKFLOW_SANDBOX=1`` puts them back in the sandbox (to
+look for a suspected non-determinism). Every other workflow on the worker stays sandboxed.
+
 Workflow code, activations and instance creation go through the sandbox unchanged. If a later
 SDK moves the internals this relies on (``_runner._Instance``, the in-sandbox object in its
 globals), the runner falls back to the SDK's own path; ``tests/workflows/
@@ -41,9 +50,12 @@ from types import CodeType, ModuleType
 from typing import Any
 
 import temporalio.workflow
-from temporalio.worker import WorkflowInstance
+from temporalio.worker import UnsandboxedWorkflowRunner, WorkflowInstance
 from temporalio.worker._workflow_instance import WorkflowInstanceDetails
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+#: Set to 1 to run code mode's own workflows in the SDK's sandbox too.
+SANDBOX_ENV = "CODEMODE_WORKFLOW_SANDBOX"
 
 try:
     from temporalio.worker.workflow_sandbox._runner import _Instance as _SandboxInstance
@@ -90,12 +102,43 @@ if _SandboxInstance is not None:
             return self._ask("get_external_store_context", command_info)
 
 
+def our_workflows() -> tuple[type, ...]:
+    """The workflow classes code mode defines (the ones this runner runs unsandboxed)."""
+    from codemode.workflows.execution_workflow import CodeExecutionWorkflow
+    from codemode.workflows.session_workflow import CodeSessionWorkflow
+    from codemode.workflows.sweep_workflow import StorageSweepWorkflow
+
+    return (CodeExecutionWorkflow, CodeSessionWorkflow, StorageSweepWorkflow)
+
+
+def ours_sandboxed() -> bool:
+    """Whether ``CODEMODE_WORKFLOW_SANDBOX`` asks for our workflows in the sandbox."""
+    value = os.environ.get(SANDBOX_ENV, "").strip().lower()
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    if value in ("1", "true", "yes", "on"):
+        return True
+    raise ValueError(f"{SANDBOX_ENV}={value!r}: expected 1 or 0")
+
+
 class CodeModeWorkflowRunner(SandboxedWorkflowRunner):
     """``SandboxedWorkflowRunner`` (same restrictions, same per-run module isolation) whose
     per-payload context lookups do not re-enter the sandbox and whose workflow modules and
-    sandbox code strings are compiled once per process."""
+    sandbox code strings are compiled once per process; code mode's own workflows run outside
+    it (unless ``CODEMODE_WORKFLOW_SANDBOX=1``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._plain = UnsandboxedWorkflowRunner()
+        self._unsandboxed = () if ours_sandboxed() else our_workflows()
+
+    def runs_unsandboxed(self, defn: temporalio.workflow._Definition) -> bool:
+        return defn.cls in self._unsandboxed
 
     def prepare_workflow(self, defn: temporalio.workflow._Definition) -> None:
+        if self.runs_unsandboxed(defn):
+            self._plain.prepare_workflow(defn)
+            return
         # The workflow module, and every module of its top-level package that the sandbox
         # imports afresh for each run with it (``codemode``, ``codemode.workflows``,
         # ``codemode._version``: about a millisecond per execution).
@@ -104,6 +147,8 @@ class CodeModeWorkflowRunner(SandboxedWorkflowRunner):
         super().prepare_workflow(defn)
 
     def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
+        if self.runs_unsandboxed(det.defn):
+            return self._plain.create_instance(det)
         if _SandboxInstance is None:
             return super().create_instance(det)
         return _Instance(det, self.runner_class, self.restrictions)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -19,9 +19,13 @@ with workflow.unsafe.imports_passed_through():
     from codemode.activities.approvers.gate import ApprovalGate, GateInput
     from codemode.activities.approvers.signing import DecisionSignature
     from codemode.activities.approvers.tally import CallTally, Offer
+    from codemode.activities.decision_checks import approved_arguments, check_answer
     from codemode.activities.models import CallRequest
+    from codemode.workflows.approval_notices import Notices
     from codemode.workflows.models import (
+        CODE_APPROVAL_ID,
         ApprovalRecord,
+        CodeExecutionRequest,
         Decision,
         ErrorInfo,
         ExecutionState,
@@ -44,11 +48,23 @@ class Approvals:
         self.pending: dict[str, PendingApproval] = {}
         self.decisions: dict[str, ApprovalRecord] = {}
         self.ignored: list[IgnoredSignal] = []
+        #: Answers a person gave instead of the tool, by call id (the call's result).
+        self.answers: dict[str, Any] = {}
+        #: Notifications of what waits and what was decided (``workflows/approval_notices.py``).
+        self.notices = Notices()
         self._set_state = set_state
         #: Calls waiting under an approvers file: their gate and the approvals counted so far.
         self.tallies: dict[str, CallTally] = {}
         #: Who started the run (``CodeExecutionRequest.started_by``), for four-eyes rules.
         self.starter: str | None = None
+
+    def begin(self, req: CodeExecutionRequest) -> None:
+        """The run's code (for notices) and who started it (for four-eyes rules)."""
+        self.notices.code = req.code
+        self.starter = req.started_by
+
+    def waiting(self) -> bool:
+        return bool(self.pending)
 
     def on_signal(self, name: str, payload: Any) -> None:
         read = read_decision(name, payload, self.undecided())
@@ -67,26 +83,67 @@ class Approvals:
         if reason is not None:
             self._ignore(IgnoredSignal(signal=name, payload=_shown(payload), reason=reason))
             return
-        self._apply(call_id, offer, ApprovalRecord(decision=_word(offer), by=by, comment=text))
+        asked = self.pending[call_id].arguments
+        record = ApprovalRecord(decision=_word(offer), by=by, comment=text, asked_arguments=asked, door="signal")
+        self._apply(call_id, offer, record)
 
     def decide(self, decision: Decision) -> ApprovalRecord:
         call_id = self._decide_target(decision)
-        offer = _offer(decision)
+        # Edited arguments are approved (and signed) as the whole set the call runs with.
+        edited = self._edited(call_id, decision.arguments) if decision.arguments is not None else None
+        offer = _offer(decision, edited)
         reason = self._refusal(call_id, offer)
         if reason is not None:  # recorded (an attempt to decide unsigned is worth seeing), and refused
             self._ignore(
                 IgnoredSignal(signal="decide", payload=_shown(decision.model_dump(mode="json")), reason=reason)
             )
             raise ApplicationError(reason, type="DecisionRefused", non_retryable=True)
-        record = ApprovalRecord(decision=_word(offer), by=decision.by, comment=decision.comment)
-        return self._apply(call_id, offer, record)
+        record = ApprovalRecord(
+            decision=_word(offer),
+            by=decision.by,
+            comment=decision.comment,
+            asked_arguments=self.pending[call_id].arguments,
+            door=decision.door,
+        )
+        if decision.approve and decision.answer is not None:
+            record.answered = True
+        elif decision.approve and edited is not None:
+            record.approved_arguments = edited
+        record = self._apply(call_id, offer, record)
+        if record.answered and record.decision == "approved":  # decided (not only counted)
+            self.answers[call_id] = decision.answer.value if decision.answer is not None else None
+        return record
 
     def validate_decide(self, decision: Decision) -> None:
-        self._decide_target(decision)
+        """Refuse (before anything is recorded) a decision that cannot be applied: no such
+        call, nobody named, edited arguments or an answer that do not fit the tool. A decision
+        the approvers file refuses is accepted, then listed as ignored with why and failed
+        (``decide``): the history keeps the attempt, the caller gets the reason."""
+        call_id = self._decide_target(decision)
         if not decision.by.strip() and decision.signature is None:
             raise ValueError("say who decides: by must not be empty")
-        # A decision the approvers file refuses is accepted, then listed as ignored with why
-        # and failed (``decide``): the history keeps the attempt, the caller gets the reason.
+        if decision.arguments is not None and decision.answer is not None:
+            raise ValueError("give edited arguments or an answer, not both")
+        if not decision.approve and (decision.arguments is not None or decision.answer is not None):
+            raise ValueError("a denial takes a reason only: edited arguments and answers go with an approval")
+        if call_id == CODE_APPROVAL_ID and (decision.arguments is not None or decision.answer is not None):
+            raise ValueError("the code's review is approved or denied as it is")
+        if decision.arguments is not None:
+            self._edited(call_id, decision.arguments)
+        if decision.answer is not None:
+            try:
+                check_answer(self.pending[call_id].returns_schema, decision.answer.value)
+            except ValueError as err:
+                raise ValueError(f"the answer does not fit what {self.pending[call_id].tool} returns: {err}") from None
+
+    def _edited(self, call_id: str, edits: dict[str, Any]) -> dict[str, Any]:
+        pending = self.pending[call_id]
+        if pending.arguments is None:
+            raise ValueError(f"call {call_id} was recorded without its arguments by name: approve it as it is")
+        try:
+            return approved_arguments(pending.parameters_schema, pending.arguments, edits)
+        except ValueError as err:
+            raise ValueError(f"the edited arguments do not fit {pending.tool}: {err}") from None
 
     def _decide_target(self, decision: Decision) -> str:
         read = read_decision("decide", {"call_id": decision.call_id, "by": decision.by}, self.undecided())
@@ -163,18 +220,52 @@ class Approvals:
             comment=gate.policy_reason or None,
             rule=gate.policy_rule,
             approvers_file=gate.file_sha256,
+            asked_arguments=review.arguments,
+            door="policy",
         )
 
     def undecided(self) -> list[str]:
         return [c for c in self.pending if c not in self.decisions]
 
+    async def review_call(
+        self, call: CallRequest, timeout: timedelta, park: Callable[[], Awaitable[None]]
+    ) -> ApprovalRecord:
+        """The decision on ``call``: the approvers file's policy when a rule decides (nothing
+        parked, no person asked); else ``park`` the sandbox and wait until a person decides
+        (or ``timeout`` passes)."""
+        review = PendingApproval(
+            call_id=call.call_id,
+            tool=call.tool,
+            args=call.args,
+            kwargs=call.kwargs,
+            summary=call.summary,
+            arguments=call.arguments,
+            parameters_schema=call.parameters_schema,
+            returns_schema=call.returns_schema,
+            line=call.line,
+            reason=call.approval_reason,
+        )
+        decided = await self.consult(review)  # a policy rule may decide
+        if decided is not None:
+            return decided
+        await park()
+        return await self.wait_for(review, timeout)
+
+    async def review_code(self, code: str, timeout: timedelta) -> ApprovalRecord:
+        """The decision on running ``code`` at all (``require_code_approval``)."""
+        review = PendingApproval(call_id=CODE_APPROVAL_ID, tool="<code>", args=[code], summary="run this code")
+        return await self.consult(review) or await self.wait_for(review, timeout)
+
     async def wait_for(self, review: PendingApproval, timeout: timedelta) -> ApprovalRecord:
         """Park until a person decides ``review`` (or ``timeout`` passes): the decision."""
         execution_id = workflow.info().workflow_id
+        review.asked_at = workflow.now()
+        review.deadline = review.asked_at + timeout
         self.pending[review.call_id] = review
         review.signed = review.call_id in self.tallies
         self._set_state("awaiting_approval")
         self.show_pending(execution_id)
+        self.notices.send("approval.requested", review)
         try:
             await workflow.wait_condition(
                 lambda: review.call_id in self.decisions,
@@ -183,10 +274,14 @@ class Approvals:
             )
             decision = self.decisions[review.call_id]
         except asyncio.TimeoutError:
-            decision = ApprovalRecord(decision="timed_out", comment=f"no decision within {timeout}")
+            decision = ApprovalRecord(
+                decision="timed_out", comment=f"no decision within {timeout}", asked_arguments=review.arguments
+            )
         # Not in a finally: on eviction the coroutine is closed and must not touch workflow APIs.
         del self.pending[review.call_id]
         self.tallies.pop(review.call_id, None)
+        expired = decision.decision == "timed_out"
+        self.notices.send("approval.expired" if expired else "approval.decided", review, decision)
         self.show_pending(execution_id)
         if not self.pending:
             self._set_state("running")
@@ -238,6 +333,9 @@ class Approvals:
             "call_id": p.call_id,
             "tool": p.tool,
             "summary": summary(p),
+            "line": p.line,
+            "asked_at": p.asked_at.isoformat() if p.asked_at else None,
+            "deadline": p.deadline.isoformat() if p.deadline else None,
             "approve_command": f"codemode approve {execution_id} {p.call_id}{by}",
             "deny_command": f"codemode deny {execution_id} {p.call_id}{by}",
         }
@@ -255,12 +353,12 @@ class Approvals:
         return entry
 
 
-def _offer(decision: Decision) -> Offer:
+def _offer(decision: Decision, edited: dict[str, Any] | None) -> Offer:
     answered = decision.answer is not None
     return Offer(
         kind="answer" if answered else "approve" if decision.approve else "deny",
         signature=decision.signature,
-        edited=decision.arguments,
+        edited=edited,
         answer=decision.answer.value if decision.answer is not None else None,
         answered=answered,
     )

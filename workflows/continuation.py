@@ -19,6 +19,7 @@ from codemode.activities.models import CallRequest, CheckpointRef, SegmentRef, S
 from codemode.runtimes.journal_replay import JournalEntry
 from codemode.runtimes.types import Determinism
 from codemode.workflows.models import ApprovalRecord, IgnoredSignal, ToolCallRecord
+from codemode.workflows.usage import SandboxUsage
 
 
 class Cursor(BaseModel):
@@ -54,3 +55,5 @@ class Continuation(BaseModel):
     #: stdout length there and the JSON bytes of those entries (see CodeExecutionWorkflow).
     base_stdout: int = 0
     tail_bytes: int = 0
+    #: The usage of the runs before (``workflows/usage.py``).
+    usage: SandboxUsage | None = None

@@ -10,7 +10,9 @@ before the server's history limits, carrying a ``Continuation``.
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, NoReturn
 
 from temporalio import workflow
@@ -37,13 +39,14 @@ with workflow.unsafe.imports_passed_through():
         StateSegment,
         StepResult,
     )
+    from codemode.activities.sandbox_sweep import SANDBOX_HELD_QUERY, HeldSandbox
     from codemode.activities.step_answers import answered_in_step
     from codemode.runtimes.journal_replay import JournalEntry
     from codemode.runtimes.types import Determinism
     from codemode.workflows.approvals import Approvals, permission_error, summary
+    from codemode.workflows.call_outcomes import final_details, preview
     from codemode.workflows.continuation import Continuation, Cursor
     from codemode.workflows.models import (
-        CODE_APPROVAL_ID,
         RUNTIME_KEY,
         STATUS_KEY,
         WORKFLOW_TYPE,
@@ -54,9 +57,9 @@ with workflow.unsafe.imports_passed_through():
         ExecutionOutcome,
         ExecutionState,
         ExecutionStatus,
-        PendingApproval,
         ToolCallRecord,
     )
+    from codemode.workflows.parking import Parking
     from codemode.workflows.step_activities import (
         LOCAL_STEP_RUNTIMES,
         load_state,
@@ -66,12 +69,11 @@ with workflow.unsafe.imports_passed_through():
         save_state,
         step_cause,
         step_on_own_queue,
-        suspend_sandbox,
         tool_failure,
         why_not_live,
     )
     from codemode.workflows.step_state import DeferredTail, Held
-    from codemode.workflows.summary import preview
+    from codemode.workflows.usage import UsageMeter
 
 #: What a tool's activity gives the step after its call before leaving it to the workflow's
 #: own step (which redoes it from the checkpoint; the tool never runs again). It is added to
@@ -136,6 +138,8 @@ class CodeExecutionWorkflow:
         self._cell: CellRef | None = None
         self._cell_end: CellEnd | None = None
         self._deferred = DeferredTail()
+        self._usage = UsageMeter(self._runtime)
+        self._parking = Parking(self._usage)
 
     # -- handlers -----------------------------------------------------------------------
 
@@ -188,6 +192,14 @@ class CodeExecutionWorkflow:
             ignored_signals=list(self._approvals.ignored),
         )
 
+    @workflow.query(name=SANDBOX_HELD_QUERY)
+    def sandbox_held(self) -> HeldSandbox:
+        """The latest checkpoint: the sandbox sweep asks which sandbox it names."""
+        info = workflow.info()
+        return HeldSandbox(
+            runtime=self._runtime, first_run_id=info.first_execution_run_id, checkpoint=self._held.checkpoint
+        )
+
     @property
     def _earlier_calls(self) -> int:
         return sum(s.calls for s in self._segments)
@@ -202,9 +214,11 @@ class CodeExecutionWorkflow:
             req = CodeExecutionRequest.model_validate(req)
         info = workflow.info()
         self._req = req
+        self._approvals.begin(req)  # the code (for notices) and who started it (four-eyes rules)
         self._runtime = req.runtime
+        self._usage = UsageMeter(req.runtime, carry.usage if carry else None)
+        self._parking = Parking(self._usage)
         self._index = req.index_search_attributes
-        self._approvals.starter = req.started_by
         self._started = started = carry.started_at if carry else workflow.now()
         if carry is not None:
             self._runs = list(carry.runs)
@@ -256,8 +270,9 @@ class CodeExecutionWorkflow:
             raise
         self._error = error
         self._set_state("completed" if success else "timed_out" if error and error.kind == "timeout" else "failed")
-        workflow.set_current_details(self._final_details(success, error, started))
+        workflow.set_current_details(final_details(success, error, workflow.now() - started, len(self._calls)))
         await self._release(start)
+        await self._approvals.notices.settled()
         if self._cell_end is not None and self._cell_end.effect == "kept":
             await self._store_cell_journal(start)
         return ExecutionOutcome(
@@ -272,6 +287,7 @@ class CodeExecutionWorkflow:
             runtime=req.runtime,
             cell=self._cell_end,
             artifacts=artifacts_of(calls, start.first_run_id),
+            usage=self._usage.by_runtime(),
         )
 
     async def _store_cell_journal(self, start: StartInput) -> None:
@@ -307,13 +323,12 @@ class CodeExecutionWorkflow:
             self._hold(cursor.step, cursor.superseded)
         else:
             if req.require_code_approval:
-                review = PendingApproval(call_id=CODE_APPROVAL_ID, tool="<code>", args=[req.code], summary="run this code")
-                self._code_approval = await self._approvals.consult(review) or await self._approvals.wait_for(
-                    review, req.approval_timeout
-                )
+                self._code_approval = await self._approvals.review_code(req.code, req.approval_timeout)
                 if self._code_approval.decision != "approved":
                     return False, None, permission_error("the code", self._code_approval)
             step = await self._start(start, local=local, timeout=timeout)
+            if step.hash_seed is not None and start.determinism is not None:  # a warm interpreter's
+                start.determinism = self._determinism = start.determinism.with_hash_seed(step.hash_seed)
             cursor = self._take(step, superseded=None)
         #: The step in hand came from a tool's activity (so no rollover check preceded it).
         fused_before = False
@@ -409,6 +424,7 @@ class CodeExecutionWorkflow:
     def _take(self, step: StepResult, superseded: CheckpointRef | None) -> Cursor:
         """Record a step's outcome; the cursor that works through its calls."""
         self._absorb(step)
+        self._usage.step_ended(step.via, step.holds_compute, more=step.kind == "calls")
         if step.cell is not None:
             self._cell_end = step.cell
         if step.deferred:  # the code ran on live; the checkpoint is still the one before
@@ -447,6 +463,7 @@ class CodeExecutionWorkflow:
 
     async def _roll_over(self, req: CodeExecutionRequest, cursor: Cursor) -> NoReturn:
         await workflow.wait_condition(workflow.all_handlers_finished)
+        await self._approvals.notices.settled()
         assert self._started is not None
         # A deferred step's tail (the journal entries since its checkpoint) rides along in the
         # carry, so the next run can still rebuild the live run; everything before is stored.
@@ -480,6 +497,7 @@ class CodeExecutionWorkflow:
             cursor=cursor,
             base_stdout=self._deferred.stdout_at_base,
             tail_bytes=self._deferred.tail_bytes,
+            usage=self._usage.snapshot(),
         )
         workflow.continue_as_new(args=[req, carry])
 
@@ -488,6 +506,7 @@ class CodeExecutionWorkflow:
     async def _start(self, start: StartInput, *, local: bool, timeout: timedelta) -> StepResult:
         """The first step. A cell whose session a worker keeps live goes to that worker's
         queue first; if it is gone, any worker rebuilds the session (its state, or a replay)."""
+        self._usage.step_began()
         cell = start.cell
         if cell is not None and cell.live and cell.live_queue:
             try:
@@ -526,6 +545,9 @@ class CodeExecutionWorkflow:
     async def _resume(
         self, inp: ResumeInput, previous: StepResult, start: StartInput, *, local: bool, timeout: timedelta
     ) -> StepResult:
+        if (released := await self._parking.settle()) is not None:
+            inp = self._with_journal(inp, start, released)  # the parked sandbox is gone: replay
+        self._usage.step_began()
         if inp.session_id and previous.session_queue:
             try:
                 return await step_on_own_queue(names.SANDBOX_RESUME, inp, previous.session_queue, timeout=timeout)
@@ -546,25 +568,11 @@ class CodeExecutionWorkflow:
                 inp = self._with_journal(inp, start, cause.message)
         return await self._step(names.SANDBOX_RESUME, inp, local=False, timeout=timeout)
 
-    async def _suspend(self) -> None:
-        """Pause the sandbox of a run that is about to wait for a person (a cloud session
-        holds compute; snapshots and journals hold nothing). Once per step."""
-        held = self._held
-        if not held.holds_compute or held.suspended or held.checkpoint is None:
-            return
-        held.suspended = True
-        inp = ReleaseInput(
-            execution_id=workflow.info().workflow_id,
-            runtime=self._runtime,
-            first_run_id=workflow.info().first_execution_run_id,
-            checkpoint=held.checkpoint,
-            mode="suspend",
-        )
-        await suspend_sandbox(inp)
-
     async def _release(self, start: StartInput) -> None:
         """Free what the sandbox layer still holds for this execution (its last checkpoint, a
-        live process, a cloud sandbox). Best effort: a leftover is swept at retention."""
+        live process, a cloud sandbox). Best effort: the sandbox sweep frees a leftover."""
+        self._parking.cancel()
+        self._usage.ended()
         held, self._held = self._held, Held()
         if held.checkpoint is None and held.session is None and held.live is None:
             return
@@ -605,25 +613,33 @@ class CodeExecutionWorkflow:
         self, call: CallRequest, approval_timeout: timedelta, then: NextStep | None = None
     ) -> tuple[JournalEntry, StepResult | None]:
         """Approve (if needed) and run one call: its outcome as a journal entry, and the
-        step after it when ``then`` asked the tool activity to run it and it did."""
+        step after it when ``then`` asked the tool activity to run it and it did. The journal
+        keeps the call as the code made it; a person's edit changes what the tool runs with,
+        an answer replaces the tool."""
         record = ToolCallRecord(
             call_id=call.call_id, tool=call.tool, args=call.args, kwargs=call.kwargs, summary=call.summary
         )
         self._calls[call.call_id] = record
+        asked = call.function_call()
         if call.requires_approval:
             record.status = "awaiting_approval"
-            review = PendingApproval(
-                call_id=call.call_id, tool=call.tool, args=call.args, kwargs=call.kwargs, summary=call.summary
-            )
-            record.approval = await self._approvals.consult(review)  # a policy rule may decide
-            if record.approval is None:
-                await self._suspend()
-                record.approval = await self._approvals.wait_for(review, approval_timeout)
-            if record.approval.decision != "approved":
-                record.status = "denied" if record.approval.decision == "denied" else "timed_out"
-                record.error = permission_error(call.summary, record.approval)
-                return JournalEntry.raised(call.function_call(), "PermissionError", record.error.message), None
+            cell = self._cell is not None  # parked after the approvers file's policy, which may decide alone
+            park = partial(self._parking.park, self._held, self._runtime, self._approvals.waiting, cell=cell)
+            record.approval = approval = await self._approvals.review_call(call, approval_timeout, park)
+            if approval.decision != "approved":
+                record.status = "denied" if approval.decision == "denied" else "timed_out"
+                record.error = permission_error(call.summary, approval)
+                return JournalEntry.raised(asked, "PermissionError", record.error.message), None
+            if approval.answered:  # the person's value is the result: the tool does not run
+                value = self._approvals.answers.pop(call.call_id, None)
+                self._keep_result(record, value, len(json.dumps(value, separators=(",", ":"))))
+                return JournalEntry.returned(asked, value), None
+            if approval.approved_arguments is not None:  # runs as approved; its own step after
+                call = call.model_copy(update={"args": [], "kwargs": approval.approved_arguments})
+                then = None
         record.status = "running"
+        if then is not None:
+            self._usage.step_began()  # the tool's activity runs the step after it
         try:
             out = await run_tool(call, then, summary=summary(call))
         except ActivityError as err:
@@ -635,31 +651,22 @@ class CodeExecutionWorkflow:
             record.status = "error"
             record.attempts = attempts
             record.error = ErrorInfo(type=etype, message=message, kind="tool", line=call.line)
-            return JournalEntry.raised(call.function_call(), etype, message), None
-        record.status = "ok"
+            return JournalEntry.raised(asked, etype, message), None
         record.attempts = out.attempt
-        record.result_size = out.size
-        if out.size <= RECORD_RESULT_BYTES and self._record_bytes + out.size <= RECORDS_BUDGET:
-            record.result = out.value
-            self._record_bytes += out.size
-        else:
-            record.result_preview = preview(out.value)
+        self._keep_result(record, out.value, out.size)
         if out.unfused:
             workflow.logger.info("call %s: running the step after it separately: %s", call.call_id, out.unfused)
-        return JournalEntry.returned(call.function_call(), out.value), out.step
+        return JournalEntry.returned(asked, out.value), out.step
 
-    def _final_details(self, success: bool, error: ErrorInfo | None, started: datetime) -> str:
-        seconds = (workflow.now() - started).total_seconds()
-        calls = len(self._calls)
-        tail = f"in {seconds:.1f}s, {calls} tool call{'s' if calls != 1 else ''}"
-        if success:
-            return f"**Completed** {tail}."
-        if error is None:
-            return f"**Failed** {tail}."
-        where = f" at line {error.line}" if error.line else ""
-        message = f": {error.message[:300]}"
-        word = "Timed out" if error.kind == "timeout" else "Failed"
-        return f"**{word}** {tail}: `{error.type}`{where}{message}"
+    def _keep_result(self, record: ToolCallRecord, value: Any, size: int) -> None:
+        """A call's result in its record: whole while small and within the run's budget."""
+        record.status = "ok"
+        record.result_size = size
+        if size <= RECORD_RESULT_BYTES and self._record_bytes + size <= RECORDS_BUDGET:
+            record.result = value
+            self._record_bytes += size
+        else:
+            record.result_preview = preview(value)
 
     def _set_state(self, state: ExecutionState) -> None:
         if state == self._state:

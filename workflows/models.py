@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
@@ -24,7 +24,8 @@ from codemode.activities.records import (  # noqa: F401 (shared with the activit
     ErrorInfo,
     ToolCallRecord,
 )
-from codemode.runtimes.types import ExecutionLimits, NetworkPolicy, SandboxOptions
+from codemode.runtimes.types import CompactModel, ExecutionLimits, NetworkPolicy, SandboxOptions
+from codemode.workflows.usage import SandboxUsage
 
 TASK_QUEUE = "codemode"
 WORKFLOW_TYPE = EXECUTION_WORKFLOW_TYPE
@@ -58,7 +59,7 @@ def check_session_name(name: str) -> str:
     return name
 
 
-class CodeExecutionRequest(BaseModel):
+class CodeExecutionRequest(CompactModel):
     code: str
     runtime: str = "monty"
     inputs: dict[str, Any] = Field(default_factory=dict)
@@ -104,7 +105,7 @@ class CodeExecutionRequest(BaseModel):
         return None if options.is_default else options
 
 
-class ExecutionOutcome(BaseModel):
+class ExecutionOutcome(CompactModel):
     execution_id: str
     #: How many workflow runs the execution took (continue-as-new keeps long runs small).
     runs: int = 1
@@ -120,6 +121,9 @@ class ExecutionOutcome(BaseModel):
     #: Files the code handed back (``save_artifact``, the outputs directory): references;
     #: the bytes are in the object store (``codemode artifacts ID NAME``).
     artifacts: list[Artifact] = Field(default_factory=list)
+    #: What its sandboxes cost, per runtime: seconds running and paused, sandboxes created,
+    #: journal replays (``workflows/usage.py``).
+    usage: dict[str, SandboxUsage] = Field(default_factory=dict)
 
 
 class PendingApproval(BaseModel):
@@ -128,6 +132,17 @@ class PendingApproval(BaseModel):
     args: list[Any] = Field(default_factory=list)
     kwargs: dict[str, Any] = Field(default_factory=dict)
     summary: str = ""
+    #: The call's arguments by parameter name, and the schemas a person's edit of them and an
+    #: answer instead of the tool must fit (None on calls recorded before they were kept).
+    arguments: dict[str, Any] | None = None
+    parameters_schema: dict[str, Any] | None = None
+    returns_schema: dict[str, Any] | None = None
+    #: The code's line that made the call; when it began to wait, and until when.
+    line: int | None = None
+    asked_at: datetime | None = None
+    deadline: datetime | None = None
+    #: Why it waits, when a rule or predicate of its arguments decided so.
+    reason: str | None = None
     #: Only a decision signed by a person the worker's approvers file allows counts.
     signed: bool = False
 

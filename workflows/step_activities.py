@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
         CallRequest,
         LoadStateInput,
         NextStep,
+        ParkResult,
         ReleaseInput,
         SaveStateInput,
         SegmentRef,
@@ -32,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         ToolInput,
         ToolOutput,
     )
+    from codemode.runtimes.runner.parking import DEFAULT_RELEASE_AFTER
 
 #: Runtimes whose steps are cheap, stateless and snapshot-based: run them as local activities.
 LOCAL_STEP_RUNTIMES = frozenset({"monty"})
@@ -113,13 +115,13 @@ async def run_step(name: str, arg: object, *, local: bool, timeout: timedelta) -
     )
 
 
-async def release_sandbox(inp: ReleaseInput, queue: str | None) -> None:
+async def release_sandbox(inp: ReleaseInput, queue: str | None, summary: str = "release") -> None:
     """Free what the sandbox layer still holds for an execution (``queue``: the worker that
     keeps its live process). Best effort: a leftover is swept at retention."""
     try:
         if queue:
             await on_own_queue(
-                names.SANDBOX_RELEASE, inp, queue, start_to_close=timedelta(seconds=30), summary="release"
+                names.SANDBOX_RELEASE, inp, queue, start_to_close=timedelta(seconds=30), summary=summary
             )
         elif inp.runtime in LOCAL_STEP_RUNTIMES:
             await workflow.execute_local_activity(
@@ -127,7 +129,7 @@ async def release_sandbox(inp: ReleaseInput, queue: str | None) -> None:
                 inp,
                 start_to_close_timeout=timedelta(seconds=30),
                 retry_policy=STEP_RETRY,
-                summary="release",
+                summary=summary,
             )
         else:
             await workflow.execute_activity(
@@ -135,7 +137,7 @@ async def release_sandbox(inp: ReleaseInput, queue: str | None) -> None:
                 inp,
                 start_to_close_timeout=timedelta(seconds=60),
                 retry_policy=STEP_RETRY,
-                summary="release",
+                summary=summary,
             )
     except (ActivityError, ApplicationError) as err:
         workflow.logger.warning("releasing the sandbox failed: %s", step_cause(err))
@@ -154,6 +156,23 @@ async def suspend_sandbox(inp: ReleaseInput) -> None:
     except (ActivityError, ApplicationError) as err:
         # Not fatal: the sandbox keeps running (and costing) until its own timeout pauses it.
         workflow.logger.warning("pausing the sandbox failed: %s", step_cause(err))
+
+
+async def park_sandbox(inp: ReleaseInput) -> ParkResult:
+    """Pause the sandbox of a run about to wait for a person; what it does while the run
+    waits (a failure to say is a sandbox that keeps running: released after the default)."""
+    try:
+        return await workflow.execute_activity(
+            names.SANDBOX_PARK,
+            inp,
+            result_type=ParkResult,
+            start_to_close_timeout=timedelta(seconds=60),
+            retry_policy=STEP_RETRY,
+            summary="park the sandbox while waiting",
+        )
+    except (ActivityError, ApplicationError) as err:
+        why = f"parking it failed: {step_cause(err)}"
+        return ParkResult(parked_as="running", why=why, release_after=DEFAULT_RELEASE_AFTER)
 
 
 async def load_state(inp: LoadStateInput, *, summary: str) -> StateSegment:

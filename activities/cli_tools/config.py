@@ -19,6 +19,9 @@ canonical ids, ``cli:git/log``, and is the default namespace and command):
 - ``allow``: the subcommands the code may run (``"stash list"`` for a nested one, called
   ``git.stash_list``). Nothing else is callable. Without ``allow`` the binary is one command,
   called ``sqlite3.run(...)``;
+- ``approval_when``: conditions on a call's arguments, any of which sends it to a person, the
+  other calls run without one (``{"push": [{"argument": "force", "op": "==", "value": true}]}``;
+  ``activities/approval_rules.py``);
 - ``approval``, ``idempotent``, ``timeout`` (seconds), ``max_attempts``, ``max_output``
   (bytes, or ``"256K"``, ``"1M"``), ``json`` (``true``: stdout is one JSON document;
   ``"stream"``: a list of the JSON values it prints), ``stdin`` (the code may pass
@@ -53,6 +56,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..approval_rules import Condition
 from ..config_files import ConfigProblem, checked_entry, config_section
 
 Approval = Literal["always", "never"]
@@ -123,6 +127,8 @@ class CliToolConfig(BaseModel):
     allow: list[str] | None = None
     read_only: list[str] | None = None
     approval: PerCommand[Approval] | None = None
+    #: Conditions on a call's arguments (flag names as in the code) that send it to a person.
+    approval_when: PerCommand[list[Condition]] | None = None
     idempotent: PerCommand[bool] | None = None
     timeout: PerCommand[float] | None = None
     max_attempts: PerCommand[int] | None = None
@@ -178,6 +184,7 @@ class CliToolConfig(BaseModel):
         known = set(self.allow or ()) | {"*"}
         for key in (
             "approval",
+            "approval_when",
             "idempotent",
             "timeout",
             "max_attempts",

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from codemode.runtimes.signatures import python_parameter_name
 
+from ..approval_rules import Condition
 from .config import CliConfig, CliToolConfig, FlagSpec, JsonMode, PositionalSpec, per_command
 from .profiles import NONE, PROFILES, Profile
 
@@ -57,6 +58,8 @@ class CommandSettings:
     stdin: bool = False
     json: JsonMode = False
     requires_approval: bool = True
+    #: Conditions that send a call to a person (then ``requires_approval`` is False).
+    approval_when: tuple[Condition, ...] = ()
     idempotent: bool = False
     max_attempts: int = DEFAULT_ATTEMPTS
     timeout: float = DEFAULT_TIMEOUT
@@ -144,7 +147,11 @@ def _settings(
     read_only = sub in read_only_list or "*" in read_only_list
     notes: list[str] = []
     approval = per_command(entry.approval, sub)
-    if approval is not None:
+    when = tuple(per_command(entry.approval_when, sub) or ())
+    if when:
+        requires = False
+        notes.append(f"approval when {' or '.join(map(str, when))} (configured)")
+    elif approval is not None:
         requires = approval == "always"
         notes.append(f"approval: {approval} (configured)")
     else:
@@ -197,6 +204,7 @@ def _settings(
         stdin=profile.stdin if stdin is None else stdin,
         json=json_mode,
         requires_approval=requires,
+        approval_when=when,
         idempotent=idempotent,
         max_attempts=attempts,
         timeout=timeout,

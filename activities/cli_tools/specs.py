@@ -23,6 +23,7 @@ from typing import Any
 
 from codemode.runtimes.signatures import ToolParameter, ToolSignature
 
+from ..approval_rules import ApprovalRules
 from ..tools import DEFAULT_NON_RETRYABLE, ToolOptions, ToolSpec
 from .arguments import ArgumentError, Arguments
 from .help_text import read_help
@@ -195,6 +196,8 @@ def build_spec(
         cache_dir=cache_dir,
         policy_notes=list(s.notes),
     )
+    if s.approval_when:
+        spec.approval_rules = ApprovalRules(list(s.approval_when))
     spec.fn = call(spec)
     spec.check = _check(spec)
     return spec

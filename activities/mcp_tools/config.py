@@ -23,6 +23,9 @@ Policy keys, per server and per tool (``tools.settings``; a tool's own setting w
 
 - ``approval``: ``"annotations"`` (default: a tool needs a person's approval unless the
   server marks it read-only, or explicitly not destructive), ``"always"``, ``"never"``;
+- ``approval_when``: conditions on the call's arguments, any of which sends the call to a
+  person (``[{"argument": "amount", "op": ">", "value": 500}]``); the other calls of the tool
+  run without one (``activities/approval_rules.py``);
 - ``idempotent``: ``false`` only: never repeat a call once sent, whatever the server says
   (annotations can be tightened here, not loosened);
 - ``max_attempts``, ``timeout`` (seconds): the call's retry policy;
@@ -47,6 +50,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..approval_rules import Condition
 from ..config_files import ConfigProblem, checked_entry, config_section
 
 Approval = Literal["annotations", "always", "never"]
@@ -63,6 +67,8 @@ class _Policy(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     approval: Approval | None = None
+    #: Conditions on the call's arguments that send it to a person (``activities/approval_rules.py``).
+    approval_when: list[Condition] | None = None
     idempotent: Literal[False] | None = None
     max_attempts: int | None = Field(default=None, ge=1, le=100)
     timeout: float | None = Field(default=None, gt=0, le=7 * 24 * 3600)

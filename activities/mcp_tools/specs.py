@@ -20,7 +20,7 @@ import builtins
 import fnmatch
 import keyword
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -28,6 +28,7 @@ from mcp.types import Tool
 
 from codemode.runtimes.signatures import python_parameter_name, signature_from_json_schema
 
+from ..approval_rules import ApprovalRules
 from ..tools import DEFAULT_NON_RETRYABLE, ToolOptions, ToolSpec
 from .config import ServerConfig, ToolSettings
 
@@ -221,6 +222,13 @@ def build_specs(
         )
         spec.fn = make_call(spec)
         spec.check = make_check(spec, schema)
+        spec.returns_schema = tool.output_schema
+        when = settings.approval_when if settings.approval_when is not None else config.approval_when
+        if when:  # the configured conditions decide, call by call
+            spec.options = replace(options, requires_approval=False)
+            spec.approval_rules = ApprovalRules(when)
+            notes = [n for n in policy.notes if not n.startswith(("approval", "no approval"))]
+            spec.policy_notes = [f"approval when {spec.approval_rules} (configured)", *notes]
         specs.append(spec)
     return specs
 

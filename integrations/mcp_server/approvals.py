@@ -32,7 +32,8 @@ from temporalio.client import WorkflowHandle
 
 from codemode.worker.client.following import DecisionRefused, send_decision
 from codemode.worker.client.signing import Signer, setup_hint, sign_pending, signer_from_env, signing_required
-from codemode.workflows.models import PendingApproval
+from codemode.workflows.models import Answer as ModelAnswer
+from codemode.workflows.models import Decision, PendingApproval
 
 log = logging.getLogger(__name__)
 
@@ -46,14 +47,40 @@ _STATE_VERSION = 1
 class ApprovalForm(BaseModel):
     """What the person answers."""
 
-    decision: Literal["approve", "deny"] = Field(title="Decision", description="Run this call, or refuse it.")
+    decision: Literal["approve", "deny", "answer"] = Field(
+        title="Decision", description="Run this call, refuse it, or answer it yourself (the tool does not run)."
+    )
     comment: str = Field(default="", title="Comment", description="Optional; recorded in the audit.")
+    arguments: str = Field(
+        default="",
+        title="Edited arguments",
+        description='Optional, with approve: a JSON object of the arguments to change, e.g. {"amount": 100}.',
+    )
+    result: str = Field(default="", title="Your answer", description="With answer: the call's result, as JSON.")
 
 
 @dataclass(frozen=True)
 class Answer:
     approve: bool
     comment: str | None
+    #: Edited arguments approved instead of the asked ones.
+    arguments: dict[str, Any] | None = None
+    #: The person's answer instead of the tool (``codemode.workflows.models.Answer``).
+    answer: ModelAnswer | None = None
+
+
+def _from_form(form: ApprovalForm) -> Answer | None:
+    """The decision a filled form says, or None when its JSON cannot be read (left parked)."""
+    comment = form.comment or None
+    try:
+        if form.decision == "answer":
+            return Answer(approve=True, comment=comment, answer=ModelAnswer(value=json.loads(form.result or "null")))
+        edits = json.loads(form.arguments) if form.decision == "approve" and form.arguments.strip() else None
+    except ValueError:
+        return None
+    if edits is not None and not isinstance(edits, dict):
+        return None
+    return Answer(approve=form.decision == "approve", comment=comment, arguments=edits)
 
 
 def can_elicit(ctx: Context[Any, Any]) -> bool:
@@ -110,7 +137,7 @@ async def ask(
             log.info("elicitation for call %s of %s failed: %s", p.call_id, execution_id, err)
             return None
         if isinstance(got, AcceptedElicitation):
-            return Answer(approve=got.data.decision == "approve", comment=got.data.comment or None)
+            return _from_form(got.data)
         return None
     log.info("no answer within %ss for call %s of %s", wait_seconds, p.call_id, execution_id)
     return None
@@ -170,7 +197,7 @@ def _answer(result: ElicitResult) -> Answer | None:
         form = ApprovalForm.model_validate(result.content)
     except ValueError:
         return None
-    return Answer(approve=form.decision == "approve", comment=form.comment or None)
+    return _from_form(form)
 
 
 # -- applying an answer ----------------------------------------------------------------------------
@@ -190,18 +217,32 @@ async def apply(
         # Over HTTP the server authenticated the person (a named token): its key signs for them,
         # as a service (``signs_for`` in the approvers file), and the record says both.
         signer = Signer(signer.name, signer.key, on_behalf_of=token.subject)
-    signature = await sign_pending(handle, call_id, signer, "approve" if answer.approve else "deny")
+    answered = answer.answer is not None
+    signature = await sign_pending(
+        handle,
+        call_id,
+        signer,
+        "answer" if answered else "approve" if answer.approve else "deny",
+        edited_arguments=answer.arguments,
+        answer=answer.answer.value if answer.answer is not None else None,
+        answered=answered,
+    )
     if signer is not None:  # the person at this client signs (CODEMODE_APPROVER): they decide, not "mcp:..."
         by = signer.on_behalf_of or signer.name
     try:
         await send_decision(
             handle,
-            call_id,
-            approve=answer.approve,
-            by=by,
-            comment=answer.comment,
+            Decision(
+                call_id=call_id,
+                approve=answer.approve,
+                by=by,
+                comment=answer.comment,
+                arguments=answer.arguments,
+                answer=answer.answer,
+                door="mcp",
+                signature=signature,
+            ),
             via_update=worker_up,
-            signature=signature,
         )
     except DecisionRefused as err:
         log.info("call %s of %s was not decided here: %s", call_id, handle.id, err)

@@ -16,9 +16,9 @@ from typing import Any
 from temporalio.client import Client
 
 from codemode.activities.tools import ToolRegistry
-from codemode.worker.cli.common import Fail, note, open_client, start_server
-from codemode.worker.client.connection import DEFAULT_ADDRESS, connect, has_workers
-from codemode.worker.dev_server import is_local, server_answers, split_address
+from codemode.worker.cli.common import Fail, command_target, note, open_client, start_server
+from codemode.worker.client.connection import DEFAULT_ADDRESS, connect, embedding_refused, has_workers, local_target
+from codemode.worker.dev_server import server_answers, split_address
 
 
 @dataclass
@@ -50,16 +50,17 @@ async def open_backend(
 
     async with contextlib.AsyncExitStack() as stack:
         ui_url = None
+        target = command_target(address)  # the command's connection flags over Temporal's configuration
         if server_answers(address):
             client = await open_client(address)
             own_worker = not await has_workers(client, task_queue)
         else:
-            if not is_local(address):
-                raise Fail(f"no Temporal server answers at {address}")
-            server = await start_server(split_address(address)[1], None, None)
+            if not target.may_embed:
+                raise Fail(f"no Temporal server answers at {target.describe()}{embedding_refused(target)}")
+            server = await start_server(split_address(address)[1], None, None, namespace=target.namespace)
             stack.push_async_callback(server.stop)
             note(f"No Temporal server at {address}: started the embedded one (UI {server.ui_url}, db {server.db}).")
-            client = await connect(server.address)
+            client = await connect(target=local_target(server.address, target.namespace))
             address, ui_url, own_worker = server.address, server.ui_url, True
         if own_worker:
             note(f"No worker polls task queue {task_queue!r}: running one in this process.")

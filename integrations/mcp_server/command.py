@@ -23,7 +23,7 @@ from codemode.worker.cli.common import (
     EXIT_OK,
     Duration,
     Fail,
-    address_option,
+    connection_options,
     cli_config_option,
     load_cli_config_file,
     load_mcp_config_file,
@@ -107,7 +107,7 @@ class McpOptions:
 )
 @click.option("--name", default="codemode", show_default=True, help="The server's name (and its key in mcpServers).")
 @click.option("--print-config", is_flag=True, help="Print the mcpServers JSON for a client's config, and exit.")
-@address_option
+@connection_options
 @task_queue_option
 def mcp(
     tools_module: str | None,
@@ -201,12 +201,37 @@ def _config(opts: McpOptions, tokens: list[Any], client_config: Any, http: Any) 
         args += ["--max-wait", f"{opts.max_wait:g}s"]
     # A client starts the server from a directory of its own: the tools module is found
     # through PYTHONPATH, the server and the queue through the same variables as here.
-    env = {"PYTHONPATH": os.getcwd(), "TEMPORAL_ADDRESS": opts.address}
+    env = {"PYTHONPATH": os.getcwd(), "TEMPORAL_ADDRESS": opts.address, **_temporal_settings()}
     if opts.task_queue != TASK_QUEUE:
         env["CODEMODE_TASK_QUEUE"] = opts.task_queue
     if os.environ.get("CODEMODE_DATA_DIR"):
         env["CODEMODE_DATA_DIR"] = os.environ["CODEMODE_DATA_DIR"]
     return client_config.snippet(opts.name, client_config.stdio_entry(args, env))
+
+
+def _temporal_settings() -> dict[str, str]:
+    """Temporal's configuration of this command (flags, else the environment's variables), as
+    the variables the client's copy of it reads. Not the API key: the client's config file
+    would hold it in plain text; set TEMPORAL_API_KEY there yourself, or use a profile."""
+    ctx = click.get_current_context()
+    names = {
+        "namespace": "TEMPORAL_NAMESPACE",
+        "profile": "TEMPORAL_PROFILE",
+        "config_file": "TEMPORAL_CONFIG_FILE",
+        "tls_cert_path": "TEMPORAL_TLS_CLIENT_CERT_PATH",
+        "tls_key_path": "TEMPORAL_TLS_CLIENT_KEY_PATH",
+        "tls_ca_path": "TEMPORAL_TLS_SERVER_CA_CERT_PATH",
+        "tls_server_name": "TEMPORAL_TLS_SERVER_NAME",
+    }
+    env = {}
+    for param, var in names.items():
+        value = ctx.params.get(param) or os.environ.get(var)
+        if value:
+            env[var] = os.path.abspath(value) if param.endswith(("_path", "_file")) else value
+    tls = ctx.params.get("tls")
+    if tls is not None or os.environ.get("TEMPORAL_TLS"):
+        env["TEMPORAL_TLS"] = ("true" if tls else "false") if tls is not None else os.environ["TEMPORAL_TLS"]
+    return env
 
 
 async def _serve(opts: McpOptions, tokens: list[Any]) -> int:

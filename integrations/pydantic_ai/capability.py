@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -45,6 +44,7 @@ from pydantic_ai.tools import Tool
 from pydantic_ai.toolsets import FunctionToolset
 from temporalio import workflow
 
+from codemode.integrations.run_code import child_execution_id
 from codemode.runtimes import ExecutionLimits, code_mode_prompt
 from codemode.workflows.child_execution import execute_code
 from codemode.workflows.child_session import run_session_cell
@@ -88,6 +88,9 @@ _PROMPTS: dict[tuple[str, str], str] = {}
 #: Sessions a conversation goes through at most (each one closed for a day or more).
 MAX_GENERATIONS = 100
 
+#: ``decide(answer=...)`` left out (None is an answer a person may give).
+_NO_ANSWER: Any = object()
+
 
 @dataclass
 class DurableCodeMode(AbstractCapability[Any]):
@@ -97,7 +100,7 @@ class DurableCodeMode(AbstractCapability[Any]):
     :param tools: the tools module the code may call (``"my.tools"``), or a ``ToolRegistry``.
         The worker that runs the executions must have the same tools (``CodeModePlugin``).
     :param client: a Temporal client made with ``codemode.connect()`` or with
-        ``CodeModePlugin`` on it (default: one for ``TEMPORAL_ADDRESS``, made on first use).
+        ``CodeModePlugin`` on it (default: ``codemode.connect()``: Temporal's profile and ``TEMPORAL_*`` variables, made on first use).
         Not used inside a workflow.
     :param task_queue: where the executions run (default ``CODEMODE_TASK_QUEUE`` or ``codemode``;
         inside a workflow, the agent workflow's own queue).
@@ -222,7 +225,7 @@ class DurableCodeMode(AbstractCapability[Any]):
     async def _run_in_workflow(self, ctx: RunContext[Any], code: str) -> RunCodeReturn:
         outcome = await execute_code(
             self.request(code),
-            id=child_execution_id(workflow.info().workflow_id, self.name, ctx),
+            id=child_execution_id(workflow.info().workflow_id, self.name, ctx.tool_call_id, retry=ctx.retry),
             task_queue=self.task_queue,
         )
         return run_code_return(outcome)
@@ -331,7 +334,7 @@ class DurableCodeMode(AbstractCapability[Any]):
     # -- the application's side: clients, decisions, deferred results ---------------------------
 
     async def get_client(self) -> Client:
-        """The client given, else one for ``TEMPORAL_ADDRESS`` (made once)."""
+        """The client given, else ``codemode.connect()`` (Temporal's profile and ``TEMPORAL_*`` variables; made once)."""
         if self.client is None:
             from codemode.worker.client.connection import connect
 
@@ -358,11 +361,16 @@ class DurableCodeMode(AbstractCapability[Any]):
         approve: bool,
         by: str,
         comment: str | None = None,
+        arguments: dict[str, Any] | None = None,
+        answer: Any = _NO_ANSWER,
         key_file: str | None = None,
     ) -> ApprovalRecord | None:
-        """A person's decision on a call waiting for approval (``by`` names them). Returns the
-        recorded decision, or None when no worker runs (recorded as a signal, applied later);
-        raises ``codemode.worker.client.following.DecisionRefused`` when that call is not waiting.
+        """A person's decision on a call waiting for approval (``by`` names them): approve,
+        approve with ``arguments`` changed (checked against the tool's parameters), deny with a
+        ``comment``, or give ``answer`` as the call's result instead of running the tool.
+        Returns the recorded decision, or None when no worker runs (recorded as a signal,
+        applied later); raises ``codemode.worker.client.following.DecisionRefused`` when that
+        call is not waiting or the edit or answer does not fit the tool.
 
         Signed with ``by``'s key when there is one: ``key_file``, ``CODEMODE_APPROVER_KEY`` (when
         ``CODEMODE_APPROVER`` is ``by``), or the one ``codemode keygen --approver NAME`` made. A
@@ -370,13 +378,34 @@ class DurableCodeMode(AbstractCapability[Any]):
         ``codemode.worker.client.signing.SigningKeyMissing`` saying what to set up."""
         from codemode.worker.client.following import send_decision
         from codemode.worker.client.signing import door_signer, sign_pending
+        from codemode.workflows.models import Answer, Decision
 
         if not by or not by.strip():
             raise ValueError("say who decides: by must name a person")
         handle = (await self.get_client()).get_workflow_handle(execution_id)
         signer = await door_signer(handle, by, key_file, door="this pydantic-ai application")
-        signature = await sign_pending(handle, call_id, signer, "approve" if approve else "deny")
-        return await send_decision(handle, call_id, approve=approve, by=by, comment=comment, signature=signature)
+        answered = answer is not _NO_ANSWER
+        kind = "answer" if answered else "approve" if approve else "deny"
+        signature = await sign_pending(
+            handle,
+            call_id,
+            signer,
+            kind,
+            edited_arguments=arguments,
+            answer=answer if answered else None,
+            answered=answered,
+        )
+        decision = Decision(
+            call_id=call_id,
+            approve=approve,
+            by=by,
+            comment=comment,
+            arguments=arguments,
+            answer=Answer(value=answer) if answered else None,
+            door="pydantic-ai",
+            signature=signature,
+        )
+        return await send_decision(handle, decision)
 
     async def deferred_results(self, requests: DeferredToolRequests) -> DeferredToolResults:
         """Wait until the executions behind this tool's deferred calls have finished, and give
@@ -401,17 +430,6 @@ class DurableCodeMode(AbstractCapability[Any]):
                 outcome = await client.get_workflow_handle(execution_id, result_type=ExecutionOutcome).result()
             results[call.tool_call_id] = run_code_return(outcome, retry=False, session=session, cell=index)
         return DeferredToolResults(calls=results)
-
-
-_UNSAFE_ID = re.compile(r"[^A-Za-z0-9._:-]")
-
-
-def child_execution_id(parent_id: str, tool_name: str, ctx: RunContext[Any]) -> str:
-    """The execution id of a tool call made in a workflow: from what the parent's history fixes
-    (its id, the tool call's id, the retry), so a replay finds the same child."""
-    call = _UNSAFE_ID.sub("_", ctx.tool_call_id or "call")
-    suffix = f"-r{ctx.retry}" if ctx.retry else ""
-    return f"{parent_id}-{tool_name}-{call}{suffix}"[:1000]
 
 
 @dataclass

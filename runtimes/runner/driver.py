@@ -174,6 +174,10 @@ class RunnerDriver(ABC):
     #: this handle); False: the journal is the checkpoint.
     checkpoints = False
 
+    #: The hash seed this run's interpreter was started with when the runtime chose it (a
+    #: warm interpreter, ``runtimes/warm_pool.py``); None when it is the determinism's.
+    chosen_hash_seed: int | None = None
+
     def __init__(
         self,
         signatures: dict[str, ToolSignature],
@@ -515,4 +519,5 @@ class RunnerDriver(ABC):
             runtime=self.runtime_name,
             read_stdout=self.read_stdout,
             cut_network=cut_network,
+            chosen_hash_seed=self.chosen_hash_seed,
         )

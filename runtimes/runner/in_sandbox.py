@@ -70,6 +70,8 @@ RUNNER_FILE = sys._getframe().f_code.co_filename
 CODE_FILE = "<code>"
 TOOLS_FILE = "<tools>"
 OUTPUT_NAME = "__codemode_output__"
+#: What a warm interpreter writes once it is ready for its bootstrap (``runtimes/warm_pool.py``).
+WARM_LINE = b'{"type": "warm"}\n'
 _THREAD_STACK = 512 * 1024
 
 
@@ -1141,6 +1143,16 @@ def main(argv) -> None:
         _drop_privileges(argv[argv.index("--drop-to") + 1])
     reader, write_fd = _redirect_stdio()
     _close_other_fds({reader.fileno(), write_fd})
+    if "--warm" in argv:  # a warm interpreter (runtimes/warm_pool.py): what every run needs, now,
+        import _ast  # noqa: F401
+        import asyncio  # noqa: F401
+        import io  # noqa: F401
+        import resource  # noqa: F401
+        import selectors  # noqa: F401
+        import time  # noqa: F401
+        import warnings  # noqa: F401
+
+        os.write(write_fd, WARM_LINE)  # then tell the host it waits for its bootstrap
     boot = _loads(reader.readline())
     limits = boot.get("limits", {})
     _apply_limits(limits)

@@ -29,8 +29,8 @@ import asyncio
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from ..types import ExecutionLimits, SandboxOptions
 from .driver import RunnerExit
@@ -58,6 +58,8 @@ class SandboxSpec:
     hash_seed: int
     #: A session: the runner serves one cell after another.
     session: bool = False
+    #: Who the sandbox belongs to (``owner.py``): the provider puts these on it.
+    labels: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,8 @@ class OwnSandbox:
     created: float
     #: It could still hold a parked run (running, paused); else it can never run again.
     usable: bool
+    #: The labels it carries (``owner.py``: its execution and step).
+    labels: dict[str, str] = field(default_factory=dict)
 
 
 class RunnerProcess(ABC):
@@ -107,6 +111,14 @@ class SandboxProvider(ABC):
     kill_grace: float = 1.0
     #: Seconds a re-attached runner has to say where it is.
     sync_timeout: float = 10.0
+    #: What a parked run's sandbox does while the run waits (``pause``): ``"paused"`` (its
+    #: compute stops, its processes are kept: Docker's freezer, E2B's pause), ``"standby"``
+    #: (the provider stops it on its own when idle, processes kept: Blaxel), ``"running"``
+    #: (no pause keeps processes: Modal; it is released after ``park_release_after``).
+    parks_as: Literal["paused", "standby", "running"] = "running"
+    #: Seconds a parked run's sandbox may keep running before it is released (the run then
+    #: continues by journal replay); None: ``CODEMODE_PARK_RELEASE_AFTER[_<RUNTIME>]``.
+    park_release_after: float | None = None
     #: The runner's output stream starts again from the beginning on every attach (Blaxel's
     #: log stream): a re-attaching worker skips what was handled before the checkpoint.
     replays_output = False

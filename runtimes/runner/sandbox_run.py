@@ -36,6 +36,7 @@ from ..transports.protocol import SyncedMessage
 from ..types import Determinism, ExecutionLimits, FunctionCall, SandboxOptions
 from .bootstrap import RUNNER_PATH, build_bootstrap, runner_limits
 from .driver import RunnerDriver, RunnerExit, exit_error
+from .owner import owner_labels
 from .process import OutputSink
 from .provider import RunnerProcess, SandboxProvider, SandboxSpec, Stdio
 
@@ -109,7 +110,7 @@ class SandboxRun(RunnerDriver):
 
     async def start(self, code: str, inputs: Mapping[str, Any] | None, determinism: Determinism) -> None:
         rt = self.runtime
-        spec = SandboxSpec(self.limits, self.options, determinism.hash_seed, self.session_mode)
+        spec = SandboxSpec(self.limits, self.options, determinism.hash_seed, self.session_mode, owner_labels())
         self.handle, sandbox = await rt.create(spec)
         self._kept_alive = time.monotonic()
         self._attach(await rt.start_runner(self.handle, sandbox, spec, self._stdio()))

@@ -28,7 +28,7 @@ from ..session import CodeSession
 from ..signatures import ToolSignature
 from ..types import ExecutionLimits, SandboxOptions
 from .driver import RunnerExit
-from .provider import SandboxProvider
+from .provider import OwnSandbox, SandboxProvider
 from .runtime import RunnerRuntime
 from .sandbox_run import CHECKPOINT_VERSION, SandboxRun
 
@@ -153,20 +153,42 @@ class SandboxRuntime(RunnerRuntime, SandboxProvider):
             await run.close()
         await self.destroy({k: meta[k] for k in self.handle_keys if k in meta})
 
+    def held_here(self) -> set[str]:
+        """The sandboxes this worker has a handle on (running a step, or cached)."""
+        return {run.name for run in self._live if isinstance(run, SandboxRun)}
+
+    def sandbox_named_by(self, checkpoint: bytes) -> str | None:
+        """The sandbox a checkpoint of this runtime names (None: not one of ours)."""
+        meta = self._decode(checkpoint)
+        return self.sandbox_of(meta) if meta is not None else None
+
+    @staticmethod
+    def expired(
+        own: OwnSandbox, now: float, *, max_age: timedelta = timedelta(days=8), grace: timedelta = timedelta(minutes=10)
+    ) -> str | None:
+        """Why an unlabelled sandbox (made before sandboxes carried their execution) is an
+        orphan: one that can no longer run, older than ``grace`` (another worker may be
+        starting one right now), or any older than ``max_age`` (past every approval timeout).
+        None: it may be a parked run's."""
+        age = now - own.created
+        if not own.usable and age >= grace.total_seconds():
+            return f"it can no longer run (a failed start, or a worker killed while releasing it), {age:.0f}s old"
+        if age >= max_age.total_seconds():
+            return f"it is older than {max_age} (past every approval timeout)"
+        return None
+
     async def sweep(
         self, *, max_age: timedelta = timedelta(days=8), grace: timedelta = timedelta(minutes=10)
     ) -> list[str]:
-        """Destroy this runtime's orphans: sandboxes that can no longer run (a failed start, a
-        worker killed mid-release) once older than ``grace`` (another worker may be starting
-        one right now), and any older than ``max_age`` (past every approval timeout: no run
-        waits on them). Usable ones younger than that may be parked runs and are kept.
+        """Destroy this runtime's orphans by age alone (``expired``), knowing nothing of
+        Temporal; the worker's sweep (``activities/sandbox_sweep.py``) asks Temporal instead.
         Returns the names of those destroyed."""
-        mine = {run.name for run in self._live if isinstance(run, SandboxRun)}
+        mine = self.held_here()
         now = time.time()
         removed = []
         for own in await self.list_own():
             name = self.sandbox_of(own.handle)
-            if name in mine or now - own.created < (max_age if own.usable else grace).total_seconds():
+            if name in mine or self.expired(own, now, max_age=max_age, grace=grace) is None:
                 continue
             if await self.destroy(own.handle):
                 removed.append(name)

@@ -9,6 +9,7 @@ import pytest
 from codemode.activities import names
 from codemode.activities.retention import RetentionActivities
 from codemode.activities.sandbox_steps import SandboxActivities
+from codemode.activities.sandbox_sweep import SandboxSweepActivities
 from codemode.activities.tools import ToolRegistry, tool
 
 
@@ -27,7 +28,8 @@ def test_the_reserved_names_are_the_registered_activities() -> None:
 
     registered = {
         activity._Definition.must_from_callable(fn).name
-        for fn in [*SandboxActivities.__dict__.values(), *RetentionActivities.__dict__.values()]
+        for owner in (SandboxActivities, RetentionActivities, SandboxSweepActivities)
+        for fn in owner.__dict__.values()
         if callable(fn) and activity._Definition.from_callable(fn) is not None
     }
     assert registered == set(names.RESERVED)

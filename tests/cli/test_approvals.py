@@ -48,10 +48,14 @@ async def test_approve_then_result(cli_env: dict[str, str]) -> None:
     outcome = json.loads(res.out)
     assert outcome["output"] is True
     email = outcome["tool_calls"][-1]
-    assert {k: email["approval"][k] for k in ("decision", "by", "comment")} == {
+    assert email["approval"] == {
         "decision": "approved",
         "by": "alice",
         "comment": "fine",
+        "asked_arguments": {"to": "ana@example.com", "subject": "Weather", "body": "Paris: 18C, cloudy"},
+        "approved_arguments": None,
+        "answered": False,
+        "door": "cli",
     }
 
     history = await codemode("history", execution_id, env=cli_env)
@@ -64,6 +68,38 @@ async def test_approve_then_result(cli_env: dict[str, str]) -> None:
 
     late = await codemode("approve", execution_id, call_id, env=cli_env)
     assert late.rc == 2 and "already closed" in late.err, late
+
+
+async def test_approve_edited_arguments_and_answer_instead(cli_env: dict[str, str]) -> None:
+    """`approve --args` runs the call with the person's arguments; `answer --result` gives the
+    code a value and the tool never runs; `history` shows what was asked and what was approved."""
+    execution_id, call_id = await park_email(cli_env)
+    bad = await codemode("approve", execution_id, call_id, "--args", '{"to": 5}', env=cli_env)
+    assert bad.rc == 2 and "argument 'to'" in bad.err, bad
+    bad = await codemode("approve", execution_id, call_id, "--args", "{oops", env=cli_env)
+    assert bad.rc == 2 and "--args is not JSON" in bad.err, bad
+    ok = await codemode(
+        "approve", execution_id, call_id, "--by", "alice", "--args", '{"to": "bo@example.com"}', env=cli_env
+    )
+    assert ok.rc == 0 and '"to": "bo@example.com"' in ok.out, ok
+    outcome = json.loads((await codemode("result", execution_id, "--json", env=cli_env)).out)
+    email = outcome["tool_calls"][-1]
+    assert email["result"]["to"] == "bo@example.com"
+    assert email["approval"]["asked_arguments"]["to"] == "ana@example.com"
+    assert email["approval"]["approved_arguments"]["to"] == "bo@example.com"
+    history = await codemode("history", execution_id, env=cli_env)
+    assert "approved by alice, edited to to=\"bo@example.com\" (asked \"ana@example.com\") (via cli)" in history.out
+
+    execution_id, call_id = await park_email(cli_env)
+    bad = await codemode("answer", execution_id, call_id, "--result", "[1]", env=cli_env)
+    assert bad.rc == 2 and "does not fit what send_email returns" in bad.err, bad
+    ok = await codemode("answer", execution_id, call_id, "--by", "al", "--result", '{"sent": false}', env=cli_env)
+    assert ok.rc == 0 and "answered call" in ok.out, ok
+    outcome = json.loads((await codemode("result", execution_id, "--json", env=cli_env)).out)
+    email = outcome["tool_calls"][-1]
+    assert email["result"] == {"sent": False} and email["approval"]["answered"] is True
+    history = await codemode("history", execution_id, env=cli_env)
+    assert 'answered instead of the tool by al with {"sent": false} (via cli)' in history.out
 
 
 async def test_deny_then_result_is_a_code_error(cli_env: dict[str, str]) -> None:

@@ -137,3 +137,24 @@ def test_help_is_read_lazily_once_and_cached(repo: Path, tmp_path: Path, monkeyp
 
 def _no_help(*args: object, **kwargs: object) -> None:
     raise AssertionError("the help was read again")
+
+
+def test_approval_when_conditions_on_a_command(repo: Path) -> None:
+    """``approval_when`` per subcommand: a forced push waits for a person, a plain one does not."""
+    cli = CliTools(
+        {
+            "cliTools": {
+                "git": {
+                    "allow": ["push", "log"],
+                    "approval_when": {"push": [{"argument": "force", "op": "==", "value": True}]},
+                    "cwd": str(repo),
+                }
+            }
+        }
+    ).start()
+    specs = {s.name: s for s in cli.tool_specs()}
+    push, log = specs["cli:git/push"], specs["cli:git/log"]
+    assert not push.options.requires_approval and push.approval_rules is not None
+    assert push.needs_approval({"force": True})[0] and not push.needs_approval({"force": False})[0]
+    assert push.policy_notes[0] == "approval when force == True (configured)"
+    assert log.approval_rules is None and not log.options.requires_approval

@@ -123,11 +123,15 @@ async def test_a_call_queued_behind_an_approval_is_deferred_with_it(client, task
     assert [p["tool"] for p in parked["pending_approvals"]] == ["transfer"]
     # The second call waits its turn behind the first: deferred too, saying behind what.
     assert (held["cell"], held["pending_approvals"], held["waiting_for"]) == (2, [], parked["execution_id"])
-    await capability.decide(parked["execution_id"], parked["pending_approvals"][0]["call_id"], approve=True, by="ana")
+    # The person approves with an edited argument (issue 36): the code sees the edited call's result.
+    call_id = parked["pending_approvals"][0]["call_id"]
+    record = await capability.decide(parked["execution_id"], call_id, approve=True, by="ana", arguments={"to": "bea"})
+    assert record is not None and record.approved_arguments == {"to": "bea", "amount": 5}
+    assert (record.asked_arguments, record.door) == ({"to": "ana", "amount": 5}, "pydantic-ai")
     results = await capability.deferred_results(requests)
     resumed = await agent.run(message_history=first.all_messages(), deferred_tool_results=results)
     returned = json.loads(resumed.output)
-    assert (returned["a"]["output"], returned["b"]["output"]) == ("ana", "ana paid")
+    assert (returned["a"]["output"], returned["b"]["output"]) == ("bea", "bea paid")
     assert (returned["b"]["execution_id"], returned["b"]["cell"]) == (held["execution_id"], 2)
     await close_session(client, held["session"])
 

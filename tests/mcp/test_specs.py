@@ -184,3 +184,21 @@ def test_async_setting_declares_async_tools() -> None:
     }
     assert got["a"].signature.stub(method=True).startswith("async def a(self)")
     assert not got["b"].signature.is_async
+
+
+def test_approval_when_conditions_decide_call_by_call() -> None:
+    """``approval_when``: the same tool waits for a person for some arguments only (issue 36)."""
+    listed = [tool("pay", {"to": {"type": "string"}, "amount": {"type": "number"}}, ["to", "amount"], annotations=RO)]
+    when = [
+        {"argument": "amount", "op": ">", "value": 500},
+        {"argument": "to", "op": "not_endswith", "value": ".example"},
+    ]
+    (pay,) = specs("bank", listed, tools={"settings": {"pay": {"approval_when": when}}})
+    assert not pay.options.requires_approval
+    assert pay.needs_approval({"to": "a.example", "amount": 20}) == (False, None)
+    assert pay.needs_approval({"to": "a.example", "amount": 900}) == (True, "approval_when: amount > 500")
+    assert pay.needs_approval({"to": "evil.org", "amount": 1})[0]
+    assert pay.needs_approval({"to": "a.example", "amount": "x"})[0]  # cannot compare: a person decides
+    assert pay.policy_notes[0] == "approval when amount > 500 or to not_endswith '.example' (configured)"
+    with pytest.raises(Exception, match="approval_when"):
+        specs("bank", listed, approval_when=[{"argument": "amount", "op": "~", "value": 1}])

@@ -104,6 +104,8 @@ def test_the_wheel_holds_codemode_and_nothing_else(wheel: Path) -> None:
         "codemode/py.typed",
         "codemode/runtimes/runner/in_sandbox.py",
         "codemode/runtimes/wasm/runner.mjs",
+        # The approvals inbox's pages.
+        "codemode/worker/inbox/templates/call.html",
     ):
         assert inside in names
     entry_points = zipfile.ZipFile(wheel).read(f"{DIST_INFO}/entry_points.txt").decode()

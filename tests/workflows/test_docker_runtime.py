@@ -99,6 +99,8 @@ async def test_container_removed_while_parked_is_rebuilt_by_replay(client, task_
     assert any("replayed the journal because" in ln for ln in lines), lines
     starts = collections.Counter(e["tool"] for e in read_events(events_file) if e["event"] == "start")
     assert starts == {"slow_step": 1, "transfer": 1}  # the journal answered the replay
+    usage = outcome.usage["docker"]
+    assert (usage.sandboxes_created, usage.replays) == (2, 1), usage  # the lost one, and the replay's
 
 
 @pytest.fixture

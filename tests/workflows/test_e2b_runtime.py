@@ -120,6 +120,8 @@ async def test_sandbox_lost_while_parked_is_rebuilt_by_replay(
     assert any("replayed the journal because" in ln for ln in lines), lines
     starts = collections.Counter(e["tool"] for e in read_events(events_file) if e["event"] == "start")
     assert starts == {"slow_step": 1, "transfer": 1}  # the journal answered the replay
+    usage = outcome.usage["e2b"]
+    assert (usage.sandboxes_created, usage.replays) == (2, 1), usage  # the lost one, and the replay's
 
 
 async def test_cli_runs_code_on_e2b(temporal_address, e2b_env, e2b_server, no_sandbox_left, tmp_path) -> None:

@@ -114,3 +114,15 @@ def test_a_client_with_the_plugin_lets_the_sdks_threads_finish_at_exit(temporal_
     env = {**os.environ, "CODEMODE_DATA_DIR": str(data_dir)}
     res = subprocess.run([sys.executable, "-c", program, temporal_address], capture_output=True, text=True, env=env)
     assert res.returncode == 0 and res.stdout.strip() == "True", res.stderr
+
+
+async def test_connect_with_the_plugin_leaves_the_converter_and_the_tracing_to_it(temporal_address: str) -> None:
+    """``codemode.connect(plugins=[CodeModePlugin(...)])``: Temporal's configuration from the one
+    connection module, the converter and the interceptors from the plugin (not twice)."""
+    from codemode.worker.client.connection import connect
+    from codemode.worker.converter import store_of
+
+    plugin = CodeModePlugin()
+    client = await connect(temporal_address, plugins=[plugin])
+    assert store_of(client.data_converter) is plugin.store
+    assert len(client.config(active_config=True)["interceptors"]) == len(CodeModePlugin._interceptors(None))

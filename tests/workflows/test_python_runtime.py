@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import os
 import signal
 import time
 
@@ -78,11 +79,19 @@ async def test_sigkill_of_worker_holding_the_process(client, temporal_address, t
         while sum(e["event"] == "end" for e in read_events(events_file) if e["execution_id"] == handle.id) < 2:
             assert time.monotonic() < deadline, "the execution never got going"
             await asyncio.sleep(0.02)
+        sandboxes = descendants(first.pid)
+        assert sandboxes, "the worker runs the code in a process of its own"
         killed_at = time.time()
         first.send_signal(signal.SIGKILL)  # it holds the live process, mid-execution
         first.wait()
         second = spawn_worker(temporal_address, task_queue, events_file)
         outcome = await asyncio.wait_for(handle.result(), timeout=120)
+        # Nothing of the killed worker's is left for a sweep: its sandboxes died with it.
+        for _ in range(100):
+            if not [pid for pid in sandboxes if os.path.exists(f"/proc/{pid}")]:
+                break
+            await asyncio.sleep(0.05)
+        assert not [pid for pid in sandboxes if os.path.exists(f"/proc/{pid}")], sandboxes
     finally:
         for proc in (first, second):
             if proc is not None and proc.poll() is None:
@@ -104,3 +113,22 @@ async def test_sigkill_of_worker_holding_the_process(client, temporal_address, t
             e["pid"] == first.pid and e["t"] >= killed_at - 0.25 for e in finished[:-1]
         ), (call_id, evs)
     assert any(e["pid"] != first.pid for e in events)  # the second worker carried on
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below ``pid`` (from /proc)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = open(f"/proc/{entry}/stat").read()
+            except OSError:
+                continue
+            parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, frontier = [], [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = [child for child, ppid in parents.items() if ppid == parent]
+        found += children
+        frontier += children
+    return found

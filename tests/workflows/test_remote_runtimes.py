@@ -177,6 +177,8 @@ async def test_a_sandbox_deleted_while_parked_is_rebuilt_by_replay(
     assert why and parked in why[0] and "is gone" in why[0], lines
     starts = collections.Counter(e["tool"] for e in read_events(events_file) if e["event"] == "start")
     assert starts == {"slow_step": 1, "transfer": 1}  # the journal answered the replay
+    usage = outcome.usage[remote.name]
+    assert (usage.sandboxes_created, usage.replays) == (2, 1), usage  # the lost one, and the replay's
 
 
 async def test_without_credentials_the_run_ends_at_once_with_an_error_naming_them(

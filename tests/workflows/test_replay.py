@@ -9,6 +9,9 @@ on their worker instead of saving a checkpoint, issue 11). ``window64-wide_gathe
 ``window40-wide_gather.json``: a batch of 50 gathered calls before and after the call window
 went from 64 to 40 (``workflows/execution_workflow.py``, ``CALL_WINDOW_PATCH``).
 ``artifacts-save_artifact.json``: a ``save_artifact`` call answered by the step (issue 27).
+``decisions-edited.json``, ``decisions-answered.json``: a call approved with edited arguments,
+and one answered by a person instead of the tool (issue 36). ``notify-*.json``: approvals that
+start a notification child per event (issue 36, ``workflows/approval_notices.py``).
 ``python-*.json``: the python runtime (a live process kept on its worker, each resume step on
 that worker's own queue), recorded before its tool activities ran the step after their call
 (issue 28); ``pyfused-*.json``: recorded after. Regenerate or add a python set with
@@ -16,6 +19,10 @@ CODEMODE_RECORD_PYTHON_HISTORIES=<prefix>. ``gate-*.json``: the approval scenari
 call that waits asks the worker's approvers file first (the ``approval_gate`` activity, issue 37;
 no file here); ``approvers-*.json``: signed decisions, N-of-M and policy rules under a file
 (recorded by tests/approvers/test_signed_decisions.py with CODEMODE_RECORD_APPROVER_HISTORIES=1).
+``park0-*.json``: e2b and modal runs parked on an approval before ``sandbox_park`` existed (one
+``sandbox_release`` that asked for a pause); ``park-*.json``: after it (``PARK_PATCH``): a
+docker and an e2b sandbox paused, a blaxel one in standby, a modal sandbox released after its grace period and the run
+replayed (recorded by ``test_parking.py`` with CODEMODE_RECORD_PARK_HISTORIES=1).
 """
 
 from __future__ import annotations
@@ -30,7 +37,14 @@ from temporalio.worker import Replayer
 
 from codemode.worker.client.executions import start_execution
 from codemode.workflows.execution_workflow import CodeExecutionWorkflow
-from codemode.workflows.models import ApproveSignal, CodeExecutionRequest, Decision, DenySignal, ExecutionStatus
+from codemode.workflows.models import (
+    Answer,
+    ApproveSignal,
+    CodeExecutionRequest,
+    Decision,
+    DenySignal,
+    ExecutionStatus,
+)
 
 HISTORIES = Path(__file__).parent / "histories"
 
@@ -49,6 +63,9 @@ SCENARIOS = {
     "decided": CodeExecutionRequest(code="transfer('ann', 2)['to']"),
     "ignored_signal": CodeExecutionRequest(code="transfer('joe', 3)['to']"),
     "cancelled": CodeExecutionRequest(code="transfer('max', 4)['to']"),
+    # A person's edit of the arguments, and an answer instead of the tool (issue 36).
+    "edited": CodeExecutionRequest(code="transfer('kim', 5)['amount']"),
+    "answered": CodeExecutionRequest(code="transfer('lou', 6)['ref']"),
     # A built-in host function the step answers (issue 27): a reference journaled, no activity.
     "save_artifact": CodeExecutionRequest(code="save_artifact('a.txt', 'x')\nslow_step(1, 0.01)"),
 }
@@ -88,6 +105,14 @@ async def _record(client, task_queue, runtime: str = "monty", names=SCENARIOS) -
             decide = lambda h, cid: h.signal("deny", DenySignal(call_id=cid, by="bob", reason="no"))  # noqa: E731
         elif name == "decided":
             decide = lambda h, cid: h.execute_update("decide", Decision(call_id=cid, approve=True, by="ann"))  # noqa: E731
+        elif name == "edited":
+            decide = lambda h, cid: h.execute_update(  # noqa: E731
+                "decide", Decision(call_id=cid, approve=True, by="ann", arguments={"amount": 4}, door="cli")
+            )
+        elif name == "answered":
+            decide = lambda h, cid: h.execute_update(  # noqa: E731
+                "decide", Decision(call_id=cid, approve=True, by="ann", answer=Answer(value={"ref": "r"}), door="cli")
+            )
         elif name == "ignored_signal":
             decide = _ignored_then_approved
         elif name == "cancelled":

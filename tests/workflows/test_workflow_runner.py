@@ -1,7 +1,8 @@
 """The worker's workflow runner: the SDK's sandbox, with context lookups that skip its exec.
 
 It must answer exactly what the SDK's path answers, and it must still be a sandbox (fresh
-workflow module per run, restricted calls refused)."""
+workflow module per run, restricted calls refused) for every workflow but code mode's own,
+which it runs outside the sandbox (issue 40; their guards: tests/workflows/test_determinism.py)."""
 
 from __future__ import annotations
 
@@ -20,13 +21,16 @@ from temporalio.client import Client
 from temporalio.converter import DataConverter
 from temporalio.worker import Worker
 from temporalio.worker._command_aware_visitor import CommandInfo
-from temporalio.worker._workflow_instance import WorkflowInstanceDetails
+from temporalio.worker._workflow_instance import WorkflowInstanceDetails, _WorkflowInstanceImpl
 from temporalio.worker.workflow_sandbox._runner import _fake_info
 from temporalio.worker.workflow_sandbox._runner import _Instance as SDKInstance
 
 from codemode.worker import workflow_runner
 from codemode.worker.workflow_runner import CodeModeWorkflowRunner
 from codemode.workflows.execution_workflow import CodeExecutionWorkflow
+from codemode.workflows.session_workflow import CodeSessionWorkflow
+from codemode.workflows.sweep_workflow import StorageSweepWorkflow
+from tests.workflows.user_workflows import UserAgentWorkflow
 
 
 def _details(cls: type) -> WorkflowInstanceDetails:
@@ -47,7 +51,7 @@ def _details(cls: type) -> WorkflowInstanceDetails:
 
 
 async def test_contexts_are_the_sdks_own_and_the_module_is_sandboxed() -> None:
-    instance = CodeModeWorkflowRunner().create_instance(_details(CodeExecutionWorkflow))
+    instance = CodeModeWorkflowRunner().create_instance(_details(UserAgentWorkflow))
     # The fast path is in use with the installed SDK (if this fails, the SDK moved its
     # internals: the runner still works, through the SDK's slower path).
     assert isinstance(instance, workflow_runner._Instance)
@@ -61,7 +65,18 @@ async def test_contexts_are_the_sdks_own_and_the_module_is_sandboxed() -> None:
         assert instance.get_serialization_context(info) == SDKInstance.get_serialization_context(instance, info)
         assert instance.get_external_store_context(info) == SDKInstance.get_external_store_context(instance, info)
     # Still a sandbox: the workflow class was imported afresh for this instance.
-    assert instance.globals_and_locals["__temporal_workflow_class"] is not CodeExecutionWorkflow
+    assert instance.globals_and_locals["__temporal_workflow_class"] is not UserAgentWorkflow
+
+
+async def test_our_workflows_run_outside_the_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
+    for cls in (CodeExecutionWorkflow, CodeSessionWorkflow, StorageSweepWorkflow):
+        instance = CodeModeWorkflowRunner().create_instance(_details(cls))
+        assert type(instance) is _WorkflowInstanceImpl  # the SDK's instance, with no sandbox around it
+    monkeypatch.setenv(workflow_runner.SANDBOX_ENV, "1")  # back in the sandbox, on request
+    assert isinstance(CodeModeWorkflowRunner().create_instance(_details(CodeExecutionWorkflow)), SDKInstance)
+    monkeypatch.setenv(workflow_runner.SANDBOX_ENV, "maybe")
+    with pytest.raises(ValueError, match="CODEMODE_WORKFLOW_SANDBOX='maybe'"):
+        CodeModeWorkflowRunner()
 
 
 @workflow.defn(name="ReadsTheClock")
@@ -103,13 +118,13 @@ async def test_the_workflow_module_is_compiled_once_and_still_run_per_instance()
     from codemode.worker.workflow_runner import _codes
 
     runner = CodeModeWorkflowRunner()
-    runner.prepare_workflow(workflow._Definition.must_from_class(CodeExecutionWorkflow))
-    first = runner.create_instance(_details(CodeExecutionWorkflow))
-    second = runner.create_instance(_details(CodeExecutionWorkflow))
-    path = inspect.getsourcefile(sys.modules[CodeExecutionWorkflow.__module__])
+    runner.prepare_workflow(workflow._Definition.must_from_class(UserAgentWorkflow))
+    first = runner.create_instance(_details(UserAgentWorkflow))
+    second = runner.create_instance(_details(UserAgentWorkflow))
+    path = inspect.getsourcefile(sys.modules[UserAgentWorkflow.__module__])
     assert path in _codes
     # so are the packages the sandbox imports afresh with it
-    assert inspect.getsourcefile(sys.modules["codemode.workflows"]) in _codes
+    assert inspect.getsourcefile(sys.modules["tests.workflows"]) in _codes
     one, two = (i.globals_and_locals["__temporal_workflow_class"] for i in (first, second))
     assert one is not two  # each run still gets its own module
     assert one.run.__code__ is two.run.__code__  # compiled once

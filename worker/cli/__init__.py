@@ -3,7 +3,7 @@
 One module per command group, so a command is found by its file name:
 
 - ``run.py``: ``run``, ``result`` (and the follower that shows tool calls as they happen)
-- ``decide.py``: ``approve``, ``deny``, ``cancel``
+- ``decide.py``: ``approve``, ``deny``, ``answer``, ``cancel``
 - ``inspect.py``: ``status``, ``history``
 - ``listing.py``: ``list``
 - ``artifacts.py``: ``artifacts`` (list an execution's files, or fetch one)
@@ -25,7 +25,9 @@ Commands of the layers above (``codemode mcp``, in ``integrations/``) register u
 named, so this package never imports ``integrations``.
 
 Exit codes: 0 success, 1 code error (or a failed execution), 2 usage or input error,
-3 awaiting approval. Every client command honours ``TEMPORAL_ADDRESS`` and ``--address``.
+3 awaiting approval. Every command that talks to a server takes the ``temporal`` CLI's
+connection flags (``--address``, ``--namespace``, ``--api-key``, ``--tls*``, ``--profile``,
+``--config-file``: ``connection_options.py``) over Temporal's ``TEMPORAL_*`` variables and profile.
 Progress (tool calls as they happen) goes to stderr; results go to stdout.
 """
 
@@ -58,6 +60,12 @@ class Entry(NamedTuple):
 
 #: Every command, by name.
 COMMANDS: dict[str, Entry] = {
+    "answer": Entry(
+        "decide",
+        "answer",
+        "Answer a tool call waiting for approval instead of the tool: the code gets RESULT as the call's result "
+        "and the tool does not run (RESULT must fit what the tool returns).",
+    ),
     "approve": Entry(
         "decide",
         "approve",
@@ -86,6 +94,12 @@ COMMANDS: dict[str, Entry] = {
     "gc": Entry("storage", "gc", "Delete what closed executions stored (payloads, checkpoints) past retention."),
     "history": Entry(
         "inspect", "history", "The audit timeline from the Temporal history: calls, attempts, approvals, timings."
+    ),
+    "inbox": Entry(
+        "inbox",
+        "inbox",
+        "Serve the approvals inbox: every call waiting for approval, to approve, deny, edit then approve, or answer "
+        "instead of the tool, as the signed-in person; until Ctrl-C.",
     ),
     "keygen": Entry(
         "codec",

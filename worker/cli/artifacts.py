@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from codemode.worker.cli.common import address_option, json_option
+from codemode.worker.cli.common import connection_options, json_option
 
 
 @click.command()
@@ -28,7 +28,7 @@ from codemode.worker.cli.common import address_option, json_option
     help="Where to write the artifact NAME ('-': stdout) [default: its file name, in this directory].",
 )
 @json_option
-@address_option
+@connection_options
 def artifacts(execution_id: str, name: str | None, output: str | None, as_json: bool, address: str) -> int:
     """List an execution's artifacts, or fetch the one called NAME."""
     return asyncio.run(_artifacts(execution_id, name, output, as_json, address))
@@ -44,13 +44,13 @@ async def _client(address: str, stack: contextlib.AsyncExitStack) -> Any:
     """A client for ``address``. When nothing answers at a local address, the embedded server
     (its database holds what `codemode run` ran on it) starts for this command and stops with
     it: the README's `codemode run` then `codemode artifacts` works with no server left up."""
-    from codemode.worker.cli.common import note, open_client, start_server
+    from codemode.worker.cli.common import command_target, note, open_client, start_server
     from codemode.worker.client.connection import server_answers, split_address
-    from codemode.worker.dev_server import is_local
 
-    if server_answers(address) or not is_local(address):
+    target = command_target(address)
+    if server_answers(address) or not target.may_embed:
         return await open_client(address, quick=True)
-    server = await start_server(split_address(address)[1], None, None)
+    server = await start_server(split_address(address)[1], None, None, namespace=target.namespace)
     stack.push_async_callback(server.stop)
     note(f"No Temporal server at {address}: started the embedded one to read the execution (db {server.db}).")
     return await open_client(server.address, quick=True)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from codemode.worker.client.connection import DEFAULT_ADDRESS
+from codemode.worker.cli.connection_options import command_target, connection_options, printed_flags
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -59,14 +59,9 @@ def emit(model: BaseModel, lines: list[str], *, as_json: bool) -> None:
 
 # -- options shared by commands ----------------------------------------------------------------
 
-address_option = click.option(
-    "--address",
-    envvar="TEMPORAL_ADDRESS",
-    default=DEFAULT_ADDRESS,
-    show_default=True,
-    show_envvar=True,
-    help="Temporal frontend HOST:PORT.",
-)
+#: Temporal's connection flags (``--address``, ``--namespace``, ``--api-key``, ``--tls*``,
+#: ``--profile``, ``--config-file``) on a command with an ``address: str`` parameter.
+address_option = connection_options
 task_queue_option = click.option(
     "--task-queue",
     envvar="CODEMODE_TASK_QUEUE",
@@ -156,9 +151,9 @@ class Duration(click.ParamType):
 
 
 def printed_address_flag(ctx: click.Context) -> str:
-    """`` --address X`` when the address came from the flag, so printed commands are exact."""
-    source = ctx.get_parameter_source("address")
-    return f" --address {ctx.params['address']}" if source == click.core.ParameterSource.COMMANDLINE else ""
+    """The connection flags typed on the command line (`` --address X --namespace N``, never
+    the API key), so printed commands are exact."""
+    return printed_flags(ctx)
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -262,27 +257,35 @@ async def open_mcp(registry: ToolRegistry | None, config: McpConfig | None) -> t
     return registry, servers
 
 
-async def open_client(address: str, *, quick: bool = False, **options: Any) -> Client:
-    """A client for ``address`` (``options`` go to ``Client.connect``, e.g. ``runtime``).
-    ``quick``: a command that asks or decides and exits (no worker of its own): it installs
-    the tracing interceptor only when this process has a tracer provider to send spans to
+async def open_client(address: str | None = None, *, quick: bool = False, **options: Any) -> Client:
+    """A client for the running command's target (its connection flags over Temporal's
+    environment configuration; ``address``: another address, configured the same way);
+    ``options`` go to ``Client.connect``, e.g. ``runtime``. ``quick``: a command that asks
+    or decides and exits (no worker of its own): it installs the tracing interceptor only
+    when this process has a tracer provider to send spans to
     (``telemetry.tracer_provider_configured``); without one the spans would go nowhere, and
-    importing the interceptor is a third of such a command's start-up."""
+    importing the interceptor is a third of such a command's start-up. A refusal (a
+    credential, a certificate, a namespace) is one line naming the address, the namespace
+    and the credential used."""
     from codemode.worker import telemetry
-    from codemode.worker.client.connection import connect, server_answers
+    from codemode.worker.client.connection import ConnectionRefused, connect, server_answers
 
-    if not server_answers(address):
+    target = command_target(address)
+    if not server_answers(target.address):
         raise Fail(
-            f"no Temporal server answers at {address}; start one with `codemode server` "
-            "(or `codemode dev --tools MODULE`), or point TEMPORAL_ADDRESS / --address at yours"
+            f"no Temporal server answers at {target.describe()}; start one with `codemode server` "
+            "(or `codemode dev --tools MODULE`), or point --address / --profile (TEMPORAL_ADDRESS, "
+            "TEMPORAL_PROFILE) at yours"
         )
     await open_store()
     encryption_keys()  # a malformed CODEMODE_ENCRYPTION_KEYS says so, not "cannot connect"
     try:
         tracing = False if quick and not telemetry.tracer_provider_configured() else None
-        return await connect(address, tracer=tracing, **options)
+        return await connect(target=target, tracer=tracing, **options)
+    except ConnectionRefused as err:
+        raise Fail(str(err)) from None
     except Exception as err:
-        raise Fail(f"cannot connect to Temporal at {address}: {err}") from None
+        raise Fail(f"cannot connect to Temporal at {target.describe()}: {type(err).__name__}: {err}") from None
 
 
 async def open_store() -> BlobStore:
@@ -394,7 +397,7 @@ def encryption_keys() -> Keyring | None:
 
 
 async def start_server(
-    port: int, ui_port: int | None, db: str | None, codec_port: int = DEFAULT_CODEC_PORT
+    port: int, ui_port: int | None, db: str | None, codec_port: int = DEFAULT_CODEC_PORT, *, namespace: str | None = None
 ) -> EmbeddedServer:
     """The embedded server (with a codec server for its web UI when encryption keys are set)."""
     from codemode.worker.dev_server import ServerStartError, start_dev_server
@@ -402,7 +405,7 @@ async def start_server(
     encryption_keys()  # a malformed CODEMODE_ENCRYPTION_KEYS is a usage error, said first
     await open_store()
     try:
-        return await start_dev_server(port, ui_port, db, codec_port=codec_port, notify=note)
+        return await start_dev_server(port, ui_port, db, codec_port=codec_port, notify=note, namespace=namespace)
     except (ServerStartError, FileNotFoundError) as err:
         raise Fail(f"cannot start the embedded Temporal server: {err}") from None
 

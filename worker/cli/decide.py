@@ -1,4 +1,5 @@
-"""``codemode approve``, ``codemode deny`` and ``codemode cancel``: a person's decisions on a
+"""``codemode approve`` (``--args``: approve edited arguments), ``codemode deny``, ``codemode answer``
+(a person's result instead of the tool) and ``codemode cancel``: a person's decisions on a
 running execution. Approve and deny answer tool calls waiting for approval (signals, recorded
 even while no worker runs); cancel asks Temporal to cancel the whole execution.
 
@@ -16,7 +17,7 @@ import click
 from codemode.worker.cli.common import (
     EXIT_OK,
     Fail,
-    address_option,
+    connection_options,
     find_execution,
     note,
     open_client,
@@ -25,6 +26,18 @@ from codemode.worker.cli.common import (
 
 if TYPE_CHECKING:
     from codemode.worker.client.signing import Signer
+
+
+def _json_option(text: str | None, flag: str) -> object:
+    """The value of a JSON flag (``--args``, ``--result``), or a clear error."""
+    import json
+
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as err:
+        raise Fail(f"{flag} is not JSON: {err}") from None
 
 
 def _decision_command(approve: bool) -> click.Command:
@@ -42,7 +55,7 @@ def _decision_command(approve: bool) -> click.Command:
     )
     @click.option("--key", "key_file", default=None, help="Sign with this private key file instead.")
     @click.option(text_flag, "text", default=None, help="A comment." if approve else "Why it is denied.")
-    @address_option
+    @connection_options
     def command(
         execution_id: str,
         call_id: str | None,
@@ -51,20 +64,29 @@ def _decision_command(approve: bool) -> click.Command:
         key_file: str | None,
         text: str | None,
         address: str,
+        **extra: object,
     ) -> int:
         if call_id is not None and every:
             raise Fail("give a CALL_ID or --all, not both")
+        edits = _json_option(extra.get("edits"), "--args")
+        if edits is not None and (every or not isinstance(edits, dict)):
+            raise Fail("--args takes a JSON object of the arguments to change, for one call")
         import asyncio
 
-        from codemode.activities.approvers.keys import ApproverKeyError
-        from codemode.worker.client.signing import own_signer
+        signer = _signer(by or os_user(), key_file)
+        return asyncio.run(
+            _decide(approve, execution_id, call_id, every, by or os_user(), text, address, signer, edits=edits)
+        )
 
-        try:
-            signer = own_signer(by or os_user(), key_file)
-        except ApproverKeyError as err:
-            raise Fail(str(err)) from None
-        return asyncio.run(_decide(approve, execution_id, call_id, every, by or os_user(), text, address, signer))
-
+    if approve:
+        command = click.option(
+            "--args",
+            "edits",
+            default=None,
+            metavar="JSON",
+            help='Approve with these arguments changed: a JSON object, e.g. \'{"amount": 100}\' '
+            "(checked against the tool's parameters before anything runs).",
+        )(command)
     command.__doc__ = (
         f"{verb.capitalize()} a tool call waiting for approval (CALL_ID as printed by run/status), "
         "or every waiting call with --all.\n\n"
@@ -72,6 +94,52 @@ def _decision_command(approve: bool) -> click.Command:
         "running cell."
     )
     return click.command(name=verb)(command)
+
+
+@click.command(name="answer")
+@click.argument("execution_id", metavar="ID")
+@click.argument("call_id", required=False)
+@click.option("--result", "result", required=True, metavar="JSON", help="The call's result, as JSON.")
+@click.option(
+    "--by",
+    default=None,
+    help="Who answers [default: the OS user]; signs with their key from `codemode keygen --approver NAME` "
+    "when there is one (a worker with an approvers file counts only signed decisions).",
+)
+@click.option("--key", "key_file", default=None, help="Sign with this private key file instead.")
+@click.option("--comment", "text", default=None, help="A comment.")
+@connection_options
+def answer(
+    execution_id: str,
+    call_id: str | None,
+    result: str,
+    by: str | None,
+    key_file: str | None,
+    text: str | None,
+    address: str,
+) -> int:
+    """Answer a tool call waiting for approval instead of the tool: the code gets RESULT as the
+    call's result and the tool does not run (RESULT must fit what the tool returns)."""
+    import asyncio
+
+    from codemode.workflows.models import Answer
+
+    value = _json_option(result, "--result")
+    signer = _signer(by or os_user(), key_file)
+    return asyncio.run(
+        _decide(True, execution_id, call_id, False, by or os_user(), text, address, signer, answer=Answer(value=value))
+    )
+
+
+def _signer(by: str, key_file: str | None) -> Signer | None:
+    """``by``'s signer (``--key FILE``, else their keygen key), None when they have none."""
+    from codemode.activities.approvers.keys import ApproverKeyError
+    from codemode.worker.client.signing import own_signer
+
+    try:
+        return own_signer(by, key_file)
+    except ApproverKeyError as err:
+        raise Fail(str(err)) from None
 
 
 async def _decide(
@@ -83,8 +151,13 @@ async def _decide(
     text: str | None,
     address: str,
     signer: Signer | None = None,
+    *,
+    edits: object = None,
+    answer: object = None,
 ) -> int:
     """Decide one pending call, or every pending call (``--all``)."""
+    import json
+
     from temporalio.client import WorkflowExecutionStatus
 
     from codemode.worker.client.connection import has_workers
@@ -122,32 +195,38 @@ async def _decide(
         chosen = [p for p in pending if p.call_id == call_id]
         if not chosen:
             raise Fail(f"call {call_id!r} of {execution_id} is not waiting for approval; pending call ids: {ids}")
-    verb = "approved" if approve else "denied"
+    verb = "answered" if answer is not None else "approved" if approve else "denied"
+    kind = "answer" if answer is not None else "approve" if approve else "deny"
+    from codemode.workflows.models import Answer, Decision
+
     if signer is None and await signing_required(handle):
-        raise Fail(setup_hint("codemode " + ("approve" if approve else "deny"), execution_id, chosen[0].call_id))
+        raise Fail(setup_hint(f"codemode {kind}", execution_id, chosen[0].call_id))
     for p in chosen:
-        signature = signer.sign(execution_id, p, "approve" if approve else "deny") if signer else None
-        try:
-            recorded = await send_decision(
-                handle,
-                p.call_id,
-                approve=approve,
-                by=by,
-                comment=text,
-                via_update=not from_history,
-                signature=signature,
+        decision = Decision(
+            call_id=p.call_id, approve=approve, by=by, comment=text, arguments=edits, answer=answer, door="cli"
+        )
+        if signer is not None:  # over the arguments the call runs with (edited: the asked ones changed)
+            value = answer.value if isinstance(answer, Answer) else None
+            decision.signature = signer.sign(
+                execution_id, p, kind, edited_arguments=edits, answer=value, answered=answer is not None
             )
+        try:
+            recorded = await send_decision(handle, decision, via_update=not from_history)
         except DecisionRefused as err:
             raise Fail(f"call {p.call_id} of {execution_id} was not decided: {err}") from None
         from_history = from_history or recorded is None  # no worker answered: sent as a signal
         signed = f" (signed with {signer.public[:20]}…)" if signer else ""
         if recorded is not None and recorded.decision == "counted":
             click.echo(
-                f"✓ approval of call {p.call_id} ({p.summary}) of {execution_id} by {by} counted{signed}; "
+                f"✓ {'approval' if kind == 'approve' else kind} of call {p.call_id} ({p.summary}) of {execution_id} "
+                f"by {by} counted{signed}; "
                 f"{recorded.needed} more needed"
             )
             continue
-        click.echo(f"✓ {verb} call {p.call_id} ({p.summary}) of {execution_id} as {by}{signed}")
+        edited = ""
+        if recorded is not None and recorded.approved_arguments is not None:
+            edited = f" with arguments {json.dumps(recorded.approved_arguments, default=str)}"
+        click.echo(f"✓ {verb} call {p.call_id} ({p.summary}) of {execution_id} as {by}{edited}{signed}")
     if from_history:
         note("note: no worker is running; the decision is recorded and takes effect when one starts.")
     note(f"See the outcome with: codemode result {execution_id}")
@@ -167,7 +246,7 @@ CANCEL_WAIT_SECONDS = 10.0
 @click.command()
 @click.argument("execution_id", metavar="ID")
 @click.option("--reason", default=None, help="Why, recorded in the history [default: cancelled by the OS user].")
-@address_option
+@connection_options
 def cancel(execution_id: str, reason: str | None, address: str) -> int:
     """Cancel an execution: it stops where it is, even while it waits for approval."""
     import asyncio

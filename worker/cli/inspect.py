@@ -16,7 +16,7 @@ import click
 
 from codemode.worker.cli.common import (
     EXIT_OK,
-    address_option,
+    connection_options,
     emit,
     existing_handle,
     find_execution,
@@ -63,7 +63,11 @@ def status_from_audit(audit: ExecutionAudit) -> ExecutionStatus:
     calls = [
         ToolCallRecord(
             **c.model_dump(include=set(ToolCallRecord.model_fields) - {"approval"}),
-            approval=ApprovalRecord(decision=c.approval.decision, by=c.approval.by, comment=c.approval.comment)
+            approval=ApprovalRecord(
+                **c.approval.model_dump(include={"decision", "by", "comment", "door", "answered"}),
+                asked_arguments=c.approval.asked_arguments,
+                approved_arguments=c.approval.approved_arguments,
+            )
             if c.approval
             else None,
         )
@@ -85,7 +89,7 @@ def status_from_audit(audit: ExecutionAudit) -> ExecutionStatus:
 @click.command()
 @click.argument("execution_id", metavar="ID")
 @json_option
-@address_option
+@connection_options
 def status(execution_id: str, as_json: bool, address: str) -> int:
     """An execution's state, pending approvals, tool calls so far and stdout (the status query).
 
@@ -179,7 +183,7 @@ async def _queued_cell(client: Client, execution_id: str) -> BaseModel | None:
     help="With --verify: a history exported as JSON (`temporal workflow show --output json`, the SDK's "
     "WorkflowHistory.to_json) instead of the server's.",
 )
-@address_option
+@connection_options
 def history(
     execution_id: str, as_json: bool, verify: bool, approvers: str | None, history_file: str | None, address: str
 ) -> int:

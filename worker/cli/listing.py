@@ -13,7 +13,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from codemode.activities.encryption import KEY_ID_METADATA, DecryptionFailed, UnknownEncryptionKey
 from codemode.runtimes import RUNTIMES
-from codemode.worker.cli.common import EXIT_OK, Fail, address_option, emit, json_option, note, open_client
+from codemode.worker.cli.common import EXIT_OK, Fail, connection_options, emit, json_option, note, open_client
 from codemode.worker.client.executions import unplain
 from codemode.worker.client.following import CLOSED_STATES
 from codemode.workflows.models import RUNTIME_KEY, SA_RUNTIME, SA_STATUS, STATUS_KEY, WORKFLOW_TYPE
@@ -104,17 +104,67 @@ def list_lines(listing: ExecutionList) -> list[str]:
     "--limit", type=click.IntRange(min=1), default=20, show_default=True, metavar="N", help="At most N executions."
 )
 @json_option
-@address_option
+@connection_options
 def list_executions(state: str | None, runtime: str | None, limit: int, as_json: bool, address: str) -> int:
     """Executions newest first, from the server's visibility index (no worker needed)."""
     return asyncio.run(_list(state, runtime, limit, as_json, address))
 
 
-async def _list(state: str | None, runtime: str | None, limit: int, as_json: bool, address: str) -> int:
-    client = await open_client(address, quick=True)
-    query = list_query(state, runtime)
+#: Each state as Temporal's own status alone, for a namespace without our search attributes.
+UNINDEXED_QUERIES = {
+    "running": 'ExecutionStatus="Running"',
+    "awaiting_approval": 'ExecutionStatus="Running"',
+    "completed": 'ExecutionStatus="Completed"',
+    "failed": '(ExecutionStatus="Failed" OR ExecutionStatus="Terminated")',
+    "cancelled": 'ExecutionStatus="Canceled"',
+    "timed_out": 'ExecutionStatus="TimedOut"',
+}
+#: How many running executions a listing without the index reads, at most, per one it shows.
+UNINDEXED_READ_FACTOR = 20
+
+
+async def _awaiting(execution: WorkflowExecution) -> bool:
+    """Whether a running execution waits for a decision: the memo lists its pending approvals."""
     try:
-        found = [e async for e in client.list_workflows(query, limit=limit)]
+        return bool((await execution.memo()).get("pending_approvals"))
+    except Exception:  # an encrypted memo without its key: it cannot tell
+        return False
+
+
+async def _list_unindexed(client: Client, state: str, limit: int) -> tuple[str, list[WorkflowExecution], dict[str, str]]:
+    """The executions in ``state`` on a namespace without our search attributes: Temporal's
+    status asked of the index, the rest (running or awaiting approval) read from each memo."""
+    query = f'WorkflowType="{WORKFLOW_TYPE}" AND ExecutionStatus!="ContinuedAsNew" AND {UNINDEXED_QUERIES[state]}'
+    running = state in ("running", "awaiting_approval")
+    found, states = [], {}
+    async for e in client.list_workflows(query, limit=limit * UNINDEXED_READ_FACTOR if running else limit):
+        if running:
+            states[e.id] = "awaiting_approval" if await _awaiting(e) else "running"
+            if states[e.id] != state:
+                continue
+        found.append(e)
+        if len(found) >= limit:
+            break
+    return query, found, states
+
+
+async def _list(state: str | None, runtime: str | None, limit: int, as_json: bool, address: str) -> int:
+    from codemode.worker.client.requests import search_attributes_registered
+    from codemode.worker.search_attributes import how_to_create
+
+    client = await open_client(address, quick=True)
+    query, states = list_query(state, runtime), {}
+    try:
+        if (state or runtime) and not await search_attributes_registered(client):
+            if runtime:
+                raise Fail(
+                    f"--runtime needs the search attribute {SA_RUNTIME}, which namespace {client.namespace} "
+                    f"lacks; create it: {how_to_create(client.namespace)}"
+                )
+            assert state is not None
+            query, found, states = await _list_unindexed(client, state, limit)
+        else:
+            found = [e async for e in client.list_workflows(query, limit=limit)]
     except RPCError as err:
         if err.status == RPCStatusCode.INVALID_ARGUMENT and (state or runtime):
             raise Fail(
@@ -131,7 +181,7 @@ async def _list(state: str | None, runtime: str | None, limit: int, as_json: boo
         executions=[
             ListedExecution(
                 execution_id=e.id,
-                state=state_of(e),
+                state=states.get(e.id) or state_of(e),
                 runtime=e.typed_search_attributes.get(RUNTIME_KEY),
                 started_at=e.start_time,
                 closed_at=e.close_time,

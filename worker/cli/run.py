@@ -32,8 +32,9 @@ from codemode.worker.cli.common import (
     Duration,
     Fail,
     Size,
-    address_option,
+    connection_options,
     cli_config_option,
+    command_target,
     existing_handle,
     interactive_terminal,
     json_option,
@@ -51,12 +52,12 @@ from codemode.worker.cli.common import (
     tools_option,
 )
 from codemode.worker.cli.follower import Follower
-from codemode.worker.client.connection import connect, has_workers
+from codemode.worker.client.connection import connect, embedding_refused, has_workers, local_target
 from codemode.worker.client.executions import InputTooLarge, check_request_size, start_execution
 from codemode.worker.client.following import (
     cancel_reason,
 )
-from codemode.worker.dev_server import is_local, server_answers, split_address
+from codemode.worker.dev_server import server_answers, split_address
 from codemode.workflows.models import (
     CODE_APPROVAL_ID,
     CodeExecutionRequest,
@@ -275,7 +276,7 @@ async def follow(
     help="With --session, when this cell creates it: close the session after this long without a cell "
     "(e.g. 30m, 24h, 7d) [default: 24h].",
 )
-@address_option
+@connection_options
 @task_queue_option
 @click.pass_context
 def run(
@@ -481,7 +482,8 @@ async def _client_and_worker_for_run(
     whether a worker runs here, and what to add to the approval message."""
     from codemode.worker.worker import CodeModeWorker
 
-    address, registry, parked_extra = opts.address, opts.registry, []
+    target, registry, parked_extra = command_target(opts.address), opts.registry, []
+    address = target.address
     can_serve = registry is not None or opts.mcp_config is not None
     if server_answers(address):
         client = await open_client(address)
@@ -495,17 +497,17 @@ async def _client_and_worker_for_run(
         if own_worker:
             note(f"No worker polls task queue {opts.task_queue!r}: running one in this process.")
     else:
-        if not is_local(address):
-            raise Fail(f"no Temporal server answers at {address}")
+        if not target.may_embed:
+            raise Fail(f"no Temporal server answers at {target.describe()}{embedding_refused(target)}")
         if not can_serve:
             raise Fail(
                 f"no Temporal server answers at {address}; pass --tools MODULE "
                 "(or --mcp-config, --cli-config) to start one here with a worker"
             )
-        server = await start_server(split_address(address)[1], None, None)
+        server = await start_server(split_address(address)[1], None, None, namespace=target.namespace)
         stack.push_async_callback(server.stop)
         note(f"No Temporal server at {address}: started the embedded one (UI {server.ui_url}, db {server.db}).")
-        client = await connect(server.address)
+        client = await connect(target=local_target(server.address, target.namespace))
         own_worker = True
         flags = " ".join(
             f
@@ -540,7 +542,7 @@ async def _client_and_worker_for_run(
 @click.command()
 @click.argument("execution_id", metavar="ID")
 @json_option
-@address_option
+@connection_options
 @click.pass_context
 def result(ctx: click.Context, execution_id: str, as_json: bool, address: str) -> int:
     """Wait for an execution's outcome (same output and exit codes as run)."""

@@ -18,7 +18,7 @@ from codemode.activities.tools import ToolRegistry
 from codemode.worker.cli.common import (
     EXIT_OK,
     Fail,
-    address_option,
+    connection_options,
     cli_config_option,
     codec_port_option,
     load_cli_config_file,
@@ -36,7 +36,7 @@ from codemode.worker.cli.common import (
     tools_option,
     ui_port_option,
 )
-from codemode.worker.client.connection import connect
+from codemode.worker.client.connection import connect, local_target
 from codemode.worker.dev_server import EmbeddedServer, default_db_path
 
 if TYPE_CHECKING:
@@ -169,13 +169,19 @@ def server_banner(server: EmbeddedServer) -> list[str]:
 
 
 async def _serve_worker(
-    client: Client, registry: ToolRegistry | None, mcp_config: McpConfig | None, task_queue: str, address: str
+    client: Client,
+    registry: ToolRegistry | None,
+    mcp_config: McpConfig | None,
+    task_queue: str,
+    address: str,
+    versioning: dict[str, str | None] | None = None,
+    inbox_port: int | None = None,
 ) -> None:
     from codemode.worker.worker import CodeModeWorker
 
     registry, servers = await open_mcp(registry, mcp_config)
     try:
-        w = CodeModeWorker(client, registry, task_queue=task_queue, mcp=servers)
+        w = CodeModeWorker(client, registry, task_queue=task_queue, mcp=servers, **(versioning or {}))
     except BaseException:
         if servers is not None:
             await servers.aclose()
@@ -183,18 +189,96 @@ async def _serve_worker(
     async with w.running():  # closes the MCP servers when the worker stops
         if await w.ensure_sweep_schedule():
             note("Scheduled the hourly retention sweep of the object store (codemode-storage-sweep).")
+        if await w.ensure_sandbox_sweep_schedule():
+            note("Scheduled the hourly sweep of sandboxes no open execution names (codemode-sandbox-sweep).")
         names = [s.code_name for s in registry]
         note(approvers_banner())
+        version = w.plugin.deployment
+        if version is not None:
+            note(f"Worker Deployment Versioning: version {version.to_canonical_string()} (workflows auto-upgrade).")
+        inbox = await _start_inbox(client, inbox_port) if inbox_port is not None else None
         note(f"Worker ready on task queue {task_queue!r} at {address}; tools: {', '.join(names)}")
-        await until_stopped()
+        try:
+            await until_stopped()
+        finally:
+            if inbox is not None:
+                await inbox.stop()
         note("Stopping the worker...")
+
+
+def use_inbox_key(path: str | None) -> None:
+    """Check the inbox's signing key now (a missing or bad file stops ``dev``), for the inbox."""
+    from codemode.activities.approvers.keys import ApproverKeyError
+    from codemode.worker.inbox.signing import SIGNING_KEY_ENV, inbox_signer
+
+    if not path:
+        return
+    try:
+        inbox_signer(path)
+    except ApproverKeyError as err:
+        raise Fail(f"--inbox-signing-key: {err}") from None
+    os.environ[SIGNING_KEY_ENV] = path
+
+
+def _inbox_port(asked: int | None) -> int | None:
+    """The inbox's port: the one asked for (0: none), else 8244 when free, else any free one."""
+    from codemode.worker.dev_server import free_port, port_is_free
+
+    if asked is not None:
+        return asked or None
+    return 8244 if port_is_free(8244) else free_port()
+
+
+async def _start_inbox(client: Client, port: int) -> Any:
+    """``codemode dev``'s approvals inbox, on 127.0.0.1, signed in through the printed link."""
+    from codemode.activities.notify.config import load_notify_config
+    from codemode.worker.inbox.auth import InboxAuth
+    from codemode.worker.inbox.serve import start_inbox
+    from codemode.worker.inbox.signing import SIGNING_KEY_ENV, inbox_signer
+
+    config = load_notify_config()
+    secret = config.links.secret if config and config.links else None
+    signer = inbox_signer(os.environ.get(SIGNING_KEY_ENV))  # checked by use_inbox_key
+    try:
+        running = await start_inbox(client, InboxAuth(), port=port, links_secret=secret, signer=signer)
+    except OSError as err:
+        why = err.strerror or err
+        raise Fail(f"cannot serve the inbox on port {port}: {why} (choose another with --inbox-port)") from None
+    note(f"Approvals inbox: {running.login_url or running.url}")
+    return running
+
+
+def notify_config_option(fn):  # type: ignore[no-untyped-def]
+    return click.option(
+        "--notify-config",
+        "notify_config",
+        envvar="CODEMODE_NOTIFY_CONFIG",
+        show_envvar=True,
+        metavar="FILE",
+        help="Who is told when a call waits for approval: webhooks, email, reminders, the inbox's URL (JSON or TOML).",
+    )(fn)
+
+
+def use_notify_config(path: str | None) -> None:
+    """Check the notify config now (a bad one fails the command, naming the key), and let the
+    worker's plugin read it (``CODEMODE_NOTIFY_CONFIG``)."""
+    if not path:
+        return
+    from codemode.activities.notify.config import ENV_VAR, NotifyConfigError, load_notify_config
+
+    try:
+        load_notify_config(path)
+    except NotifyConfigError as err:
+        raise Fail(str(err)) from None
+    os.environ[ENV_VAR] = path
 
 
 @click.command()
 @tools_option
 @mcp_config_option
 @cli_config_option
-@address_option
+@notify_config_option
+@connection_options
 @task_queue_option
 @metrics_option
 @approvers_option
@@ -204,34 +288,61 @@ async def _serve_worker(
     show_envvar=True,
     help="The image the docker runtime runs code in (any image with python3 >= 3.9).",
 )
+@click.option(
+    "--deployment-name",
+    envvar="CODEMODE_DEPLOYMENT_NAME",
+    show_envvar=True,
+    help="Worker Deployment Versioning: the deployment this worker belongs to (with --build-id).",
+)
+@click.option(
+    "--build-id",
+    envvar="CODEMODE_BUILD_ID",
+    show_envvar=True,
+    help="This build's id (with --deployment-name: the version NAME.ID; make it current with "
+    "`temporal worker deployment set-current-version`).",
+)
 def worker(
     tools_module: str | None,
     mcp_config: str | None,
     cli_config: str | None,
+    notify_config: str | None,
     address: str,
     task_queue: str,
     metrics: str | None,
     approvers: str | None,
     image: str | None,
+    deployment_name: str | None,
+    build_id: str | None,
 ) -> int:
     """Run a worker for the workflow, the sandbox steps and the tools, until Ctrl-C."""
     use_approvers(approvers)
     if image:
         os.environ["CODEMODE_DOCKER_IMAGE"] = image
+    if deployment_name and not build_id:
+        raise Fail("--deployment-name needs --build-id (the version is NAME.BUILD_ID)")
+    if deployment_name and "." in deployment_name:
+        raise Fail(f"--deployment-name {deployment_name!r}: a deployment name has no '.'")
+    use_notify_config(notify_config)
     registry = load_tools(tools_module) if require_tools(tools_module, mcp_config, cli_config) else None
     config = load_mcp_config_file(mcp_config)
     registry = open_cli(registry, load_cli_config_file(cli_config))
-    return asyncio.run(_worker(registry, config, address, task_queue, metrics))
+    versioning = {"deployment_name": deployment_name, "build_id": build_id}
+    return asyncio.run(_worker(registry, config, address, task_queue, metrics, versioning))
 
 
 async def _worker(
-    registry: ToolRegistry | None, mcp_config: McpConfig | None, address: str, task_queue: str, metrics: str | None
+    registry: ToolRegistry | None,
+    mcp_config: McpConfig | None,
+    address: str,
+    task_queue: str,
+    metrics: str | None,
+    versioning: dict[str, str | None],
 ) -> int:
     runtime = metrics_runtime(metrics)
     client = await open_client(address, **client_options(runtime))
     for line in metrics_banner(metrics):
         note(line)
-    await _serve_worker(client, registry, mcp_config, task_queue, address)
+    await _serve_worker(client, registry, mcp_config, task_queue, address, versioning)
     return EXIT_OK
 
 
@@ -262,6 +373,23 @@ async def _server(port: int, ui_port: int | None, db: str | None, codec_port: in
 @tools_option
 @mcp_config_option
 @cli_config_option
+@notify_config_option
+@click.option(
+    "--inbox-port",
+    default=None,
+    type=int,
+    help="Port of the approvals inbox on 127.0.0.1 [default: 8244, or a free one when it is taken; 0: no inbox].",
+)
+@click.option(
+    "--inbox-signing-key",
+    "inbox_signing_key",
+    envvar="CODEMODE_INBOX_SIGNING_KEY",
+    show_envvar=True,
+    default=None,
+    metavar="FILE",
+    help="The inbox's private key: it signs decisions on behalf of the signed-in person (see --approvers; "
+    "the inbox's name there is CODEMODE_INBOX_SIGNER, default inbox).",
+)
 @port_option
 @ui_port_option
 @db_option
@@ -273,6 +401,9 @@ def dev(
     tools_module: str | None,
     mcp_config: str | None,
     cli_config: str | None,
+    notify_config: str | None,
+    inbox_port: int | None,
+    inbox_signing_key: str | None,
     port: int,
     ui_port: int | None,
     db: str | None,
@@ -284,10 +415,13 @@ def dev(
     """The embedded server and a worker in one process, until Ctrl-C (with
     CODEMODE_ENCRYPTION_KEYS set, also the codec server for the web UI)."""
     use_approvers(approvers)
+    use_inbox_key(inbox_signing_key)
+    use_notify_config(notify_config)
     registry = load_tools(tools_module) if require_tools(tools_module, mcp_config, cli_config) else None
     config = load_mcp_config_file(mcp_config)
     registry = open_cli(registry, load_cli_config_file(cli_config))
-    return asyncio.run(_dev(registry, config, port, ui_port, db, task_queue, metrics, codec_port))
+    inbox = _inbox_port(inbox_port)
+    return asyncio.run(_dev(registry, config, port, ui_port, db, task_queue, metrics, codec_port, inbox))
 
 
 async def _dev(
@@ -299,14 +433,15 @@ async def _dev(
     task_queue: str,
     metrics: str | None,
     codec_port: int,
+    inbox_port: int | None = None,
 ) -> int:
     runtime = metrics_runtime(metrics)  # first: a busy metrics port fails before the server starts
     srv = await start_server(port, ui_port, db, codec_port)
     try:
         for line in [*server_banner(srv), *metrics_banner(metrics)]:
             note(line)
-        client = await connect(srv.address, **client_options(runtime))
-        await _serve_worker(client, registry, mcp_config, task_queue, srv.address)
+        client = await connect(target=local_target(srv.address), **client_options(runtime))
+        await _serve_worker(client, registry, mcp_config, task_queue, srv.address, inbox_port=inbox_port)
     finally:
         await srv.stop()
     return EXIT_OK

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from codemode.worker.cli.common import EXIT_OK, Fail, address_option, emit, json_option, note, open_client
+from codemode.worker.cli.common import EXIT_OK, Fail, connection_options, emit, json_option, note, open_client
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -25,7 +25,7 @@ def session() -> None:
 @session.command("list")
 @click.option("--open", "only_open", is_flag=True, help="Only sessions that are open.")
 @json_option
-@address_option
+@connection_options
 def list_command(only_open: bool, as_json: bool, address: str) -> int:
     """The sessions the server knows, newest first."""
     import asyncio
@@ -61,7 +61,7 @@ async def _list(only_open: bool, as_json: bool, address: str) -> int:
 @session.command("show")
 @click.argument("name")
 @json_option
-@address_option
+@connection_options
 def show(name: str, as_json: bool, address: str) -> int:
     """A session's cells (running, waiting, the last ones), its variables and their types."""
     import asyncio
@@ -137,7 +137,7 @@ def show_lines(status: SessionStatus) -> list[str]:
 @session.command("close")
 @click.argument("name")
 @click.option("--reason", default=None, help="Why (recorded as the session's close reason).")
-@address_option
+@connection_options
 def close(name: str, reason: str | None, address: str) -> int:
     """Close a session now: its running cell is cancelled, waiting ones dropped, its state deleted."""
     import asyncio
@@ -160,7 +160,7 @@ async def _close(name: str, reason: str | None, address: str) -> int:
 @session.command("export")
 @click.argument("name")
 @click.option("--ipynb", "path", required=True, type=click.Path(dir_okay=False), help="The notebook file to write.")
-@address_option
+@connection_options
 def export(name: str, path: str, address: str) -> int:
     """Write a session as a Jupyter notebook: code, output, result and error per cell, the tool
     calls in each cell's metadata (validated with nbformat)."""

@@ -9,7 +9,7 @@ from datetime import timedelta
 import click
 
 from codemode.activities.retention import SweepInput, SweepReport, sweep
-from codemode.worker.cli.common import EXIT_OK, Duration, address_option, emit, json_option, open_client, open_store
+from codemode.worker.cli.common import EXIT_OK, Duration, connection_options, emit, json_option, open_client, open_store
 
 
 @click.command()
@@ -21,7 +21,7 @@ from codemode.worker.cli.common import EXIT_OK, Duration, address_option, emit, 
 )
 @click.option("--dry-run", is_flag=True, help="Say what would be deleted; delete nothing.")
 @json_option
-@address_option
+@connection_options
 def gc(keep: timedelta | None, dry_run: bool, as_json: bool, address: str) -> int:
     """Delete what closed executions stored (payloads, checkpoints) past retention."""
     return asyncio.run(_gc(keep, dry_run, as_json, address))

@@ -89,8 +89,10 @@ def _policy(spec: ToolSpec) -> str:
         seconds = settings.timeout if settings is not None else opts.timeout.total_seconds()
         return f"{spec.name}  {'; '.join(notes)}; timeout={seconds:g}s"
     policy = [limits]
-    if opts.requires_approval:
+    if opts.requires_approval is True:
         policy.insert(0, "requires approval")
+    elif callable(opts.requires_approval):
+        policy.insert(0, "requires approval when its predicate says so")
     if opts.private_data:
         policy.append("private data")
     return ", ".join(policy)

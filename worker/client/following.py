@@ -25,10 +25,11 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from codemode.activities.approvers.signing import DecisionSignature
 from codemode.workflows.models import (
+    Answer,
     ApprovalRecord,
     ApproveSignal,
     Decision,
@@ -132,35 +133,69 @@ def quietly(done: asyncio.Future[Any]) -> None:
 
 async def send_decision(
     handle: WorkflowHandle[Any, Any],
-    call_id: str,
+    call_id: str | Decision,
     *,
-    approve: bool,
-    by: str,
+    approve: bool = True,
+    by: str = "",
     comment: str | None = None,
     via_update: bool = True,
+    arguments: dict[str, Any] | None = None,
+    answer: Answer | None = None,
+    door: str | None = None,
     signature: DecisionSignature | None = None,
 ) -> ApprovalRecord | None:
-    """Decide one pending call as ``by``. Through the ``decide`` Update (when ``via_update`` and
-    a worker answers): returns the recorded decision, or raises ``DecisionRefused``. Else as a
-    signal, recorded in the history now and applied when a worker runs the workflow: returns
-    None. ``signature``: the decision signed (``worker/client/signing.py``), which a worker
-    with an approvers file requires."""
+    """Decide one pending call as ``by``: every door (CLI, inbox, signed links, MCP,
+    pydantic-ai) sends its decisions through here. Pass a ``Decision``, or its parts.
+
+    Through the ``decide`` Update (when ``via_update`` and a worker answers): returns the
+    recorded decision, or raises ``DecisionRefused`` (a call not pending, edited arguments or
+    an answer that do not fit the tool). Else as a signal, recorded in the history now and
+    applied when a worker runs the workflow: returns None. Edited arguments and answers are
+    checked by the workflow before they are recorded, so they need a worker: without one they
+    are refused here. ``signature``: the decision signed (``worker/client/signing.py``), which
+    a worker with an approvers file requires (also carried by the signal)."""
+    if isinstance(call_id, Decision):
+        decision = call_id
+    else:
+        decision = Decision(
+            call_id=call_id,
+            approve=approve,
+            by=by,
+            comment=comment,
+            arguments=arguments,
+            answer=answer,
+            door=door,
+            signature=signature,
+        )
     if via_update:
         try:
             return await handle.execute_update(
-                "decide",
-                Decision(call_id=call_id, approve=approve, by=by, comment=comment, signature=signature),
-                result_type=ApprovalRecord,
-                rpc_timeout=UPDATE_TIMEOUT,
+                "decide", decision, result_type=ApprovalRecord, rpc_timeout=UPDATE_TIMEOUT
             )
         except WorkflowUpdateFailedError as err:
             raise DecisionRefused(str(err.cause or err)) from None
-        except (WorkflowUpdateRPCTimeoutOrCancelledError, RPCError):
-            pass  # no worker answered in time (the SDK raises the former, no RPCError): signal instead
-    if approve:
-        await handle.signal("approve", ApproveSignal(call_id=call_id, by=by, comment=comment, signature=signature))
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                raise DecisionRefused(f"nothing to decide: {err.message}") from None
+            # else: as below, the signal says what the server thinks
+        except WorkflowUpdateRPCTimeoutOrCancelledError:
+            pass  # no worker answered in time: signal instead
+    if decision.arguments is not None or decision.answer is not None:
+        raise DecisionRefused(
+            "no worker answered: edited arguments and answers are checked by a worker before they count; "
+            "try again when one runs"
+        )
+    assert decision.call_id is not None
+    if decision.approve:
+        signal = ApproveSignal(
+            call_id=decision.call_id, by=decision.by, comment=decision.comment, signature=decision.signature
+        )
+        await handle.signal("approve", signal)
     else:
-        await handle.signal("deny", DenySignal(call_id=call_id, by=by, reason=comment, signature=signature))
+        denial = DenySignal(
+            call_id=decision.call_id, by=decision.by, reason=decision.comment, signature=decision.signature
+        )
+        await handle.signal("deny", denial)
     return None
 
 

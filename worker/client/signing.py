@@ -54,6 +54,11 @@ class Signer:
         answer: Any = None,
         answered: bool = False,
     ) -> DecisionSignature:
+        """Sign ``decision`` on ``call``. ``edited_arguments``: the person's edits; the
+        signature covers the whole arguments the call then runs with (the asked ones by name,
+        edited), as the workflow checks it."""
+        if edited_arguments is not None:
+            edited_arguments = {**(call.arguments or {}), **edited_arguments}
         return sign_decision(
             self.key,
             signer=self.name,
@@ -138,11 +143,22 @@ async def door_signer(
 
 
 async def sign_pending(
-    handle: WorkflowHandle[Any, Any], call_id: str, signer: Signer | None, decision: DecisionKind
+    handle: WorkflowHandle[Any, Any],
+    call_id: str,
+    signer: Signer | None,
+    decision: DecisionKind,
+    *,
+    edited_arguments: dict[str, Any] | None = None,
+    answer: Any = None,
+    answered: bool = False,
 ) -> DecisionSignature | None:
     """``signer``'s signature of ``decision`` on the waiting call (None without a signer, or
-    when the call does not wait: the decision is then refused as not pending)."""
+    when the call does not wait: the decision is then refused as not pending). ``edited_arguments``:
+    the person's edits (the signature covers the call's arguments with them); ``answer``
+    with ``answered``: the value given instead of the tool."""
     if signer is None:
         return None
     call = await pending_call(handle, call_id)
-    return signer.sign(handle.id, call, decision) if call is not None else None
+    if call is None:
+        return None
+    return signer.sign(handle.id, call, decision, edited_arguments=edited_arguments, answer=answer, answered=answered)

@@ -40,6 +40,9 @@ class Person:
     #: ``approve``, ``deny`` (both accept the form), ``decline`` or ``cancel``.
     answer: str = "approve"
     comment: str = ""
+    #: Edited arguments (a JSON object) with approve; the result (JSON) with answer.
+    arguments: str = ""
+    result: str = ""
     #: Seconds before answering (longer than ``--approval-wait``: no answer in time).
     delay: float = 0.0
     #: Run when asked, before answering (e.g. kill a worker).
@@ -54,7 +57,12 @@ class Person:
             await asyncio.sleep(self.delay)
         if self.answer in ("decline", "cancel"):
             return ElicitResult(action=self.answer)
-        return ElicitResult(action="accept", content={"decision": self.answer, "comment": self.comment})
+        content = {"decision": self.answer, "comment": self.comment}
+        if self.arguments:
+            content["arguments"] = self.arguments
+        if self.result:
+            content["result"] = self.result
+        return ElicitResult(action="accept", content=content)
 
 
 class McpSession:

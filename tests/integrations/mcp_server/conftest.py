@@ -42,6 +42,7 @@ def person() -> Person:
 def reset_person(person: Person) -> Person:
     """The module's person, back to approving at once."""
     person.answer, person.comment, person.delay, person.on_ask = "approve", "", 0.0, None
+    person.arguments = person.result = ""
     person.asked.clear()
     return person
 

@@ -82,7 +82,12 @@ async def test_approval_over_http_is_recorded_under_the_tokens_holder(
     report = res.structured_content
     assert report["status"] == "completed", res
     approval = report["tool_calls"][0]["approval"]
-    assert (approval["decision"], approval["by"], approval["comment"]) == ("approved", "mcp:ana", "ok from http")
+    assert {k: approval[k] for k in ("decision", "by", "comment", "door")} == {
+        "decision": "approved",
+        "by": "mcp:ana",
+        "comment": "ok from http",
+        "door": "mcp",
+    }
     audit = await fetch_audit(client, report["execution_id"])
     assert audit.calls[0].approval is not None and audit.calls[0].approval.by == "mcp:ana"
 

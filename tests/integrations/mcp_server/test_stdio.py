@@ -151,10 +151,11 @@ async def test_approval_accepted_through_the_client(session: Any, reset_person: 
     assert EMAIL in question and '"to": "ana@example.com"' in question and report["execution_id"] in question
     by = f"mcp:{CLIENT_NAME}"
     call = report["tool_calls"][0]
-    assert {k: call["approval"][k] for k in ("decision", "by", "comment")} == {
+    assert {k: call["approval"][k] for k in ("decision", "by", "comment", "door")} == {
         "decision": "approved",
         "by": by,
         "comment": "fine to send",
+        "door": "mcp",
     }
     assert call["result"]["sent"] is True
     # The audit (from Temporal's history): the call ran once, approved by the client's person.
@@ -163,6 +164,19 @@ async def test_approval_accepted_through_the_client(session: Any, reset_person: 
     assert len(sends) == 1 and sends[0].attempts == 1 and sends[0].status == "ok"
     assert sends[0].approval is not None and sends[0].approval.by == by
     assert sends[0].approval.decision == "approved"
+
+
+async def test_edited_then_approved_and_answered_through_the_client(session: Any, reset_person: Person) -> None:
+    reset_person.arguments = '{"to": "bo@example.com"}'
+    res = await session.call_tool("execute", {"code": EMAIL})
+    call = res.structured_content["tool_calls"][0]
+    assert call["result"]["to"] == "bo@example.com", res
+    assert call["approval"]["approved_arguments"]["to"] == "bo@example.com"
+    assert call["approval"]["asked_arguments"]["to"] == "ana@example.com"
+    reset_person.arguments, reset_person.answer, reset_person.result = "", "answer", '{"sent": false}'
+    res = await session.call_tool("execute", {"code": EMAIL})
+    call = res.structured_content["tool_calls"][0]
+    assert call["result"] == {"sent": False} and call["approval"]["answered"] is True, res
 
 
 async def test_denied_through_the_client(session: Any, reset_person: Person) -> None:

@@ -1,0 +1,105 @@
+"""The notify activities a worker runs: what channels this worker has (``plan``), one event
+on one channel (``deliver``, retried by the notify workflow's policy), and whether a call still
+waits (``still_pending``, from the execution's memo: no worker of it needed)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from pydantic import BaseModel, Field
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from .channels import ChannelRefused, send_email, send_webhook
+from .config import NotifyConfig
+from .events import NotifyRequest
+
+log = logging.getLogger(__name__)
+
+PLAN = "codemode.notify.plan"
+DELIVER = "codemode.notify.deliver"
+STILL_PENDING = "codemode.notify.still_pending"
+
+
+class NotifyPlan(BaseModel):
+    channels: list[str] = Field(default_factory=list)
+    reminders: list[float] = Field(default_factory=list)
+    initial_interval: float = 1.0
+    maximum_interval: float = 60.0
+    give_up_after: float = 24 * 3600
+
+
+class DeliverInput(BaseModel):
+    channel: str
+    request: NotifyRequest
+
+
+class PendingInput(BaseModel):
+    execution_id: str
+    call_id: str
+
+
+class NotifyActivities:
+    """Bound to the worker's notify config (None: no channel, every event ends at ``plan``)."""
+
+    def __init__(self, config: NotifyConfig | None) -> None:
+        self.config = config
+
+    @activity.defn(name=PLAN)
+    async def plan(self) -> NotifyPlan:
+        c = self.config
+        if c is None:
+            return NotifyPlan()
+        return NotifyPlan(
+            channels=c.channels(),
+            reminders=c.reminders,
+            initial_interval=c.retry.initial_interval,
+            maximum_interval=c.retry.maximum_interval,
+            give_up_after=c.retry.give_up_after,
+        )
+
+    @activity.defn(name=DELIVER)
+    async def deliver(self, inp: DeliverInput) -> str:
+        c = self.config
+        if c is None:
+            return "no notify config on this worker"
+        req = inp.request
+        try:
+            if inp.channel == "email" and c.email is not None:
+                sent = await send_email(c, c.email, req)
+                return f"{sent} message(s) sent"
+            kind, _, index = inp.channel.partition(":")
+            if kind == "webhook" and index.isdigit() and int(index) < len(c.webhooks):
+                status = await send_webhook(c, c.webhooks[int(index)], req)
+                return f"HTTP {status}"
+        except ChannelRefused as err:
+            raise ApplicationError(str(err), type="ChannelRefused", non_retryable=True) from None
+        except Exception as err:
+            log.info(
+                "%s for %s on %s failed (attempt %s): %s",
+                req.event,
+                req.idempotency_key,
+                inp.channel,
+                activity.info().attempt,
+                err,
+            )
+            raise ApplicationError(f"{inp.channel}: {type(err).__name__}: {err}", type="ChannelDown") from None
+        return f"channel {inp.channel} is no longer configured on this worker"
+
+    @activity.defn(name=STILL_PENDING)
+    async def still_pending(self, inp: PendingInput) -> bool:
+        from temporalio.client import WorkflowExecutionStatus
+
+        desc = await activity.client().get_workflow_handle(inp.execution_id).describe()
+        if desc.status != WorkflowExecutionStatus.RUNNING:
+            return False
+        entries = (await desc.memo()).get("pending_approvals") or []
+        return any(isinstance(e, dict) and e.get("call_id") == inp.call_id for e in entries)
+
+    def activities(self) -> list[object]:
+        return [self.plan, self.deliver, self.still_pending]
+
+
+#: How long one attempt may run (the channel's own timeouts are shorter).
+ATTEMPT_TIMEOUT = timedelta(seconds=30)

@@ -1,0 +1,74 @@
+"""Parking a run's sandbox while the run waits for a person (mixed into ``SandboxActivities``).
+
+``sandbox_park`` pauses the sandbox where the provider keeps its processes through a pause
+(Docker, E2B; Blaxel puts an idle sandbox in standby on its own) and says what happened,
+so the history never calls "paused" a sandbox that kept running. Where the sandbox keeps
+running (Modal; any pause that failed) it says for how long it may
+(``runtimes/runner/parking.py``, ``CODEMODE_PARK_RELEASE_AFTER``): the workflow then releases
+it if the run is still waiting, and the run continues on approval by journal replay in a
+fresh sandbox.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from temporalio import activity
+
+from codemode.runtimes.errors import SandboxError
+from codemode.runtimes.runner.parking import DEFAULT_RELEASE_AFTER, release_after
+
+from . import names
+from .checkpoints import CheckpointStore, CheckpointUnusable
+from .live_runs import LiveSession, cache_key
+from .models import ParkResult, ReleaseInput
+from .step_loop import step_scope
+
+log = logging.getLogger(__name__)
+
+_HOW = {
+    "paused": "{name} paused it: no compute while the run waits, its processes kept",
+    "standby": "{name} puts it in standby once idle: no compute while the run waits, its processes kept",
+    "running": "{name} cannot pause a sandbox and keep its processes",
+}
+
+
+class Parking:
+    """The ``sandbox_park`` activity. The state it uses is set up by ``SandboxActivities``."""
+
+    checkpoints: CheckpointStore
+    _snapshots: dict[str, LiveSession]
+
+    if TYPE_CHECKING:
+
+        def runtime(self, name: str) -> Any: ...
+
+    @activity.defn(name=names.SANDBOX_PARK)
+    async def park(self, inp: ReleaseInput) -> ParkResult:
+        """Pause the sandbox of a run about to wait for a person, or say it keeps running
+        and for how long it may (``release_after``)."""
+        if inp.checkpoint is None:
+            return ParkResult(parked_as="nothing", why="the run holds no checkpoint")
+        live = self._snapshots.pop(cache_key(inp.execution_id, inp.checkpoint), None)
+        if live is not None:  # its checkpoint is current: closing only detaches
+            await live.execution.close()
+        runtime = self.runtime(inp.runtime)
+        try:
+            blob = await self.checkpoints.load(step_scope(inp.execution_id, inp.first_run_id), inp.checkpoint)
+        except CheckpointUnusable as err:
+            return ParkResult(parked_as="nothing", why=f"its checkpoint is gone: {err}")
+        parks_as = getattr(runtime, "parks_as", "running")
+        why = _HOW[parks_as].format(name=runtime.name)
+        try:
+            await runtime.suspend(blob)
+        except SandboxError as err:  # it keeps running: released after the grace period instead
+            parks_as, why = "running", f"pausing it failed: {err}"
+        if parks_as != "running":
+            return ParkResult(parked_as=parks_as, why=why)
+        try:
+            after = release_after(runtime.name, getattr(runtime, "park_release_after", None))
+        except ValueError as err:  # a bad setting must not leave a sandbox running for days
+            log.error("%s; releasing parked sandboxes after %gs", err, DEFAULT_RELEASE_AFTER)
+            after, why = DEFAULT_RELEASE_AFTER, f"{why} ({err})"
+        return ParkResult(parked_as="running", why=why, release_after=after)

@@ -1,0 +1,25 @@
+"""A worker of team_tools in its own process, so a test can SIGKILL it:
+python tests/approvals/worker_proc.py ADDRESS TASK_QUEUE"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from codemode.activities import ToolRegistry  # noqa: E402
+from codemode.worker.client.connection import connect  # noqa: E402
+from codemode.worker.worker import CodeModeWorker  # noqa: E402
+
+
+async def main(address: str, task_queue: str) -> None:
+    client = await connect(address)
+    worker = CodeModeWorker(client, ToolRegistry.from_module("tests.approvals.team_tools"), task_queue=task_queue)
+    print("ready", flush=True)
+    await worker.run()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2]))

@@ -1,0 +1,35 @@
+"""How a call's outcome is kept in its record, and how a run's end is told: pure functions
+of recorded data (deterministic, for workflow code), out of ``execution_workflow.py``."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from codemode.workflows.models import ErrorInfo
+
+
+def final_details(success: bool, error: ErrorInfo | None, elapsed: timedelta, calls: int) -> str:
+    """The workflow's current details once the run ends (the UI shows them as markdown)."""
+    tail = f"in {elapsed.total_seconds():.1f}s, {calls} tool call{'s' if calls != 1 else ''}"
+    if success:
+        return f"**Completed** {tail}."
+    if error is None:
+        return f"**Failed** {tail}."
+    where = f" at line {error.line}" if error.line else ""
+    message = f": {error.message[:300]}"
+    word = "Timed out" if error.kind == "timeout" else "Failed"
+    return f"**{word}** {tail}: `{error.type}`{where}{message}"
+
+
+def preview(value: object, limit: int = 200) -> str:
+    """The start of a large result, for the audit record (the whole value is in the journal)."""
+    if isinstance(value, list):
+        head = f"[{len(value)} items] "
+        first = value[:1]
+    elif isinstance(value, dict):
+        head = f"{{{len(value)} keys}} "
+        first = list(value)[:8]
+    else:
+        head, first = "", value
+    text = head + repr(first)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
