@@ -77,13 +77,19 @@ async def _aiter(items):
 
 
 async def _drive_approvals(handle, decide) -> None:
+    # Each waiting call is decided once: a query answered before the worker took the decision
+    # still lists the call, and a second signal landing as the run completes fails that
+    # workflow task (UnhandledCommand; seen with the no-cache worker of test_determinism.py).
+    decided: set[str] = set()
     while True:
         desc = await handle.describe()
         if desc.status is not None and desc.status.name != "RUNNING":
             return
         status = await handle.query("status", result_type=ExecutionStatus)
         for pending in status.pending_approvals:
-            await decide(handle, pending.call_id)
+            if pending.call_id not in decided:
+                decided.add(pending.call_id)
+                await decide(handle, pending.call_id)
         await asyncio.sleep(0.05)
 
 

@@ -176,7 +176,7 @@ async def send_decision(
             raise DecisionRefused(str(err.cause or err)) from None
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
-                raise DecisionRefused(f"nothing to decide: {err.message}") from None
+                raise DecisionRefused(f"nothing to decide, the call is not waiting any more: {err.message}") from None
             # else: as below, the signal says what the server thinks
         except WorkflowUpdateRPCTimeoutOrCancelledError:
             pass  # no worker answered in time: signal instead

@@ -31,18 +31,19 @@ def inbox_signer(key_file: str | os.PathLike[str] | None, name: str | None = Non
 
 
 class SigningRefused(ValueError):
-    """The call needs a signed decision and the inbox has no key: nothing is sent."""
+    """Nothing is sent: the call needs a signed decision and the inbox has no key, or it does
+    not wait any more."""
 
 
 async def sign_for_person(handle: WorkflowHandle[Any, Any], decision: Decision, signer: Signer | None) -> None:
     """Sign ``decision`` (as the inbox, on behalf of ``decision.by``, the authenticated person)
     over the waiting call; raises ``SigningRefused`` when the call needs a signature and there
-    is no key. A call that does not wait is left to ``send_decision`` to refuse."""
+    is no key, or when the call does not wait any more (nothing is sent then either)."""
     if decision.call_id is None:
         return
     pending = await pending_call(handle, decision.call_id)
     if pending is None:
-        return
+        raise SigningRefused("the call is not waiting for a decision any more (it was decided, or its time ran out)")
     if signer is None:
         if pending.signed:
             raise SigningRefused(
