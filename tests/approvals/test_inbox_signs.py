@@ -94,3 +94,32 @@ async def test_inbox_signs_an_edited_approval_for_the_person(
     assert "signed by ana@example.com" in verified.out and "every decision holds" in verified.out
     with_file = await codemode("history", handle.id, "--verify", "--approvers", str(approvers), env=env)
     assert with_file.rc == 0, with_file.out + with_file.err
+
+
+async def test_cli_answer_is_signed_and_verifies(client, temporal_address, task_queue, events_file, tmp_path) -> None:
+    env = base_env(
+        TEMPORAL_ADDRESS=temporal_address, CODEMODE_TASK_QUEUE=task_queue, XDG_CONFIG_HOME=str(tmp_path / "config")
+    )
+    made = await codemode("keygen", "--approver", "ana", env=env)
+    assert made.rc == 0, made
+    public = made.out.strip().splitlines()[-1]
+    approvers = tmp_path / "approvers.toml"
+    approvers.write_text(f'[people.ana]\nkeys = ["{public}"]\n\n[tools.send_money]\napprovers = ["ana"]\n')
+    worker = CodeModeWorker(client, ToolRegistry.from_module(TOOLS_MODULE), task_queue=task_queue, approvers=approvers)
+    async with worker.running():
+        handle = await start_execution(client, CodeExecutionRequest(code=SEND), task_queue=task_queue)
+        (pending,) = (await parked(handle)).pending_approvals
+        result = '{"to": "bob", "amount": 1}'
+        unsigned = await codemode("answer", handle.id, pending.call_id, "--result", result, "--by", "bo", env=env)
+        assert unsigned.rc != 0 and "needs a signed decision" in unsigned.err, unsigned
+        answered = await codemode("answer", handle.id, pending.call_id, "--result", result, "--by", "ana", env=env)
+        assert answered.rc == 0 and "answered call" in answered.out and "signed with" in answered.out, answered
+        outcome = await handle.result()
+    assert outcome.output == ["bob", 1]
+    (call,) = outcome.tool_calls
+    assert call.approval.answered and call.approval.by == "ana"
+    (sig,) = call.approval.signatures
+    assert (sig.decision, sig.signer, sig.answer_sha256 is not None) == ("answer", "ana", True)
+    assert read_events(events_file) == []  # the tool never ran
+    verified = await codemode("history", handle.id, "--verify", env=env)
+    assert verified.rc == 0 and "every decision holds" in verified.out, verified
