@@ -20,6 +20,7 @@ GUIDE = (REPO / "docs" / "guides" / "agent-frameworks.md").read_text()
 EXAMPLES = ["openai_agents", "langgraph", "deepagents", "adk"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("example", EXAMPLES)
 async def test_the_framework_example_runs(example: str, temporal_address: str, tmp_path) -> None:
     await run_example(example, temporal_address, tmp_path)

@@ -103,6 +103,7 @@ async def test_run_code_outside_a_workflow_stops_the_run_for_approval_and_resume
     assert transfers(events_file) == 1
 
 
+@pytest.mark.slow
 async def test_the_agent_survives_a_sigkill_while_its_code_waits_for_approval(
     temporal_address: str, store: BlobStore, events_file: Path
 ) -> None:
