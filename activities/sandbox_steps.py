@@ -181,13 +181,13 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching, Swep
     @activity.defn(name=names.SANDBOX_START)
     async def start(self, inp: StartInput) -> StepResult:
         async with _heartbeating():
-            with owned_by(step_owner(inp.execution_id, inp.cell)):
+            with owned_by(await self._owner(inp.execution_id, inp.cell)):
                 return await self._start(inp)
 
     @activity.defn(name=names.SANDBOX_RESUME)
     async def resume(self, inp: ResumeInput) -> StepResult:
         async with _heartbeating():
-            with owned_by(step_owner(inp.execution_id, inp.cell or (inp.start.cell if inp.start else None))):
+            with owned_by(await self._owner(inp.execution_id, inp.cell or (inp.start.cell if inp.start else None))):
                 return await self._resume_and_release(inp)
 
     async def step_after_tool(
@@ -203,8 +203,14 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching, Swep
         a step that outlasts ``then.step_timeout`` is not cut short: it is handed over to the
         workflow's own resume step, which comes to this worker (``_hand_over``)."""
         inp = then.resume_input(execution_id, answer)
-        with owned_by(step_owner(execution_id, inp.cell)):
+        with owned_by(await self._owner(execution_id, inp.cell)):
             return await self._step_after_tool(inp, then, spent)
+
+    async def _owner(self, execution_id: str, cell: CellStart | CellRef | None) -> SandboxOwner | None:
+        """Whom a sandbox made by the running step belongs to (its labels)."""
+        if not activity.in_activity():
+            return None
+        return step_owner(execution_id, cell, await self.cluster_of(activity.client()))
 
     async def _step_after_tool(self, inp: ResumeInput, then: NextStep, spent: int) -> StepResult:
         if inp.session_id is None:
@@ -536,17 +542,16 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching, Swep
 RECIPE_SEGMENTS = 8
 
 
-def step_owner(execution_id: str, cell: CellStart | CellRef | None) -> SandboxOwner | None:
+def step_owner(execution_id: str, cell: CellStart | CellRef | None, cluster: str = "") -> SandboxOwner:
     """Whom a sandbox made by the running step belongs to: its execution, the step's
-    activity attempt, the namespace (and for a cell, its session)."""
-    if not activity.in_activity():
-        return None
+    activity attempt, the namespace and cluster (and for a cell, its session)."""
     info = activity.info()
     return SandboxOwner(
         execution_id=execution_id,
         step=f"{info.activity_id}#{info.attempt}",
         namespace=info.workflow_namespace,
         session_id=cell.scope.session_id if cell is not None else "",
+        cluster=cluster,
     )
 
 

@@ -40,7 +40,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from codemode.runtimes import get_runtime
-from codemode.runtimes.runner.owner import EXECUTION_LABEL, NAMESPACE_LABEL, SESSION_LABEL, STEP_LABEL
+from codemode.runtimes.runner.owner import CLUSTER_LABEL, EXECUTION_LABEL, NAMESPACE_LABEL, SESSION_LABEL, STEP_LABEL
 from codemode.runtimes.runner.provider import OwnSandbox
 from codemode.runtimes.runner.sandbox_runtime import SandboxRuntime
 
@@ -111,6 +111,7 @@ async def sweep_sandboxes(
     inp = inp or SandboxSweepInput()
     report = SandboxSweepReport(runtimes=sorted(runtimes), dry_run=inp.dry_run, errors=list(errors or []))
     judge = _Judge(client, checkpoints)
+    cluster = await cluster_id(client)
     for name, runtime in sorted(runtimes.items()):
         try:
             found = await runtime.list_own()
@@ -132,9 +133,9 @@ async def sweep_sandboxes(
                 entry.reason = "this worker is using it"
                 report.kept.append(entry)
                 continue
-            namespace = own.labels.get(NAMESPACE_LABEL)
-            if namespace and namespace != client.namespace:
-                continue  # another namespace's workers judge it
+            namespace, made_by = own.labels.get(NAMESPACE_LABEL), own.labels.get(CLUSTER_LABEL)
+            if (namespace and namespace != client.namespace) or (made_by and cluster and made_by != cluster):
+                continue  # another namespace's (or Temporal cluster's) workers judge it
             reason, keep = await judge.verdict(runtime, own, sandbox, now, inp.young_seconds)
             entry.reason = reason
             if keep:
@@ -151,6 +152,17 @@ async def sweep_sandboxes(
     for entry in report.removed:
         log.info("sandbox sweep: destroyed %s %s (%s)", entry.runtime, entry.sandbox, entry.reason)
     return report
+
+
+async def cluster_id(client: Client) -> str:
+    """The Temporal cluster's id ("" when the server does not say)."""
+    from temporalio.api.workflowservice.v1 import GetClusterInfoRequest
+
+    try:
+        info = await client.workflow_service.get_cluster_info(GetClusterInfoRequest(), timeout=timedelta(seconds=10))
+    except Exception:  # an older or restricted server: sandboxes go without the label
+        return ""
+    return info.cluster_id
 
 
 class _Judge:
@@ -264,6 +276,13 @@ class SweptRuntimes:
 
     _runtimes: dict[str, Any]
     checkpoints: CheckpointStore
+    _cluster: str | None = None
+
+    async def cluster_of(self, client: Client) -> str:
+        """This worker's Temporal cluster id (asked once), for the labels of its sandboxes."""
+        if self._cluster is None:
+            self._cluster = await cluster_id(client)
+        return self._cluster
 
     def swept_runtimes(self) -> tuple[dict[str, SandboxRuntime], list[str]]:
         """The runtimes of sandboxes that outlive a worker which this worker serves: those it

@@ -63,7 +63,8 @@ async def ensure_search_attributes(client: Client) -> bool:
     except RPCError as err:
         log.warning(
             "search attributes %s (Keyword) are missing on namespace %s and this worker may not create them "
-            "(%s: %s). Create them once: %s. Until then executions run without them, and `codemode list "
+            "(%s: %s). Create them once: %s. Until then executions run without them (those your own "
+            "workflows start as children need index_search_attributes=False), and `codemode list "
             "--status` reads each execution's state instead of asking the index.",
             ", ".join(missing), namespace, err.status.name, err.message, how_to_create(namespace, missing),
         )  # fmt: skip

@@ -1,23 +1,32 @@
 """The execution's side of notifications: each approval event (requested, decided, expired)
-starts a ``CodeModeNotifyWorkflow`` child that the run abandons, in a task of its own, so the
-run never waits on a channel (only, before it ends or continues as new, on the children's
-starts: a server round trip). Which channels exist is the worker's business: the workflow
-always says what happened. Histories recorded before this existed replay without it
-(``NOTIFY_PATCH``)."""
+is handed to a local activity that starts a ``CodeModeNotifyWorkflow`` of its own, when the
+worker has any channel (the worker decides; the workflow always says what happened). The run
+never waits on a channel, and the notify workflow is not its child, so nothing it does adds an
+event to the run's history or races the run's last commands; before the run ends or continues
+as new it waits only for those starts (a local activity each). Histories recorded before
+this existed replay without it (the ``NOTIFY_PATCH`` marker), and runs recorded while
+notifications were children replay with children (``CHILD_NOTIFY_PATCH``)."""
 
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.common import RetryPolicy
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
+    from codemode.activities.notify.activities import START, StartNotice
     from codemode.activities.notify.events import DecidedInfo, EventName, NotifyRequest, excerpt
     from codemode.workflows.models import CODE_APPROVAL_ID, ApprovalRecord, PendingApproval
     from codemode.workflows.notify_workflow import NOTIFY_WORKFLOW
 
-NOTIFY_PATCH = "approval-notify"
+NOTIFY_PATCH = "approval-notify-started"
+#: Runs recorded while each notification was an abandoned child of the run (main at 0b4239e)
+#: replay with children: their completions landed in the run's history, which is why a run
+#: now starts its notify workflows from a local activity instead.
+CHILD_NOTIFY_PATCH = "approval-notify"
 
 
 class Notices:
@@ -27,7 +36,11 @@ class Notices:
         self.code = ""
 
     def send(self, event: EventName, review: PendingApproval, decision: ApprovalRecord | None = None) -> None:
-        if not workflow.patched(NOTIFY_PATCH):
+        if workflow.patched(NOTIFY_PATCH):
+            start = self._start
+        elif workflow.patched(CHILD_NOTIFY_PATCH):  # only true replaying such a run
+            start = self._start_child
+        else:
             return
         info = workflow.info()
         code = str(review.args[0]) if review.call_id == CODE_APPROVAL_ID and review.args else self.code
@@ -53,10 +66,22 @@ class Notices:
             ),
         )
         # Unique across the namespace (run ids are), and the same on a replay under another id.
-        child_id = f"codemode-notify:{info.first_execution_run_id}:{review.call_id}:{event.partition('.')[2]}"
-        self._starting.append(asyncio.create_task(self._start(req, child_id)))
+        notify_id = f"codemode-notify:{info.first_execution_run_id}:{review.call_id}:{event.partition('.')[2]}"
+        self._starting.append(asyncio.create_task(start(req, notify_id)))
 
-    async def _start(self, req: NotifyRequest, child_id: str) -> None:
+    async def _start(self, req: NotifyRequest, notify_id: str) -> None:
+        try:
+            await workflow.execute_local_activity(
+                START,
+                StartNotice(workflow_id=notify_id, workflow_type=NOTIFY_WORKFLOW, request=req),
+                start_to_close_timeout=timedelta(seconds=10),
+                retry_policy=RetryPolicy(maximum_attempts=3),
+                summary=f"tell people: {req.event} for call {req.call_id}",
+            )
+        except Exception as err:  # noqa: BLE001 - a notification never fails the run
+            workflow.logger.warning("notification %s for call %s not started: %s", req.event, req.call_id, err)
+
+    async def _start_child(self, req: NotifyRequest, child_id: str) -> None:
         try:
             await workflow.start_child_workflow(
                 NOTIFY_WORKFLOW,
@@ -70,7 +95,7 @@ class Notices:
             workflow.logger.warning("notification %s for call %s not started: %s", req.event, req.call_id, err)
 
     async def settled(self) -> None:
-        """Wait until every child started here has started (not until it delivered)."""
+        """Wait until every notify workflow asked for here has been started (not delivered)."""
         if self._starting:
             await asyncio.gather(*self._starting)
             self._starting.clear()

@@ -45,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
     from codemode.runtimes.types import Determinism
     from codemode.workflows.approvals import Approvals, permission_error, summary
     from codemode.workflows.call_outcomes import final_details, preview
+    from codemode.workflows.call_window import call_window
     from codemode.workflows.continuation import Continuation, Cursor
     from codemode.workflows.models import (
         RUNTIME_KEY,
@@ -87,17 +88,6 @@ FUSED_STEP_SECONDS = 10.0
 #: run from the checkpoint and them. No tool ever runs again; at most that much compute does.
 DEFER_ENTRIES = 32
 DEFER_BYTES = 256 * 1024
-#: Calls of one gathered batch run (and are recorded) this many at a time, so even a batch
-#: of thousands leaves room to continue as new between windows. Each call that completes
-#: while a workflow task is in flight adds two buffered events (started, completed); past
-#: 100 (the server's ``history.maximumBufferedEventsBatch``) the server force-fails that task
-#: (``FORCE_CLOSE_COMMAND``) and the worker replays the run from its history. 40 calls stay
-#: below that, with room for signals.
-CALL_WINDOW = 40
-#: The window before that (a batch of 41 to 64 calls was one window): what histories
-#: recorded without the ``CALL_WINDOW_PATCH`` marker replay with.
-OLD_CALL_WINDOW = 64
-CALL_WINDOW_PATCH = "call-window-40"
 #: Our own ceilings for one run, in case the server's continue-as-new suggestion is off or
 #: set high: far below its hard limits (51,200 events, 50 MB).
 MAX_RUN_EVENTS = 10_000
@@ -374,7 +364,7 @@ class CodeExecutionWorkflow:
                     cursor = self._take(fused, superseded=step.checkpoint)
                     continue
             while cursor.remaining:
-                width = _call_window(len(cursor.remaining))
+                width = call_window(len(cursor.remaining))
                 window, cursor.remaining = cursor.remaining[:width], cursor.remaining[width:]
                 workflow.set_current_details("Running " + ", ".join(f"`{summary(c)}`" for c in window[:5]))
                 answers = [a for a, _ in await asyncio.gather(*(self._run_call(c, req.approval_timeout) for c in window))]
@@ -674,14 +664,6 @@ class CodeExecutionWorkflow:
         self._state = state
         if self._index:
             workflow.upsert_search_attributes([STATUS_KEY.value_set(state)])
-
-
-def _call_window(remaining: int) -> int:
-    """How many of the remaining calls to run now. Asks for the patch (a marker and a
-    search-attribute update, once per run) only for a batch the two windows split differently."""
-    if remaining <= CALL_WINDOW:
-        return remaining
-    return CALL_WINDOW if workflow.patched(CALL_WINDOW_PATCH) else OLD_CALL_WINDOW
 
 
 def _indexed_at_start(runtime: str) -> bool:

@@ -1,9 +1,9 @@
 """``CodeModeNotifyWorkflow``: one notification event about one call, delivered on every
 channel the worker's notify config has, each by an activity with its own retry policy.
 
-The execution starts it as a child it abandons (``ParentClosePolicy.ABANDON``), so a receiver
-down for minutes still gets the event after the run has moved on or ended, and nothing in
-the run waits on a channel. A request event also sends the reminders: it sleeps until each
+The execution has it started by a local activity (``workflows/approval_notices.py``) as a
+workflow of its own, not a child, so a receiver down for minutes still gets the event after
+the run has moved on or ended, and nothing in the run waits on a channel. A request event also sends the reminders: it sleeps until each
 point before the deadline and sends one while the call still waits."""
 
 from __future__ import annotations

@@ -7,9 +7,8 @@ Pure functions of the request: deterministic, so workflow code may call them.
 from __future__ import annotations
 
 import re
-from datetime import timedelta
 
-from codemode.workflows.models import CodeExecutionRequest, ErrorInfo
+from codemode.workflows.models import CodeExecutionRequest
 
 _MARKDOWN = re.compile(r"([\\`*_\[\]<>~|])")
 
@@ -50,30 +49,3 @@ def execution_summary(req: CodeExecutionRequest) -> str:
 def execution_details(req: CodeExecutionRequest) -> str:
     """The workflow's static details: the code, as a Python block."""
     return f"```python\n{req.code}\n```"
-
-
-def final_details(success: bool, error: ErrorInfo | None, took: timedelta, calls: int) -> str:
-    """The workflow's details once it ended: how it ended, how long it took, its calls."""
-    tail = f"in {took.total_seconds():.1f}s, {calls} tool call{'s' if calls != 1 else ''}"
-    if success:
-        return f"**Completed** {tail}."
-    if error is None:
-        return f"**Failed** {tail}."
-    where = f" at line {error.line}" if error.line else ""
-    message = f": {error.message[:300]}"
-    word = "Timed out" if error.kind == "timeout" else "Failed"
-    return f"**{word}** {tail}: `{error.type}`{where}{message}"
-
-
-def preview(value: object, limit: int = 200) -> str:
-    """The start of a large result, for the audit record (the whole value is in the journal)."""
-    if isinstance(value, list):
-        head = f"[{len(value)} items] "
-        first = value[:1]
-    elif isinstance(value, dict):
-        head = f"{{{len(value)} keys}} "
-        first = list(value)[:8]
-    else:
-        head, first = "", value
-    text = head + repr(first)
-    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,4 +1,5 @@
-"""The notify activities a worker runs: what channels this worker has (``plan``), one event
+"""The notify activities a worker runs: start an event's notify workflow when this worker has
+a channel (``start``, a local activity of the run), what channels it has (``plan``), one event
 on one channel (``deliver``, retried by the notify workflow's policy), and whether a call still
 waits (``still_pending``, from the execution's memo: no worker of it needed)."""
 
@@ -9,7 +10,7 @@ from datetime import timedelta
 
 from pydantic import BaseModel, Field
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 
 from .channels import ChannelRefused, send_email, send_webhook
 from .config import NotifyConfig
@@ -17,6 +18,7 @@ from .events import NotifyRequest
 
 log = logging.getLogger(__name__)
 
+START = "codemode.notify.start"
 PLAN = "codemode.notify.plan"
 DELIVER = "codemode.notify.deliver"
 STILL_PENDING = "codemode.notify.still_pending"
@@ -35,6 +37,13 @@ class DeliverInput(BaseModel):
     request: NotifyRequest
 
 
+class StartNotice(BaseModel):
+    #: The notify workflow's id (deterministic: a retry of this start finds it started).
+    workflow_id: str
+    workflow_type: str
+    request: NotifyRequest
+
+
 class PendingInput(BaseModel):
     execution_id: str
     call_id: str
@@ -45,6 +54,24 @@ class NotifyActivities:
 
     def __init__(self, config: NotifyConfig | None) -> None:
         self.config = config
+
+    @activity.defn(name=START)
+    async def start(self, inp: StartNotice) -> str:
+        """Start the event's notify workflow, on its own (never the run's child: the run's
+        history gets no event of it), when this worker has a channel at all."""
+        if self.config is None or not self.config.channels():
+            return "no channel configured on this worker"
+        try:
+            await activity.client().start_workflow(
+                inp.workflow_type,
+                inp.request,
+                id=inp.workflow_id,
+                task_queue=activity.info().task_queue,
+                static_summary=f"{inp.request.event} for call {inp.request.call_id} of {inp.request.execution_id}",
+            )
+        except WorkflowAlreadyStartedError:
+            return "already started"
+        return "started"
 
     @activity.defn(name=PLAN)
     async def plan(self) -> NotifyPlan:
@@ -98,7 +125,7 @@ class NotifyActivities:
         return any(isinstance(e, dict) and e.get("call_id") == inp.call_id for e in entries)
 
     def activities(self) -> list[object]:
-        return [self.plan, self.deliver, self.still_pending]
+        return [self.start, self.plan, self.deliver, self.still_pending]
 
 
 #: How long one attempt may run (the channel's own timeouts are shorter).

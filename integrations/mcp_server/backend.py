@@ -31,10 +31,15 @@ class Backend:
     ui_url: str | None = None
     #: Whether a worker runs in this process.
     own_worker: bool = False
+    #: The connection flags of the commands shown to a person (None: from ``address``).
+    flags: str | None = None
 
     @property
     def address_flag(self) -> str:
-        """`` --address X`` for the commands shown to a person, unless it is the default."""
+        """`` --address X`` (and the namespace and profile when configured) for the commands
+        shown to a person, unless they are the defaults; never an API key."""
+        if self.flags is not None:
+            return self.flags
         return "" if self.address == DEFAULT_ADDRESS else f" --address {self.address}"
 
 
@@ -71,7 +76,10 @@ async def open_backend(
             await stack.enter_async_context(worker.running())
         elif mcp is not None:
             await mcp.aclose()
-        yield Backend(client=client, address=address, task_queue=task_queue, ui_url=ui_url, own_worker=own_worker)
+        flags = None if ui_url else target.flags()  # (the embedded server's: its address alone)
+        yield Backend(
+            client=client, address=address, task_queue=task_queue, ui_url=ui_url, own_worker=own_worker, flags=flags
+        )
 
 
 class BackendSlot:

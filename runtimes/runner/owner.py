@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 __all__ = [
+    "CLUSTER_LABEL",
     "EXECUTION_LABEL",
     "NAMESPACE_LABEL",
     "SESSION_LABEL",
@@ -34,6 +35,9 @@ STEP_LABEL = "codemode.step"
 NAMESPACE_LABEL = "codemode.namespace"
 #: A session's cell: the session (workflow id) that keeps the sandbox between cells.
 SESSION_LABEL = "codemode.session"
+#: The Temporal cluster's id: a sweep judges only its own cluster's sandboxes (two dev
+#: servers on one machine share a Docker engine, and both call their namespace "default").
+CLUSTER_LABEL = "codemode.cluster"
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,7 @@ class SandboxOwner:
     step: str = ""
     namespace: str = ""
     session_id: str = ""
+    cluster: str = ""
 
     def labels(self) -> dict[str, str]:
         found = {
@@ -49,6 +54,7 @@ class SandboxOwner:
             STEP_LABEL: self.step,
             NAMESPACE_LABEL: self.namespace,
             SESSION_LABEL: self.session_id,
+            CLUSTER_LABEL: self.cluster,
         }
         return {k: v for k, v in found.items() if v}
 

@@ -28,7 +28,7 @@ def test_the_reserved_names_are_the_registered_activities() -> None:
 
     registered = {
         activity._Definition.must_from_callable(fn).name
-        for owner in (SandboxActivities, RetentionActivities, SandboxSweepActivities)
+        for owner in (*SandboxActivities.__mro__, RetentionActivities, SandboxSweepActivities)
         for fn in owner.__dict__.values()
         if callable(fn) and activity._Definition.from_callable(fn) is not None
     }

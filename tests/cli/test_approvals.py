@@ -56,8 +56,6 @@ async def test_approve_then_result(cli_env: dict[str, str]) -> None:
         "by": "alice",
         "comment": "fine",
         "asked_arguments": {"to": "ana@example.com", "subject": "Weather", "body": "Paris: 18C, cloudy"},
-        "approved_arguments": None,
-        "answered": False,
         "door": "cli",
         "signatures": [],
     }

@@ -158,3 +158,29 @@ async def test_a_denied_commit_never_runs_and_a_failing_command_raises(client, r
     assert git(repo, "rev-list", "--count", "HEAD") == before
     log = outcome.tool_calls[-1]
     assert log.error.type == "CalledProcessError" and log.attempts == 1  # a failing command is not retried
+
+
+async def test_approval_when_parks_one_commit_and_runs_another(client, repo: Path) -> None:
+    """``approval_when`` on a command (issue 36): decided per call on the worker, recorded."""
+    rule = {"commit": [{"argument": "message", "op": "matches", "value": "(?i)release"}]}
+    config = git_config(repo, approval={"add": "never"}, approval_when=rule)
+    code = (
+        'git.add(pathspec="src/app.py")\n'
+        'git.commit(message="Greet the world")\n'
+        "try:\n"
+        '    r = git.commit(message="Release 1.0")["returncode"]\n'
+        "except RuntimeError as e:\n"
+        "    r = 'ran: nothing to commit' if 'nothing to commit' in str(e) else str(e)\n"
+        "r"
+    )
+    async with cli_worker(client, config) as worker:
+        handle = await start_execution(client, CodeExecutionRequest(code=code), task_queue=worker.task_queue)
+        status = await wait_for_state(handle, "awaiting_approval")
+        (pending,) = status.pending_approvals
+        assert pending.summary.endswith("'--message=Release 1.0'")
+        assert pending.reason == "approval_when: message matches '(?i)release'"
+        assert git(repo, "log", "-1", "--format=%s").strip() == "Greet the world"  # ran without a person
+        await handle.signal("approve", ApproveSignal(call_id=pending.call_id, by="alice"))
+        outcome = await asyncio.wait_for(handle.result(), 60)
+    assert outcome.success and outcome.output == "ran: nothing to commit", outcome.error
+    assert [c.approval is not None for c in outcome.tool_calls] == [False, False, True]

@@ -37,6 +37,9 @@ class Provider:
             if own.usable or self.name == "docker"  # a container in any state is still held
         }
 
+    async def labels(self, sandbox: str) -> dict[str, str]:
+        return next(o.labels for o in await self.runtime.list_own() if self.runtime.sandbox_of(o.handle) == sandbox)
+
     async def of(self, execution_id: str) -> list[str]:
         return [name for name, owner in (await self.sandboxes()).items() if owner == execution_id]
 

@@ -7,11 +7,12 @@ beside them with CODEMODE_RECORD_HISTORIES=<prefix> (``fused-*.json``: tool acti
 run the step after their call, issue 11; ``deferred-*.json``: steps that keep the run live
 on their worker instead of saving a checkpoint, issue 11). ``window64-wide_gather.json`` and
 ``window40-wide_gather.json``: a batch of 50 gathered calls before and after the call window
-went from 64 to 40 (``workflows/execution_workflow.py``, ``CALL_WINDOW_PATCH``).
+went from 64 to 40 (``workflows/call_window.py``, ``CALL_WINDOW_PATCH``).
 ``artifacts-save_artifact.json``: a ``save_artifact`` call answered by the step (issue 27).
 ``decisions-edited.json``, ``decisions-answered.json``: a call approved with edited arguments,
 and one answered by a person instead of the tool (issue 36). ``notify-*.json``: approvals that
-start a notification child per event (issue 36, ``workflows/approval_notices.py``).
+started a notification child per event (issue 36, as first merged); ``notifyla-*.json``: the
+same, the notify workflows now started by a local activity (``workflows/approval_notices.py``).
 ``python-*.json``: the python runtime (a live process kept on its worker, each resume step on
 that worker's own queue), recorded before its tool activities ran the step after their call
 (issue 28); ``pyfused-*.json``: recorded after. Regenerate or add a python set with

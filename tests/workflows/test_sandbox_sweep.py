@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import logging
 import signal
 from collections.abc import Iterator
 from typing import Any
@@ -55,8 +56,9 @@ def killed_at_the_end(*procs: Any) -> Iterator[None]:
 
 
 async def test_a_worker_killed_mid_step_or_while_parked_leaves_nothing_after_one_sweep(
-    provider: Provider, client, temporal_address, task_queue, events_file
+    provider: Provider, client, temporal_address, task_queue, events_file, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="codemode")
     registry = ToolRegistry.from_module(TOOLS_MODULE)
     first = spawn_worker(temporal_address, task_queue, events_file)
     with killed_at_the_end(first):
@@ -71,6 +73,9 @@ async def test_a_worker_killed_mid_step_or_while_parked_leaves_nothing_after_one
             client, CodeExecutionRequest(code=SLOW_START, runtime=provider.name), task_queue=task_queue
         )
         (orphan,) = await provider.wait_for(handle.id, 1)  # its first step is under way
+        labels = await provider.labels(orphan)  # who made it: the execution, the step attempt, where
+        assert labels["codemode.execution"] == handle.id and labels["codemode.step"].endswith("#1"), labels
+        assert labels["codemode.namespace"] == client.namespace and labels["codemode.cluster"], labels
         first.send_signal(signal.SIGKILL)
         first.wait()
     async with CodeModeWorker(client, registry, task_queue=task_queue).running():
@@ -86,7 +91,9 @@ async def test_a_worker_killed_mid_step_or_while_parked_leaves_nothing_after_one
         removed = {e.sandbox: e for e in report.removed}
         assert orphan in removed and parked not in removed, report
         assert removed[orphan].execution == handle.id and "never reported back" in removed[orphan].reason, report
-        assert left_behind in removed and "is closed (terminated)" in removed[left_behind].reason, report
+        # (the worker's own sweep at start may have been the one: it logs the same report)
+        said = removed[left_behind].reason if left_behind in removed else caplog.text
+        assert f"execution {terminated.id} is closed (terminated)" in said, (report, caplog.text)
         assert any(e.sandbox == parked and "names it" in e.reason for e in report.kept), report
         assert await provider.of(handle.id) == [parked]
         assert await provider.of(cancelled.id) == [] and await provider.of(terminated.id) == []
@@ -130,3 +137,27 @@ async def test_the_sandbox_sweep_schedule_is_created_once_and_its_runs_show_the_
         assert meta.current_details.startswith(f"**{len(report.removed)} removed**, {len(report.kept)} kept")
     finally:
         await schedule.delete()
+
+
+@pytest.mark.parametrize("provider_server", ["e2b"], indirect=True)
+async def test_the_sweep_leaves_another_temporal_clusters_sandboxes_alone(provider: Provider, client, store) -> None:
+    """Two dev servers on one machine share a provider account (or a Docker engine), and both
+    call their namespace "default": a sandbox labelled with another cluster is not ours to
+    judge; one labelled with ours whose execution Temporal does not know is an orphan. (The
+    sweep itself, without a worker whose own start sweep could run first.)"""
+    from codemode.activities.checkpoints import CheckpointStore
+    from codemode.activities.sandbox_sweep import SandboxSweepInput, sweep_sandboxes
+
+    labels = {"codemode": "1", "codemode.execution": "exec-elsewhere", "codemode.namespace": "default"}
+    theirs = await provider.runtime.Sandbox.create(metadata={**labels, "codemode.cluster": "another-cluster"})
+    ours = await provider.runtime.Sandbox.create(metadata=labels)
+    try:
+        report = await sweep_sandboxes(
+            client, {"e2b": provider.runtime}, CheckpointStore(store), SandboxSweepInput(young_seconds=0)
+        )
+        assert [e.sandbox for e in report.removed] == [ours.sandbox_id], report
+        assert "execution exec-elsewhere is unknown to Temporal" in report.removed[0].reason
+        assert theirs.sandbox_id not in {e.sandbox for e in report.kept}  # not judged at all
+        assert list(await provider.sandboxes()) == [theirs.sandbox_id]
+    finally:
+        await provider.runtime.destroy({"sandbox_id": theirs.sandbox_id})

@@ -101,6 +101,18 @@ class Target:
     #: Whether a profile, a config file, TLS or an API key configured this target: then it is
     #: never replaced by an embedded server.
     configured: bool = False
+    #: The profile named (a flag or ``TEMPORAL_PROFILE``), for the commands printed to a person.
+    profile: str | None = None
+
+    def flags(self) -> str:
+        """`` --address X --namespace N --profile P`` (what differs from the defaults; never
+        the API key): for a command printed to a person in another shell."""
+        parts = [f" --address {self.address}"] if self.address != DEFAULT_ADDRESS else []
+        if self.namespace != DEFAULT_NAMESPACE:
+            parts.append(f" --namespace {self.namespace}")
+        if self.profile:
+            parts.append(f" --profile {self.profile}")
+        return "".join(parts)
 
     @property
     def uses_tls(self) -> bool:
@@ -189,6 +201,7 @@ def resolve(options: ConnectionOptions | None = None, *, env: Mapping[str, str] 
         rpc_metadata=dict(config.get("rpc_metadata") or {}),
         client_cert=client_cert,
         configured=named or from_file or o.secured() or bool(profile.api_key) or tls_config is not False,
+        profile=o.profile or environ.get("TEMPORAL_PROFILE"),
     )
 
 
