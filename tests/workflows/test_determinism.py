@@ -145,20 +145,12 @@ def test_the_import_check_catches_what_the_sandbox_refused(tmp_path: Path) -> No
         assert what in problems
 
 
-#: A workflow task the server refused because an event landed while it ran (here: a notification
-#: child's completion, issue 36's ``approval_notices.py``, racing the run's last task). Not a
-#: failure of the workflow code: the task is retried with the new event and the run completes;
-#: the replay below checks the histories' determinism.
-RACED = "UnhandledCommand"
-
-
 async def _no_failed_tasks(histories: dict[str, WorkflowHistory]) -> None:
     failed = {
         name: [str(e.workflow_task_failed_event_attributes.failure.message)]
         for name, h in histories.items()
         for e in h.events
         if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
-        and e.workflow_task_failed_event_attributes.failure.message != RACED
     }
     assert failed == {}
 
