@@ -110,7 +110,8 @@ async def test_a_person_edits_denies_and_answers_in_the_browser(
             await answer.locator("textarea").fill('{"to": "acme-supplies", "amount": 0}')
             await answer.get_by_role("button", name="Give this result").click()
             await expect(page.get_by_text("Answered as ana@example.com.")).to_be_visible()
-            assert (await third.result()).output == "paid 0 to acme-supplies"  # the value as the person gave it
+            # The person's value as the tool returns it: Receipt.amount is a float, so 0 -> 0.0.
+            assert (await third.result()).output == "paid 0.0 to acme-supplies"
             assert len(read_events(events_file)) == 1  # still only the first run's call
 
             await page.goto(inbox.url + "/decisions")
