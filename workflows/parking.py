@@ -26,6 +26,9 @@ with workflow.unsafe.imports_passed_through():
 
 #: The patch marker of parking with a report and a release after the grace period.
 PARK_PATCH = "park-release-after-grace"
+#: The patch marker of releasing a session cell's parked sandbox too (issue 39b): a cell
+#: recorded before it keeps its session's sandbox running while parked.
+PARK_CELL_PATCH = "park-release-cell-after-grace"
 
 
 class Parking:
@@ -37,7 +40,9 @@ class Parking:
 
     async def park(self, held: Held, runtime: str, waiting: Callable[[], bool], *, cell: bool) -> None:
         """Park the sandbox of a run about to wait for a person (once per step). ``waiting``
-        says whether the run still waits; a session's cell keeps its sandbox (the session's)."""
+        says whether the run still waits. A session's cell parks its session's sandbox: when
+        released, the next step rebuilds the session (its saved state is gone with the sandbox,
+        so its earlier cells are replayed) and replays the cell's journal in it."""
         if not held.holds_compute or held.suspended or held.checkpoint is None:
             return
         held.suspended = True
@@ -54,7 +59,12 @@ class Parking:
             return
         parked = await park_sandbox(inp)
         self.usage.parked(parked.parked_as)
-        if parked.parked_as == "running" and parked.release_after is not None and not cell:
+        if (
+            parked.parked_as == "running"
+            and parked.release_after is not None
+            and (not cell or workflow.patched(PARK_CELL_PATCH))
+        ):
+            # (``cell`` stays False: the release frees the sandbox, which is the session's too)
             release = inp.model_copy(update={"mode": "discard"})
             self._releasing = asyncio.create_task(self._release_after(release, parked, waiting))
 
