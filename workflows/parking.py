@@ -73,7 +73,7 @@ class Parking:
         try:
             await workflow.wait_condition(lambda: not waiting(), timeout=timedelta(seconds=parked.release_after))
             return  # decided within the grace period: the sandbox is still there
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         after = _words(parked.release_after)
         await release_sandbox(inp, None, summary=f"release the parked sandbox after {after}: {parked.why}")

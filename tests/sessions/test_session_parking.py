@@ -33,7 +33,9 @@ from tests.workflows.test_parking import history_says
 
 from .test_session_replay import HISTORIES
 
-PARKED = "print('started')\na = slow_step(2, 0)\nr = transfer('bob', a)\nprint('after')\ncounter += a\n[a, r['to'], counter]"
+PARKED = (
+    "print('started')\na = slow_step(2, 0)\nr = transfer('bob', a)\nprint('after')\ncounter += a\n[a, r['to'], counter]"
+)
 
 
 @pytest.fixture
