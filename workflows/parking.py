@@ -75,7 +75,7 @@ class Parking:
             return  # decided within the grace period: the sandbox is still there
         except TimeoutError:
             pass
-        after = _words(parked.release_after)
+        after = in_words(parked.release_after)
         await release_sandbox(inp, None, summary=f"release the parked sandbox after {after}: {parked.why}")
         self._released = f"its sandbox was released after {after} parked ({parked.why})"
         self.usage.released()
@@ -96,7 +96,7 @@ class Parking:
         self._releasing = None
 
 
-def _words(seconds: float) -> str:
+def in_words(seconds: float) -> str:
     if seconds >= 3600 and seconds % 3600 == 0:
         return f"{seconds / 3600:g}h"
     if seconds >= 60 and seconds % 60 == 0:

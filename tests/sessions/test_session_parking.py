@@ -21,7 +21,7 @@ from temporalio.worker import Replayer
 from codemode.activities import ToolRegistry
 from codemode.worker import display
 from codemode.worker.audit import fetch_audit
-from codemode.worker.client.sessions import close_session, run_cell, submit_cell
+from codemode.worker.client.sessions import close_session, describe_session, run_cell, submit_cell
 from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.execution_workflow import CodeExecutionWorkflow
 from codemode.workflows.models import ApproveSignal
@@ -86,3 +86,36 @@ async def test_a_parked_modal_cell_releases_its_session_sandbox_and_replays_on_a
     replayer = Replayer(workflows=[CodeExecutionWorkflow, CodeSessionWorkflow], data_converter=client.data_converter)
     for history in histories.values():
         await replayer.replay_workflow(history)
+
+
+@pytest.mark.parametrize("provider_server", ["modal"], indirect=True)
+async def test_an_idle_modal_session_releases_its_sandbox_and_its_next_cell_replays(
+    provider: Provider, client, task_queue, worker, events_file, session_name
+) -> None:
+    """Idle between cells past the grace period, the session's sandbox is released (not
+    kept up to the provider's timeout or the session's idle timeout); its next cell rebuilds
+    the session in a fresh sandbox from the earlier cells' stored results."""
+    first = await run_cell(client, session_name, "x = slow_step(3, 0)\nx", runtime="modal", task_queue=task_queue)
+    assert first.success and first.output == 30, first.error
+    for _ in range(600):
+        status = await describe_session(client, session_name)
+        if status.kept_as == "replay":
+            break
+        await asyncio.sleep(0.1)
+    assert status.kept_as == "replay", status
+    assert await provider.sandboxes() == {}  # nothing runs while the session waits for a cell
+    assert status.variables.keys() == {"x"}
+    second = await submit_cell(client, session_name, "x + 1", runtime="modal", task_queue=task_queue)
+    outcome = await second.result()
+    assert outcome.success and outcome.output == 31, outcome.error
+    lines = display.audit_lines(await fetch_audit(client, second.execution_id))
+    assert any("its sandbox was released after 1s idle (modal cannot pause" in ln for ln in lines), lines
+    starts = collections.Counter(e["tool"] for e in read_events(events_file) if e["event"] == "start")
+    assert starts == {"slow_step": 1}  # its stored result answered the replay
+
+    await close_session(client, session_name)
+    history = await client.get_workflow_handle(f"session:{session_name}").fetch_history()
+    if os.environ.get("CODEMODE_RECORD_PARK_HISTORIES"):
+        (HISTORIES / "park-modal-idle-session.json").write_text(history.to_json())
+    replayer = Replayer(workflows=[CodeExecutionWorkflow, CodeSessionWorkflow], data_converter=client.data_converter)
+    await replayer.replay_workflow(history)
