@@ -48,7 +48,7 @@ async def worker(client, task_queue, monkeypatch: pytest.MonkeyPatch) -> AsyncIt
 
 @pytest.mark.parametrize("provider_server", ["modal"], indirect=True)
 async def test_a_parked_modal_cell_releases_its_session_sandbox_and_replays_on_approval(
-    provider: Provider, client, task_queue, worker, events_file, session_name
+    provider: Provider, client, task_queue, worker, events_file, session_name, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async def cell(code: str):
         return await submit_cell(client, session_name, code, runtime="modal", task_queue=task_queue)
@@ -74,6 +74,20 @@ async def test_a_parked_modal_cell_releases_its_session_sandbox_and_replays_on_a
     assert after.success and after.output == [30, 20, "bob"], after.error
     starts = collections.Counter(e["tool"] for e in read_events(events_file) if e["event"] == "start")
     assert starts == {"slow_step": 2, "transfer": 1}  # the stored results answered every replay
+
+    # The same cells approved at once (well within the grace period): the same result, and
+    # the session's sandbox went on without a replay.
+    monkeypatch.setenv("CODEMODE_PARK_RELEASE_AFTER_MODAL", "1h")
+    quick_name = f"{session_name}-q"
+    await run_cell(client, quick_name, "counter = slow_step(1, 0)\ncounter", runtime="modal", task_queue=task_queue)
+    quick = await submit_cell(client, quick_name, PARKED, runtime="modal", task_queue=task_queue)
+    quick_handle = await quick.started()
+    await wait_for_state(quick_handle, "awaiting_approval", timeout=60)
+    await quick_handle.signal("approve", ApproveSignal(call_id="2", by="ana"))
+    unparked = await asyncio.wait_for(quick.result(), 120)
+    assert (unparked.output, unparked.stdout) == (outcome.output, outcome.stdout)
+    assert unparked.usage["modal"].replays == 0, unparked.usage
+    await close_session(client, quick_name)
 
     await close_session(client, session_name)
     histories = {
