@@ -18,6 +18,8 @@ SANDBOX_LOAD_STATE = "sandbox_load_state"
 #: Steps of a session's workflow (``activities/sandbox_steps.py``).
 SESSION_SAVE_RECIPE = "session_save_recipe"
 SESSION_RELEASE = "session_release"
+#: Who may decide a call, from the worker's approvers file (``activities/approvers/activity.py``).
+APPROVAL_GATE = "approval_gate"
 #: The retention sweep of the object store (``activities/retention.py``).
 STORAGE_SWEEP = "storage_sweep"
 #: The sweep of sandboxes no open execution names (``activities/sandbox_sweep.py``).
@@ -28,4 +30,4 @@ SANDBOX_STEPS = frozenset(
 )
 SESSION_STEPS = frozenset({SESSION_SAVE_RECIPE, SESSION_RELEASE})
 #: Every activity name that is not a tool's.
-RESERVED = SANDBOX_STEPS | SESSION_STEPS | {STORAGE_SWEEP, SANDBOX_SWEEP}
+RESERVED = SANDBOX_STEPS | SESSION_STEPS | {STORAGE_SWEEP, SANDBOX_SWEEP, APPROVAL_GATE}

@@ -16,6 +16,8 @@ from pydantic import Field
 
 from codemode.runtimes.types import CompactModel
 
+from .approvers.signing import DecisionSignature
+
 #: The workflow type of a code execution: its executions own what the activities store
 #: (payloads, checkpoints), which the retention sweep finds by it.
 EXECUTION_WORKFLOW_TYPE = "CodeExecutionWorkflow"
@@ -37,7 +39,9 @@ class ErrorInfo(CompactModel):
 
 
 class ApprovalRecord(CompactModel):
-    decision: Literal["approved", "denied", "timed_out"]
+    #: ``counted``: only in the ``decide`` Update's answer, when a call needs more distinct
+    #: approvers (``required`` in the approvers file) and this one was counted.
+    decision: Literal["approved", "denied", "timed_out", "counted"]
     by: str | None = None
     comment: str | None = None
     #: The arguments the call asked for and, when a person edited them, the ones approved.
@@ -47,6 +51,15 @@ class ApprovalRecord(CompactModel):
     answered: bool = False
     #: The door the decision came through (cli, inbox, link, mcp, pydantic-ai, signal, ui).
     door: str | None = None
+    #: Under an approvers file: the verified signatures that decided (one per distinct
+    #: approver; each names its signer, key and on whose behalf), the rule that said who may
+    #: decide (``tools.send_email``) or the policy rule that decided without a person
+    #: (``policy.own-domain-mail``), and the SHA-256 of the file in force.
+    signatures: list[DecisionSignature] = Field(default_factory=list)
+    rule: str | None = None
+    approvers_file: str | None = None
+    #: Approvals still needed (``counted`` answers only).
+    needed: int = 0
 
 
 class ToolCallRecord(CompactModel):

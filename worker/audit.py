@@ -15,18 +15,18 @@ store (external-storage references) are fetched and shown like inline ones.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
-from temporalio.api.common.v1 import Payload, Payloads
-from temporalio.api.failure.v1 import Failure
+from pydantic import BaseModel, Field
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.converter import DataConverter
 
 from codemode.activities import names
 from codemode.activities.models import ParkResult, StepResult, ToolInput, ToolOutput
 from codemode.worker.approval_audit import ApprovalAudit, approval_words  # noqa: F401 (re-exported)
+from codemode.worker.audit_decode import PayloadDecoder, _as, _time, tool_error  # noqa: F401 (re-exported)
+from codemode.worker.audit_signed import SignedDecisions
 from codemode.worker.parking_text import park_text, release_text
 from codemode.workflows.models import (
     CODE_APPROVAL_ID,
@@ -149,76 +149,6 @@ class ExecutionAudit(BaseModel):
         return pending
 
 
-# -- decoding ----------------------------------------------------------------------------------
-
-
-class PayloadDecoder:
-    """Payloads to values through the full data converter: external-storage references are
-    fetched from the object store (and a codec, when one is configured, applied)."""
-
-    def __init__(self, converter: DataConverter) -> None:
-        self.converter = converter
-
-    async def __call__(self, payloads: Payloads | Iterable[Payload], type_hint: Any = None) -> Any:
-        items = list(payloads.payloads if isinstance(payloads, Payloads) else payloads)
-        if not items:
-            return None
-        items = items[:1]
-        try:
-            return (await self.converter.decode(items, [type_hint] if type_hint else None))[0]
-        except Exception:
-            try:
-                return (await self.converter.decode(items, None))[0]
-            except Exception as err:  # a blob past retention, a key we do not hold
-                return _Undecodable(f"{type(err).__name__}: {err}")
-
-    async def failure(self, failure: Failure) -> Failure:
-        """A copy of ``failure`` with the message and stack trace an encrypting converter moved
-        into its encoded attributes put back, at every level of causes."""
-        out = Failure()
-        out.CopyFrom(failure)
-        f: Failure | None = out
-        while f is not None:
-            if f.HasField("encoded_attributes"):
-                attrs = await self([f.encoded_attributes])
-                if isinstance(attrs, dict):
-                    f.message = str(attrs.get("message") or f.message)
-                    f.stack_trace = str(attrs.get("stack_trace") or "")
-                elif isinstance(attrs, _Undecodable):
-                    f.message = f"(encrypted failure: {attrs})"
-            f = f.cause if f.HasField("cause") else None
-        return out
-
-
-class _Undecodable(str):
-    """A payload that could not be read; shown in its place."""
-
-
-def _time(event: HistoryEvent) -> datetime:
-    return event.event_time.ToDatetime(tzinfo=UTC)
-
-
-def tool_error(failure: Failure) -> ErrorInfo:
-    """The tool's own error: the innermost application failure, or a timeout."""
-    f = failure
-    while f.HasField("activity_failure_info") and f.HasField("cause"):
-        f = f.cause
-    if f.HasField("application_failure_info"):
-        return ErrorInfo(type=f.application_failure_info.type or "RuntimeError", message=f.message, kind="tool")
-    if f.HasField("timeout_failure_info"):
-        return ErrorInfo(type="TimeoutError", message=f.message or "activity timed out", kind="tool")
-    return ErrorInfo(type="RuntimeError", message=f.message, kind="tool")
-
-
-def _as(model: type[BaseModel], value: Any) -> Any:
-    if isinstance(value, model):
-        return value
-    try:
-        return model.model_validate(value)
-    except ValidationError:
-        return None
-
-
 # -- folding ------------------------------------------------------------------------------------
 
 
@@ -235,6 +165,7 @@ class _Builder:
         self.run = 0
         #: (run, scheduled_event_id) -> summary of a sandbox_release activity (pause or free)
         self.releases: dict[tuple[int, int], str] = {}
+        self.signed = SignedDecisions()
 
     def event(self, at: datetime, kind: Any, text: str, call_id: str | None = None) -> None:
         self.audit.events.append(AuditEvent(at=at, kind=kind, call_id=call_id, text=text))
@@ -308,6 +239,7 @@ class _Builder:
                 return
             req = _as(CodeExecutionRequest, await decode(attrs.input, CodeExecutionRequest))
             a.started_at, a.started_by, a.run_id = at, attrs.identity, attrs.original_execution_run_id
+            self.signed.starter = req.started_by if req is not None else None
             if req is not None:
                 a.runtime, a.code, a.require_code_approval = req.runtime, req.code, req.require_code_approval
             lines = len(a.code.splitlines())
@@ -347,6 +279,8 @@ class _Builder:
             name = attrs.activity_type.name
             if name in names.RESERVED:
                 self.activities[(self.run, e.event_id)] = (name, None)
+                if name == names.APPROVAL_GATE:
+                    self.signed.scheduled(self.run, e.event_id, await decode(attrs.input))
                 if name == names.SANDBOX_RELEASE and e.user_metadata.HasField("summary"):
                     summary = await decode([e.user_metadata.summary], str)
                     self.releases[(self.run, e.event_id)] = summary if isinstance(summary, str) else ""
@@ -376,7 +310,9 @@ class _Builder:
             attrs = e.activity_task_completed_event_attributes
             name, call_id = self.activities.get((self.run, attrs.scheduled_event_id), ("?", None))
             if call_id is None:
-                if name == names.SANDBOX_RELEASE:
+                if name == names.APPROVAL_GATE:
+                    await self._gate(at, attrs)
+                elif name == names.SANDBOX_RELEASE:
                     what = self.releases.get((self.run, attrs.scheduled_event_id)) or "release"
                     self.event(at, "step", f"sandbox_release: {release_text(what, a.runtime)}")
                 elif name == names.SANDBOX_PARK:
@@ -420,6 +356,9 @@ class _Builder:
                 return
             call_id, by, text = read
             decision = "approved" if attrs.signal_name == "approve" else "denied"
+            signature = payload.get("signature") if isinstance(payload, dict) else None
+            if (by := self._signed(at, attrs.signal_name, call_id, signature, None, by)) is None:
+                return
             self._approval(
                 ApprovalAudit(
                     call_id=call_id,
@@ -443,17 +382,20 @@ class _Builder:
             if isinstance(read, IgnoredSignal):
                 return  # the validator refused it; a refused update leaves no event anyway
             asked = self.calls[read[0]].arguments if read[0] in self.calls else None
+            approved = {**(asked or {}), **d.arguments} if d.approve and d.arguments else None
+            if (by := self._signed(at, "decide", read[0], d.signature, d, d.by, approved)) is None:
+                return
             self._approval(
                 ApprovalAudit(
                     call_id=read[0],
                     decision="approved" if d.approve else "denied",
-                    by=d.by,
+                    by=by,
                     comment=d.comment,
                     at=at,
                     identity=request.meta.identity,
                     door=d.door,
                     asked_arguments=asked,
-                    approved_arguments={**(asked or {}), **d.arguments} if d.approve and d.arguments else None,
+                    approved_arguments=approved,
                     answered=d.approve and d.answer is not None,
                     answer=d.answer.value if d.approve and d.answer is not None else None,
                 )
@@ -484,6 +426,39 @@ class _Builder:
             message = message or getattr(attrs, "reason", "") or a.status
             a.error = ErrorInfo(type="WorkflowError", message=message, kind="sandbox")
             self.event(at, "failed", f"execution {a.status}: {message}")
+
+    async def _gate(self, at: datetime, attrs: Any) -> None:
+        """A call's approval gate: a policy rule that decided, without a person."""
+        result = await self.decode(attrs.result)
+        gate = self.signed.completed(self.audit.execution_id, self.run, attrs.scheduled_event_id, result, at)
+        if gate is not None and gate.verdict != "ask":
+            call_id = next(c for c, t in self.signed.tallies.items() if t.gate is gate)
+            decision = "approved" if gate.verdict == "allow" else "denied"
+            reason = gate.policy_reason or None
+            self._approval(
+                ApprovalAudit(
+                    call_id=call_id, decision=decision, by=gate.policy_rule, comment=reason, at=at, door="policy"
+                )
+            )
+
+    def _signed(
+        self, at: datetime, name: str, call_id: str, signature: Any, decision: Any, by: str, edited: Any = None
+    ) -> str | None:
+        """Who decided, under an approvers file the verified approvers (None: not applied).
+        ``edited``: the whole arguments an edited approval runs with (what its signature covers)."""
+        kind = "approve" if name in ("approve", "decide") and (decision is None or decision.approve) else "deny"
+        got = self.signed.offer(call_id, kind, signature, decision, edited)
+        if got is None:
+            return by
+        word, text = got
+        if word == "ignored":
+            self.audit.ignored_signals.append(IgnoredSignal(signal=name, payload=str(call_id), reason=text))
+            self.event(at, "approval", f"{name} for call {call_id} ignored: {text}", call_id)
+            return None
+        if word == "counted":
+            self.event(at, "approval", f"call {call_id}: {text} so far", call_id)
+            return None
+        return f"{text} (signed)"
 
     def undecided(self) -> list[str]:
         """Calls waiting for a decision at this point of the history."""
@@ -566,7 +541,13 @@ async def build_audit(
 async def fetch_audit(client: Any, execution_id: str) -> ExecutionAudit:
     """The audit of an execution: every run of its continue-as-new chain, from the server's
     history, decoded with the client's data converter."""
-    histories = []
+    histories, run_ids = await fetch_runs(client, execution_id)
+    return await build_audit(execution_id, histories, client.data_converter, run_ids)
+
+
+async def fetch_runs(client: Any, execution_id: str) -> tuple[list[Sequence[HistoryEvent]], list[str]]:
+    """The events of every run of the execution's continue-as-new chain (first to latest), and the run ids."""
+    histories: list[Sequence[HistoryEvent]] = []
     run_ids: list[str] = []
     run_id: str | None = None
     while True:
@@ -579,5 +560,4 @@ async def fetch_audit(client: Any, execution_id: str) -> ExecutionAudit:
         run_id = first.continued_execution_run_id
     histories.reverse()
     run_ids.reverse()
-    return await build_audit(execution_id, histories, client.data_converter, run_ids)
-
+    return histories, run_ids

@@ -55,8 +55,9 @@ def approval_help(execution_id: str, pending: list[PendingApproval], address_fla
     for p in pending:
         lines.append(f"    call {p.call_id}: {p.summary or p.tool}")
     for p in pending:
-        lines.append(f"  approve: codemode approve {execution_id} {p.call_id}{address_flag}")
-        lines.append(f"  deny:    codemode deny {execution_id} {p.call_id}{address_flag}")
+        by = " --by NAME" if p.signed else ""  # signed with NAME's key (an approvers file)
+        lines.append(f"  approve: codemode approve {execution_id} {p.call_id}{by}{address_flag}")
+        lines.append(f"  deny:    codemode deny {execution_id} {p.call_id}{by}{address_flag}")
     return lines
 
 

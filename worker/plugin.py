@@ -49,6 +49,7 @@ from temporalio.worker import (
 )
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from codemode.activities.approvers.activity import ApproverActivities, resolve_path
 from codemode.activities.checkpoints import CheckpointStore
 from codemode.activities.encryption import Keyring
 from codemode.activities.notify.activities import NotifyActivities
@@ -148,6 +149,9 @@ class CodeModePlugin(SimplePlugin):
     :param mcp: started MCP servers (``codemode.activities.mcp_tools.McpServers``): their tools join
         the registry (a namespace per server), image and blob results go to the object store
         (sealed under the keys), and the servers are closed when the worker stops.
+    :param approvers: the approvers file (``activities/approvers/config.py``): who may decide
+        which call, with signed decisions only; ``"env"`` (the default) reads
+        ``CODEMODE_APPROVERS``; None: no file (any decision counts, as any name).
     """
 
     def __init__(
@@ -165,7 +169,9 @@ class CodeModePlugin(SimplePlugin):
         deployment_name: str | None = None,
         build_id: str | None = None,
         notify: NotifyConfig | Literal["env"] | None = "env",
+        approvers: str | os.PathLike[str] | None = "env",
     ) -> None:
+        self.approvers = resolve_path(approvers)  # a broken file stops the worker here
         if deployment_name and not build_id:
             raise ValueError("deployment_name needs a build_id: the version is deployment_name.build_id")
         if deployment_name and "." in deployment_name:
@@ -279,6 +285,7 @@ class CodeModePlugin(SimplePlugin):
             *config.get("activities", []),
             *sandbox.activities(),
             RetentionActivities(store).sweep,
+            ApproverActivities(self.approvers, self.registry).gate,
             SandboxSweepActivities(sandbox.sweep_sandboxes).sweep,
             *NotifyActivities(self.notify).activities(),
             *tool_activities(self.registry, sandbox),

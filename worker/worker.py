@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Literal
@@ -69,6 +70,7 @@ class CodeModeWorker:
         deployment_name: str | None = None,
         build_id: str | None = None,
         notify: NotifyConfig | Literal["env"] | None = "env",
+        approvers: str | os.PathLike[str] | None = "env",
     ) -> None:
         """``mcp``: started MCP servers whose tools the code may call (``CodeModePlugin``'s
         ``mcp``); the worker closes them when it stops. ``session_keep_alive_seconds``: how
@@ -95,6 +97,7 @@ class CodeModeWorker:
             deployment_name=deployment_name,
             build_id=build_id,
             notify=notify,
+            approvers=approvers,
         )
         self.worker = Worker(
             client,

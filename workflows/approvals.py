@@ -6,19 +6,26 @@ the handlers stay on the workflow class and delegate here."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import json
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from temporalio import workflow
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from codemode.activities import names
+    from codemode.activities.approvers.gate import ApprovalGate, GateInput
+    from codemode.activities.approvers.signing import DecisionSignature
+    from codemode.activities.approvers.tally import CallTally, Offer
     from codemode.activities.decision_checks import approved_arguments, check_answer
     from codemode.activities.models import CallRequest
     from codemode.workflows.approval_notices import Notices
     from codemode.workflows.models import (
         CODE_APPROVAL_ID,
         ApprovalRecord,
+        CodeExecutionRequest,
         Decision,
         ErrorInfo,
         ExecutionState,
@@ -29,6 +36,9 @@ with workflow.unsafe.imports_passed_through():
 
 #: Ignored decisions kept for the status and carried into the next run.
 MAX_IGNORED = 50
+#: Histories recorded before approvers files (issue 37) ask no ``approval_gate`` activity.
+APPROVERS_PATCH = "approvers-gate"
+GATE_TIMEOUT = timedelta(seconds=30)
 
 
 class Approvals:
@@ -43,45 +53,74 @@ class Approvals:
         #: Notifications of what waits and what was decided (``workflows/approval_notices.py``).
         self.notices = Notices()
         self._set_state = set_state
+        #: Calls waiting under an approvers file: their gate and the approvals counted so far.
+        self.tallies: dict[str, CallTally] = {}
+        #: Who started the run (``CodeExecutionRequest.started_by``), for four-eyes rules.
+        self.starter: str | None = None
+
+    def begin(self, req: CodeExecutionRequest) -> None:
+        """The run's code (for notices) and who started it (for four-eyes rules)."""
+        self.notices.code = req.code
+        self.starter = req.started_by
+
+    def waiting(self) -> bool:
+        return bool(self.pending)
 
     def on_signal(self, name: str, payload: Any) -> None:
         read = read_decision(name, payload, self.undecided())
         if isinstance(read, IgnoredSignal):
-            workflow.logger.warning("%s signal ignored: %s", name, read.reason)
-            self.ignored = [*self.ignored, read][-MAX_IGNORED:]
+            self._ignore(read)
             return
         call_id, by, text = read
-        self.decisions[call_id] = ApprovalRecord(
-            decision="approved" if name == "approve" else "denied",
-            by=by,
-            comment=text,
-            asked_arguments=self.pending[call_id].arguments,
-            door="signal",
-        )
+        raw = payload.get("signature") if isinstance(payload, dict) else None
+        try:
+            signature = DecisionSignature.model_validate(raw) if raw is not None else None
+        except ValueError as err:
+            self._ignore(IgnoredSignal(signal=name, payload=_shown(payload), reason=f"malformed signature: {err}"))
+            return
+        offer = Offer(kind="approve" if name == "approve" else "deny", signature=signature)
+        reason = self._refusal(call_id, offer)
+        if reason is not None:
+            self._ignore(IgnoredSignal(signal=name, payload=_shown(payload), reason=reason))
+            return
+        asked = self.pending[call_id].arguments
+        record = ApprovalRecord(decision=_word(offer), by=by, comment=text, asked_arguments=asked, door="signal")
+        self._apply(call_id, offer, record)
 
     def decide(self, decision: Decision) -> ApprovalRecord:
         call_id = self._decide_target(decision)
-        asked = self.pending[call_id].arguments
+        # Edited arguments are approved (and signed) as the whole set the call runs with.
+        edited = self._edited(call_id, decision.arguments) if decision.arguments is not None else None
+        offer = _offer(decision, edited)
+        reason = self._refusal(call_id, offer)
+        if reason is not None:  # recorded (an attempt to decide unsigned is worth seeing), and refused
+            self._ignore(
+                IgnoredSignal(signal="decide", payload=_shown(decision.model_dump(mode="json")), reason=reason)
+            )
+            raise ApplicationError(reason, type="DecisionRefused", non_retryable=True)
         record = ApprovalRecord(
-            decision="approved" if decision.approve else "denied",
+            decision=_word(offer),
             by=decision.by,
             comment=decision.comment,
-            asked_arguments=asked,
+            asked_arguments=self.pending[call_id].arguments,
             door=decision.door,
         )
         if decision.approve and decision.answer is not None:
             record.answered = True
-            self.answers[call_id] = decision.answer.value
-        elif decision.approve and decision.arguments is not None:
-            record.approved_arguments = self._edited(call_id, decision.arguments)
-        self.decisions[call_id] = record
+        elif decision.approve and edited is not None:
+            record.approved_arguments = edited
+        record = self._apply(call_id, offer, record)
+        if record.answered and record.decision == "approved":  # decided (not only counted)
+            self.answers[call_id] = decision.answer.value if decision.answer is not None else None
         return record
 
     def validate_decide(self, decision: Decision) -> None:
         """Refuse (before anything is recorded) a decision that cannot be applied: no such
-        call, nobody named, edited arguments or an answer that do not fit the tool."""
+        call, nobody named, edited arguments or an answer that do not fit the tool. A decision
+        the approvers file refuses is accepted, then listed as ignored with why and failed
+        (``decide``): the history keeps the attempt, the caller gets the reason."""
         call_id = self._decide_target(decision)
-        if not decision.by.strip():
+        if not decision.by.strip() and decision.signature is None:
             raise ValueError("say who decides: by must not be empty")
         if decision.arguments is not None and decision.answer is not None:
             raise ValueError("give edited arguments or an answer, not both")
@@ -112,11 +151,88 @@ class Approvals:
             raise ValueError(read.reason)
         return read[0]
 
+    def _ignore(self, ignored: IgnoredSignal) -> None:
+        workflow.logger.warning("%s ignored: %s", ignored.signal, ignored.reason)
+        self.ignored = [*self.ignored, ignored][-MAX_IGNORED:]
+
+    def _refusal(self, call_id: str, offer: Offer) -> str | None:
+        tally = self.tallies.get(call_id)
+        if tally is None:
+            return None
+        # cryptography raises InvalidSignature from Rust, which imports it at that moment:
+        # through the sandbox's importer that import fails (and the Rust side aborts).
+        with workflow.unsafe.imports_passed_through():
+            return tally.refusal(offer)
+
+    def _apply(self, call_id: str, offer: Offer, record: ApprovalRecord) -> ApprovalRecord:
+        """Record a decision that counts. Under an approvers file the verified approvers are
+        who decided, and a call that needs more of them keeps waiting (``counted``)."""
+        tally = self.tallies.get(call_id)
+        if tally is not None and tally.gate.configured:
+            deciding = tally.add(offer)
+            gate = tally.gate
+            record.rule, record.approvers_file = gate.rule, gate.file_sha256
+            if deciding is None:
+                record.decision, record.signatures = "counted", [s for s in _all(tally)]
+                record.by = ", ".join(tally.approvers())
+                record.needed = gate.required - len(tally.approvers())
+                self.show_pending(workflow.info().workflow_id)
+                return record
+            record.signatures, record.by = deciding, ", ".join(s.approver for s in deciding)
+        self.decisions[call_id] = record
+        return record
+
+    async def consult(self, review: PendingApproval) -> ApprovalRecord | None:
+        """Ask the worker's approvers file about ``review`` (once; the history keeps the
+        answer): the policy's decision when a rule decides without a person, else None."""
+        if not workflow.patched(APPROVERS_PATCH):
+            return None
+        execution_id = workflow.info().workflow_id
+        gate = await workflow.execute_activity(
+            names.APPROVAL_GATE,
+            GateInput(
+                execution_id=execution_id,
+                call_id=review.call_id,
+                tool=review.tool,
+                args=review.args,
+                kwargs=review.kwargs,
+            ),
+            result_type=ApprovalGate,
+            start_to_close_timeout=GATE_TIMEOUT,
+            summary=f"who may decide call {review.call_id} ({review.tool})",
+        )
+        if not gate.configured:
+            return None
+        self.tallies[review.call_id] = CallTally(
+            execution_id=gate.execution_id or execution_id,
+            call_id=review.call_id,
+            args=review.args,
+            kwargs=review.kwargs,
+            gate=gate,
+            asked_at=workflow.now(),
+            starter=self.starter,
+        )
+        if gate.verdict == "ask":
+            return None
+        return ApprovalRecord(
+            decision="approved" if gate.verdict == "allow" else "denied",
+            by=gate.policy_rule,
+            comment=gate.policy_reason or None,
+            rule=gate.policy_rule,
+            approvers_file=gate.file_sha256,
+            asked_arguments=review.arguments,
+            door="policy",
+        )
+
     def undecided(self) -> list[str]:
         return [c for c in self.pending if c not in self.decisions]
 
-    async def review_call(self, call: CallRequest, timeout: timedelta) -> ApprovalRecord:
-        """Park ``call`` until a person decides it (or ``timeout`` passes): the decision."""
+    async def review_call(
+        self, call: CallRequest, timeout: timedelta, park: Callable[[], Awaitable[None]]
+    ) -> ApprovalRecord:
+        """The decision on ``call``: the approvers file's policy when a rule decides (nothing
+        parked, no person asked); else ``park`` the sandbox and wait until a person decides
+        (or ``timeout`` passes)."""
         review = PendingApproval(
             call_id=call.call_id,
             tool=call.tool,
@@ -129,7 +245,16 @@ class Approvals:
             line=call.line,
             reason=call.approval_reason,
         )
+        decided = await self.consult(review)  # a policy rule may decide
+        if decided is not None:
+            return decided
+        await park()
         return await self.wait_for(review, timeout)
+
+    async def review_code(self, code: str, timeout: timedelta) -> ApprovalRecord:
+        """The decision on running ``code`` at all (``require_code_approval``)."""
+        review = PendingApproval(call_id=CODE_APPROVAL_ID, tool="<code>", args=[code], summary="run this code")
+        return await self.consult(review) or await self.wait_for(review, timeout)
 
     async def wait_for(self, review: PendingApproval, timeout: timedelta) -> ApprovalRecord:
         """Park until a person decides ``review`` (or ``timeout`` passes): the decision."""
@@ -137,6 +262,7 @@ class Approvals:
         review.asked_at = workflow.now()
         review.deadline = review.asked_at + timeout
         self.pending[review.call_id] = review
+        review.signed = review.call_id in self.tallies
         self._set_state("awaiting_approval")
         self.show_pending(execution_id)
         self.notices.send("approval.requested", review)
@@ -153,13 +279,18 @@ class Approvals:
             )
         # Not in a finally: on eviction the coroutine is closed and must not touch workflow APIs.
         del self.pending[review.call_id]
+        self.tallies.pop(review.call_id, None)
         expired = decision.decision == "timed_out"
         self.notices.send("approval.expired" if expired else "approval.decided", review, decision)
         self.show_pending(execution_id)
         if not self.pending:
             self._set_state("running")
-            verb = {"approved": "Approved", "denied": "Denied", "timed_out": "No decision in time for"}[decision.decision]
+            verb = {"approved": "Approved", "denied": "Denied", "timed_out": "No decision in time for"}[
+                decision.decision
+            ]
             by = f" by {decision.by}" if decision.by and decision.decision != "timed_out" else ""
+            if decision.signatures:
+                by += f" (signature verified; rule {decision.rule})"
             workflow.set_current_details(f"{verb} `{summary(review)}`{by}; running on")
         return decision
 
@@ -170,33 +301,83 @@ class Approvals:
         if not pending:
             workflow.upsert_memo({"pending_approvals": None})
             return
-        entries = [
-            {
-                "call_id": p.call_id,
-                "tool": p.tool,
-                "summary": summary(p),
-                "line": p.line,
-                "asked_at": p.asked_at.isoformat() if p.asked_at else None,
-                "deadline": p.deadline.isoformat() if p.deadline else None,
-                "approve_command": f"codemode approve {execution_id} {p.call_id}",
-                "deny_command": f"codemode deny {execution_id} {p.call_id}",
-                "signal_input": {"call_id": p.call_id, "by": "your name"},
-            }
-            for p in pending
-        ]
+        entries = [self._memo_entry(execution_id, p) for p in pending]
         workflow.upsert_memo({"pending_approvals": entries})
         lines = [f"**Awaiting approval** ({len(pending)} call{'s' if len(pending) != 1 else ''}):", ""]
+        signed = False
         for p in pending:
+            tally = self.tallies.get(p.call_id)
+            by = " --by NAME" if tally is not None else ""
+            signed = signed or tally is not None
+            progress = f" ({tally.progress()})" if tally is not None and tally.progress() else ""
             lines.append(
-                f"- call `{p.call_id}`: `{summary(p)}` — approve with `codemode approve {execution_id} {p.call_id}`"
-                f" or deny with `codemode deny {execution_id} {p.call_id}`"
+                f"- call `{p.call_id}`: `{summary(p)}`{progress} — approve with "
+                f"`codemode approve {execution_id} {p.call_id}{by}` or deny with `codemode deny {execution_id} {p.call_id}{by}`"
             )
         first = pending[0].call_id
         lines.append("")
-        lines.append(
-            f'Or use *Send a Signal*: name `approve` (or `deny`), input `{{"call_id": "{first}", "by": "your name"}}`.'
-        )
+        if signed:
+            lines.append(
+                "Decisions must be signed by a person the approvers file allows (`codemode keygen --approver NAME`)."
+            )
+        else:
+            lines.append(
+                f'Or use *Send a Signal*: name `approve` (or `deny`), input `{{"call_id": "{first}", "by": "your name"}}`.'
+            )
         workflow.set_current_details("\n".join(lines))
+
+    def _memo_entry(self, execution_id: str, p: PendingApproval) -> dict[str, Any]:
+        tally = self.tallies.get(p.call_id)
+        by = " --by NAME" if tally is not None else ""
+        entry: dict[str, Any] = {
+            "call_id": p.call_id,
+            "tool": p.tool,
+            "summary": summary(p),
+            "line": p.line,
+            "asked_at": p.asked_at.isoformat() if p.asked_at else None,
+            "deadline": p.deadline.isoformat() if p.deadline else None,
+            "approve_command": f"codemode approve {execution_id} {p.call_id}{by}",
+            "deny_command": f"codemode deny {execution_id} {p.call_id}{by}",
+        }
+        if tally is None:
+            entry["signal_input"] = {"call_id": p.call_id, "by": "your name"}
+        else:  # who may decide, and who did so far (the verified approvers)
+            gate = tally.gate
+            entry.update(
+                signed=True,
+                rule=gate.rule,
+                approvers=gate.approvers_listed,
+                required=gate.required,
+                approved_by=tally.approvers(),
+            )
+        return entry
+
+
+def _offer(decision: Decision, edited: dict[str, Any] | None) -> Offer:
+    answered = decision.answer is not None
+    return Offer(
+        kind="answer" if answered else "approve" if decision.approve else "deny",
+        signature=decision.signature,
+        edited=edited,
+        answer=decision.answer.value if decision.answer is not None else None,
+        answered=answered,
+    )
+
+
+def _word(offer: Offer) -> Literal["approved", "denied"]:
+    return "denied" if offer.kind == "deny" else "approved"
+
+
+def _all(tally: CallTally) -> list[DecisionSignature]:
+    return [s for sigs in tally.counted.values() for s in sigs]
+
+
+def _shown(value: Any, limit: int = 200) -> str:
+    try:
+        text = json.dumps(value, separators=(",", ":"), default=str)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def summary(call: CallRequest | PendingApproval) -> str:

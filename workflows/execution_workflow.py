@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, NoReturn
 
 from temporalio import workflow
@@ -47,7 +48,6 @@ with workflow.unsafe.imports_passed_through():
     from codemode.workflows.call_window import call_window
     from codemode.workflows.continuation import Continuation, Cursor
     from codemode.workflows.models import (
-        CODE_APPROVAL_ID,
         RUNTIME_KEY,
         STATUS_KEY,
         WORKFLOW_TYPE,
@@ -58,7 +58,6 @@ with workflow.unsafe.imports_passed_through():
         ExecutionOutcome,
         ExecutionState,
         ExecutionStatus,
-        PendingApproval,
         ToolCallRecord,
     )
     from codemode.workflows.parking import Parking
@@ -205,7 +204,7 @@ class CodeExecutionWorkflow:
             req = CodeExecutionRequest.model_validate(req)
         info = workflow.info()
         self._req = req
-        self._approvals.notices.code = req.code
+        self._approvals.begin(req)  # the code (for notices) and who started it (four-eyes rules)
         self._runtime = req.runtime
         self._usage = UsageMeter(req.runtime, carry.usage if carry else None)
         self._parking = Parking(self._usage)
@@ -314,8 +313,7 @@ class CodeExecutionWorkflow:
             self._hold(cursor.step, cursor.superseded)
         else:
             if req.require_code_approval:
-                review = PendingApproval(call_id=CODE_APPROVAL_ID, tool="<code>", args=[req.code], summary="run this code")
-                self._code_approval = await self._approvals.wait_for(review, req.approval_timeout)
+                self._code_approval = await self._approvals.review_code(req.code, req.approval_timeout)
                 if self._code_approval.decision != "approved":
                     return False, None, permission_error("the code", self._code_approval)
             step = await self._start(start, local=local, timeout=timeout)
@@ -615,10 +613,9 @@ class CodeExecutionWorkflow:
         asked = call.function_call()
         if call.requires_approval:
             record.status = "awaiting_approval"
-            await self._parking.park(
-                self._held, self._runtime, lambda: bool(self._approvals.pending), cell=self._cell is not None
-            )
-            record.approval = approval = await self._approvals.review_call(call, approval_timeout)
+            cell = self._cell is not None  # parked after the approvers file's policy, which may decide alone
+            park = partial(self._parking.park, self._held, self._runtime, self._approvals.waiting, cell=cell)
+            record.approval = approval = await self._approvals.review_call(call, approval_timeout, park)
             if approval.decision != "approved":
                 record.status = "denied" if approval.decision == "denied" else "timed_out"
                 record.error = permission_error(call.summary, approval)

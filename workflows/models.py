@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 from temporalio.common import SearchAttributeKey
 
+from codemode.activities.approvers.signing import DecisionSignature
 from codemode.activities.artifact_refs import Artifact  # noqa: F401 (re-exported for clients)
 from codemode.activities.models import CellEnd, CellStart
 from codemode.activities.records import (  # noqa: F401 (shared with the activities; re-exported for clients)
@@ -84,6 +85,9 @@ class CodeExecutionRequest(CompactModel):
     restart: bool = False
     #: Set by the session workflow for the cell's execution (never by a caller).
     cell: CellStart | None = None
+    #: Who started the run, by their name in the approvers file (``start_execution`` fills in
+    #: ``CODEMODE_USER`` or the OS user): a tool rule with ``four_eyes`` refuses their decisions.
+    started_by: str | None = None
 
     @field_validator("session")
     @classmethod
@@ -139,6 +143,8 @@ class PendingApproval(BaseModel):
     deadline: datetime | None = None
     #: Why it waits, when a rule or predicate of its arguments decided so.
     reason: str | None = None
+    #: Only a decision signed by a person the worker's approvers file allows counts.
+    signed: bool = False
 
 
 class IgnoredSignal(BaseModel):
@@ -167,12 +173,15 @@ class ApproveSignal(BaseModel):
     call_id: str
     by: str | None = None
     comment: str | None = None
+    #: Required when the worker has an approvers file (``activities/approvers/signing.py``).
+    signature: DecisionSignature | None = None
 
 
 class DenySignal(BaseModel):
     call_id: str
     by: str | None = None
     reason: str | None = None
+    signature: DecisionSignature | None = None
 
 
 class Answer(BaseModel):
@@ -196,12 +205,17 @@ class Decision(BaseModel):
     answer: Answer | None = None
     #: The door the decision came through: cli, inbox, link, mcp, pydantic-ai, signal, ui.
     door: str | None = None
+    #: The decision's Ed25519 signature (``sign_decision``): required when the worker has an
+    #: approvers file; then the signer (or whom a service signed for) is who decided.
+    signature: DecisionSignature | None = None
 
 
 #: Keys a person may use in an approve/deny signal (the UI's "Send a Signal" box is free JSON).
 _CALL_KEYS = ("call_id", "callId", "id")
 _BY_KEYS = ("by", "approver", "user")
 _TEXT_KEYS = ("comment", "reason", "note")
+#: Read by the approvals bookkeeping (``workflows/approvals.py``), not here.
+_SIGNATURE_KEYS = ("signature",)
 #: Who a decision is recorded as when the signal names nobody.
 ANONYMOUS = "anonymous"
 
@@ -224,7 +238,7 @@ def read_decision(
     text: Any = None
     call: Any = None
     if isinstance(payload, dict):
-        unknown = [k for k in payload if k not in (*_CALL_KEYS, *_BY_KEYS, *_TEXT_KEYS)]
+        unknown = [k for k in payload if k not in (*_CALL_KEYS, *_BY_KEYS, *_TEXT_KEYS, *_SIGNATURE_KEYS)]
         if unknown:
             return ignored(
                 f"unknown field(s) {', '.join(map(repr, unknown))}: send {{\"call_id\": \"1\", \"by\": \"your name\"}}"

@@ -31,6 +31,7 @@ from pydantic import BaseModel, Field
 from temporalio.client import WorkflowHandle
 
 from codemode.worker.client.following import DecisionRefused, send_decision
+from codemode.worker.client.signing import Signer, setup_hint, sign_pending, signer_from_env, signing_required
 from codemode.workflows.models import Answer as ModelAnswer
 from codemode.workflows.models import Decision, PendingApproval
 
@@ -210,6 +211,24 @@ async def apply(
     which the server keeps until a worker is back. False when the call was no longer waiting
     (decided meanwhile, from a terminal or the web UI). Raises ``RPCError`` when Temporal
     itself is unreachable."""
+    signer = signer_from_env()
+    token = get_access_token()
+    if signer is not None and token is not None and token.subject and token.subject != signer.name:
+        # Over HTTP the server authenticated the person (a named token): its key signs for them,
+        # as a service (``signs_for`` in the approvers file), and the record says both.
+        signer = Signer(signer.name, signer.key, on_behalf_of=token.subject)
+    answered = answer.answer is not None
+    signature = await sign_pending(
+        handle,
+        call_id,
+        signer,
+        "answer" if answered else "approve" if answer.approve else "deny",
+        edited_arguments=answer.arguments,
+        answer=answer.answer.value if answer.answer is not None else None,
+        answered=answered,
+    )
+    if signer is not None:  # the person at this client signs (CODEMODE_APPROVER): they decide, not "mcp:..."
+        by = signer.on_behalf_of or signer.name
     try:
         await send_decision(
             handle,
@@ -221,6 +240,7 @@ async def apply(
                 arguments=answer.arguments,
                 answer=answer.answer,
                 door="mcp",
+                signature=signature,
             ),
             via_update=worker_up,
         )
@@ -228,3 +248,13 @@ async def apply(
         log.info("call %s of %s was not decided here: %s", call_id, handle.id, err)
         return False
     return True
+
+
+async def cannot_sign(handle: WorkflowHandle[Any, Any], pending: list[PendingApproval]) -> str | None:
+    """What to set up when the calls need a signed decision (the worker has an approvers file)
+    and this server has no key for the person at its client (``CODEMODE_APPROVER``); else None.
+    The person is then not asked: an unsigned answer would only be ignored."""
+    if signer_from_env() is not None or not await signing_required(handle):
+        return None
+    first = pending[0].call_id if pending else "CALL"
+    return setup_hint("this MCP server", handle.id, first)

@@ -286,6 +286,8 @@ class Executions:
                 return await self._snapshot(handle)
             if not ask or not approvals.can_elicit(ctx):
                 return await self._snapshot(handle)
+            if (unsigned := await approvals.cannot_sign(handle, got.pending)) is not None:
+                return (await self._snapshot(handle)).model_copy(update={"note": unsigned})
             if approvals.asks_by_input_required(ctx):
                 return approvals.input_required(handle.id, got.pending, self.backend.address_flag)
             for p in got.pending:

@@ -75,6 +75,8 @@ class ExecutionReport(BaseModel):
     tool_calls: list[CallReport] = Field(default_factory=list)
     #: Files the code handed back; their contents follow the text (``artifacts.py``).
     artifacts: list[Artifact] = Field(default_factory=list)
+    #: What to set up before this door can decide (e.g. a signing key: ``worker/client/signing.py``).
+    note: str | None = None
 
 
 def completed(outcome: ExecutionOutcome) -> ExecutionReport:
@@ -110,8 +112,8 @@ def pending(
                 summary=p.summary,
                 args=p.args,
                 kwargs=p.kwargs,
-                approve=f"codemode approve {execution_id} {p.call_id}{address_flag}",
-                deny=f"codemode deny {execution_id} {p.call_id}{address_flag}",
+                approve=f"codemode approve {execution_id} {p.call_id}{' --by NAME' if p.signed else ''}{address_flag}",
+                deny=f"codemode deny {execution_id} {p.call_id}{' --by NAME' if p.signed else ''}{address_flag}",
             )
             for p in waiting
         ],
@@ -144,6 +146,8 @@ def text(report: ExecutionReport, *, ui_url: str | None = None) -> str:
         where = f" (or in the Temporal web UI at {ui_url}: Send a Signal `approve` or `deny`)" if ui_url else ""
         lines.append(f"A person decides with the commands above{where}; the run waits, holding nothing.")
         lines.append(f"Then call result(execution_id='{rid}') for the outcome.")
+        if report.note:
+            lines.append(f"Not asked here: {report.note}.")
     elif report.status == "queued":
         lines.append(
             f"… {rid} waits for its turn in its session; call result(execution_id='{rid}', wait_seconds=60) later."

@@ -363,27 +363,47 @@ class DurableCodeMode(AbstractCapability[Any]):
         comment: str | None = None,
         arguments: dict[str, Any] | None = None,
         answer: Any = _NO_ANSWER,
+        key_file: str | None = None,
     ) -> ApprovalRecord | None:
         """A person's decision on a call waiting for approval (``by`` names them): approve,
         approve with ``arguments`` changed (checked against the tool's parameters), deny with a
         ``comment``, or give ``answer`` as the call's result instead of running the tool.
         Returns the recorded decision, or None when no worker runs (recorded as a signal,
         applied later); raises ``codemode.worker.client.following.DecisionRefused`` when that
-        call is not waiting or the edit or answer does not fit the tool."""
+        call is not waiting or the edit or answer does not fit the tool.
+
+        Signed with ``by``'s key when there is one: ``key_file``, ``CODEMODE_APPROVER_KEY`` (when
+        ``CODEMODE_APPROVER`` is ``by``), or the one ``codemode keygen --approver NAME`` made. A
+        worker with an approvers file needs it: without a key this raises
+        ``codemode.worker.client.signing.SigningKeyMissing`` saying what to set up."""
         from codemode.worker.client.following import send_decision
+        from codemode.worker.client.signing import door_signer, sign_pending
         from codemode.workflows.models import Answer, Decision
 
         if not by or not by.strip():
             raise ValueError("say who decides: by must name a person")
         handle = (await self.get_client()).get_workflow_handle(execution_id)
+        signer = await door_signer(handle, by, key_file, door="this pydantic-ai application")
+        answered = answer is not _NO_ANSWER
+        kind = "answer" if answered else "approve" if approve else "deny"
+        signature = await sign_pending(
+            handle,
+            call_id,
+            signer,
+            kind,
+            edited_arguments=arguments,
+            answer=answer if answered else None,
+            answered=answered,
+        )
         decision = Decision(
             call_id=call_id,
             approve=approve,
             by=by,
             comment=comment,
             arguments=arguments,
-            answer=None if answer is _NO_ANSWER else Answer(value=answer),
+            answer=Answer(value=answer) if answered else None,
             door="pydantic-ai",
+            signature=signature,
         )
         return await send_decision(handle, decision)
 

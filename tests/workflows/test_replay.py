@@ -16,7 +16,12 @@ same, the notify workflows now started by a local activity (``workflows/approval
 ``python-*.json``: the python runtime (a live process kept on its worker, each resume step on
 that worker's own queue), recorded before its tool activities ran the step after their call
 (issue 28); ``pyfused-*.json``: recorded after. Regenerate or add a python set with
-CODEMODE_RECORD_PYTHON_HISTORIES=<prefix>.
+CODEMODE_RECORD_PYTHON_HISTORIES=<prefix>. ``gate-*.json``: the approval scenarios after each
+call that waits asks the worker's approvers file first (the ``approval_gate`` activity, issue 37;
+no file here); ``approvers-*.json``: signed decisions, N-of-M and policy rules under a file
+(recorded by tests/approvers/test_signed_decisions.py with CODEMODE_RECORD_APPROVER_HISTORIES=1).
+``gatenotify-*.json``: the approval scenarios once both were merged: the gate, then the park,
+then the review with its notifications (local activities), edited and answered decisions.
 ``park0-*.json``: e2b and modal runs parked on an approval before ``sandbox_park`` existed (one
 ``sandbox_release`` that asked for a pause); ``park-*.json``: after it (``PARK_PATCH``): a
 docker and an e2b sandbox paused, a blaxel one in standby, a modal sandbox released after its grace period and the run
@@ -75,13 +80,18 @@ async def _aiter(items):
 
 
 async def _drive_approvals(handle, decide) -> None:
+    # Each waiting call is decided once: a query answered before the worker took the decision
+    # still lists the call (with the no-cache worker of test_determinism.py, for a while).
+    decided: set[str] = set()
     while True:
         desc = await handle.describe()
         if desc.status is not None and desc.status.name != "RUNNING":
             return
         status = await handle.query("status", result_type=ExecutionStatus)
         for pending in status.pending_approvals:
-            await decide(handle, pending.call_id)
+            if pending.call_id not in decided:
+                decided.add(pending.call_id)
+                await decide(handle, pending.call_id)
         await asyncio.sleep(0.05)
 
 

@@ -102,7 +102,9 @@ COMMANDS: dict[str, Entry] = {
         "instead of the tool, as the signed-in person; until Ctrl-C.",
     ),
     "keygen": Entry(
-        "codec", "keygen", "Print a new random AES-256 key as KEY_ID:BASE64, an entry for CODEMODE_ENCRYPTION_KEYS."
+        "codec",
+        "keygen",
+        "Print a new random AES-256 key as KEY_ID:BASE64 (for CODEMODE_ENCRYPTION_KEYS), or an approver's key pair.",
     ),
     "list": Entry(
         "listing", "list_executions", "Executions newest first, from the server's visibility index (no worker needed)."

@@ -29,8 +29,27 @@ def require_keys() -> Keyring:
 
 @click.command()
 @click.argument("key_id", default="k1")
-def keygen(key_id: str) -> int:
-    """Print a new random AES-256 key as KEY_ID:BASE64, an entry for CODEMODE_ENCRYPTION_KEYS."""
+@click.option(
+    "--approver",
+    default=None,
+    metavar="NAME",
+    help="Instead: make NAME's Ed25519 key pair for signing decisions (the private key in the config "
+    "directory, mode 0600); the last line printed is the public key for the approvers file.",
+)
+@click.option("--force", is_flag=True, help="With --approver: replace NAME's existing key.")
+def keygen(key_id: str, approver: str | None, force: bool) -> int:
+    """Print a new random AES-256 key as KEY_ID:BASE64 (for CODEMODE_ENCRYPTION_KEYS), or an approver's key pair."""
+    if approver is not None:
+        from codemode.activities.approvers import keys
+
+        try:
+            path, public = keys.generate(approver, force=force)
+        except keys.ApproverKeyError as err:
+            raise Fail(str(err)) from None
+        note(f"Private key of {approver}: {path} (keep it; `codemode approve ... --by {approver}` signs with it)")
+        note(f'Add the public key to the approvers file: [people.{approver}] keys = ["{public}"]')
+        click.echo(public)
+        return EXIT_OK
     if not KEY_ID_PATTERN.fullmatch(key_id):
         raise Fail(f"key id {key_id!r} must be 1 to 64 letters, digits, '.', '_' or '-'")
     click.echo(f"{key_id}:{new_key()}")

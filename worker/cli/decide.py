@@ -10,6 +10,8 @@ Imports click and ``common`` only: ``codemode approve --help`` is read while a r
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from codemode.worker.cli.common import (
@@ -21,6 +23,9 @@ from codemode.worker.cli.common import (
     open_client,
     os_user,
 )
+
+if TYPE_CHECKING:
+    from codemode.worker.client.signing import Signer
 
 
 def _json_option(text: str | None, flag: str) -> object:
@@ -42,11 +47,24 @@ def _decision_command(approve: bool) -> click.Command:
     @click.argument("execution_id", metavar="ID")
     @click.argument("call_id", required=False)
     @click.option("--all", "every", is_flag=True, help=f"{verb.capitalize()} every call waiting for approval.")
-    @click.option("--by", default=None, help="Who decides [default: the OS user].")
+    @click.option(
+        "--by",
+        default=None,
+        help="Who decides [default: the OS user]; signs with their key from `codemode keygen --approver NAME` "
+        "when there is one (a worker with an approvers file counts only signed decisions).",
+    )
+    @click.option("--key", "key_file", default=None, help="Sign with this private key file instead.")
     @click.option(text_flag, "text", default=None, help="A comment." if approve else "Why it is denied.")
     @connection_options
     def command(
-        execution_id: str, call_id: str | None, every: bool, by: str | None, text: str | None, address: str, **extra
+        execution_id: str,
+        call_id: str | None,
+        every: bool,
+        by: str | None,
+        key_file: str | None,
+        text: str | None,
+        address: str,
+        **extra: object,
     ) -> int:
         if call_id is not None and every:
             raise Fail("give a CALL_ID or --all, not both")
@@ -55,8 +73,9 @@ def _decision_command(approve: bool) -> click.Command:
             raise Fail("--args takes a JSON object of the arguments to change, for one call")
         import asyncio
 
+        signer = _signer(by or os_user(), key_file)
         return asyncio.run(
-            _decide(approve, execution_id, call_id, every, by or os_user(), text, address, edits=edits)
+            _decide(approve, execution_id, call_id, every, by or os_user(), text, address, signer, edits=edits)
         )
 
     if approve:
@@ -81,10 +100,24 @@ def _decision_command(approve: bool) -> click.Command:
 @click.argument("execution_id", metavar="ID")
 @click.argument("call_id", required=False)
 @click.option("--result", "result", required=True, metavar="JSON", help="The call's result, as JSON.")
-@click.option("--by", default=None, help="Who answers [default: the OS user].")
+@click.option(
+    "--by",
+    default=None,
+    help="Who answers [default: the OS user]; signs with their key from `codemode keygen --approver NAME` "
+    "when there is one (a worker with an approvers file counts only signed decisions).",
+)
+@click.option("--key", "key_file", default=None, help="Sign with this private key file instead.")
 @click.option("--comment", "text", default=None, help="A comment.")
 @connection_options
-def answer(execution_id: str, call_id: str | None, result: str, by: str | None, text: str | None, address: str) -> int:
+def answer(
+    execution_id: str,
+    call_id: str | None,
+    result: str,
+    by: str | None,
+    key_file: str | None,
+    text: str | None,
+    address: str,
+) -> int:
     """Answer a tool call waiting for approval instead of the tool: the code gets RESULT as the
     call's result and the tool does not run (RESULT must fit what the tool returns)."""
     import asyncio
@@ -92,9 +125,21 @@ def answer(execution_id: str, call_id: str | None, result: str, by: str | None, 
     from codemode.workflows.models import Answer
 
     value = _json_option(result, "--result")
+    signer = _signer(by or os_user(), key_file)
     return asyncio.run(
-        _decide(True, execution_id, call_id, False, by or os_user(), text, address, answer=Answer(value=value))
+        _decide(True, execution_id, call_id, False, by or os_user(), text, address, signer, answer=Answer(value=value))
     )
+
+
+def _signer(by: str, key_file: str | None) -> Signer | None:
+    """``by``'s signer (``--key FILE``, else their keygen key), None when they have none."""
+    from codemode.activities.approvers.keys import ApproverKeyError
+    from codemode.worker.client.signing import own_signer
+
+    try:
+        return own_signer(by, key_file)
+    except ApproverKeyError as err:
+        raise Fail(str(err)) from None
 
 
 async def _decide(
@@ -105,6 +150,7 @@ async def _decide(
     by: str,
     text: str | None,
     address: str,
+    signer: Signer | None = None,
     *,
     edits: object = None,
     answer: object = None,
@@ -116,6 +162,7 @@ async def _decide(
 
     from codemode.worker.client.connection import has_workers
     from codemode.worker.client.following import DecisionRefused, closed_word, query_status, send_decision
+    from codemode.worker.client.signing import setup_hint, signing_required
 
     client = await open_client(address, quick=True)
     found = await find_execution(client, execution_id)
@@ -149,21 +196,37 @@ async def _decide(
         if not chosen:
             raise Fail(f"call {call_id!r} of {execution_id} is not waiting for approval; pending call ids: {ids}")
     verb = "answered" if answer is not None else "approved" if approve else "denied"
-    from codemode.workflows.models import Decision
+    kind = "answer" if answer is not None else "approve" if approve else "deny"
+    from codemode.workflows.models import Answer, Decision
 
+    if signer is None and await signing_required(handle):
+        raise Fail(setup_hint(f"codemode {kind}", execution_id, chosen[0].call_id))
     for p in chosen:
         decision = Decision(
             call_id=p.call_id, approve=approve, by=by, comment=text, arguments=edits, answer=answer, door="cli"
         )
+        if signer is not None:  # over the arguments the call runs with (edited: the asked ones changed)
+            value = answer.value if isinstance(answer, Answer) else None
+            decision.signature = signer.sign(
+                execution_id, p, kind, edited_arguments=edits, answer=value, answered=answer is not None
+            )
         try:
             recorded = await send_decision(handle, decision, via_update=not from_history)
         except DecisionRefused as err:
             raise Fail(f"call {p.call_id} of {execution_id} was not decided: {err}") from None
         from_history = from_history or recorded is None  # no worker answered: sent as a signal
+        signed = f" (signed with {signer.public[:20]}…)" if signer else ""
+        if recorded is not None and recorded.decision == "counted":
+            click.echo(
+                f"✓ {'approval' if kind == 'approve' else kind} of call {p.call_id} ({p.summary}) of {execution_id} "
+                f"by {by} counted{signed}; "
+                f"{recorded.needed} more needed"
+            )
+            continue
         edited = ""
         if recorded is not None and recorded.approved_arguments is not None:
             edited = f" with arguments {json.dumps(recorded.approved_arguments, default=str)}"
-        click.echo(f"✓ {verb} call {p.call_id} ({p.summary}) of {execution_id} as {by}{edited}")
+        click.echo(f"✓ {verb} call {p.call_id} ({p.summary}) of {execution_id} as {by}{edited}{signed}")
     if from_history:
         note("note: no worker is running; the decision is recorded and takes effect when one starts.")
     note(f"See the outcome with: codemode result {execution_id}")

@@ -161,11 +161,39 @@ async def _queued_cell(client: Client, execution_id: str) -> BaseModel | None:
 @click.command()
 @click.argument("execution_id", metavar="ID")
 @json_option
+@click.option(
+    "--verify",
+    is_flag=True,
+    help="Re-check every decision offline: who, what exactly they approved, whether each signature holds, "
+    "which rule applied. Exits 1 naming the calls that do not verify.",
+)
+@click.option(
+    "--approvers",
+    "approvers",
+    default=None,
+    metavar="FILE",
+    help="With --verify: the public keys from this approvers file (old keys under retired_keys) instead of "
+    "the ones the history recorded.",
+)
+@click.option(
+    "--history-file",
+    "history_file",
+    default=None,
+    metavar="FILE",
+    help="With --verify: a history exported as JSON (`temporal workflow show --output json`, the SDK's "
+    "WorkflowHistory.to_json) instead of the server's.",
+)
 @connection_options
-def history(execution_id: str, as_json: bool, address: str) -> int:
+def history(
+    execution_id: str, as_json: bool, verify: bool, approvers: str | None, history_file: str | None, address: str
+) -> int:
     """The audit timeline from the Temporal history: calls, attempts, approvals, timings."""
     import asyncio
 
+    if verify or history_file:
+        from codemode.worker.cli.verify import verify_command
+
+        return asyncio.run(verify_command(execution_id, as_json, approvers, history_file, address))
     return asyncio.run(_history(execution_id, as_json, address))
 
 

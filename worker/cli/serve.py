@@ -61,6 +61,50 @@ class MetricsAddress(click.ParamType):
         return f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
 
 
+approvers_option = click.option(
+    "--approvers",
+    "approvers",
+    envvar="CODEMODE_APPROVERS",
+    show_envvar=True,
+    default=None,
+    metavar="FILE",
+    help="The approvers file (TOML): who may decide which tool calls, with signed decisions only, and policy "
+    "rules that decide before a person. Without it any decision counts, as whatever name it gives.",
+)
+
+
+def use_approvers(path: str | None) -> None:
+    """Check the approvers file now (a broken one stops the command with where it is wrong),
+    and hand it to the worker through ``CODEMODE_APPROVERS``."""
+    os.environ.pop("CODEMODE_APPROVERS", None)
+    if not path:
+        return
+    from codemode.activities.approvers import config
+
+    try:
+        config.load(path)
+    except config.ApproversFileError as err:
+        raise Fail(str(err)) from None
+    os.environ["CODEMODE_APPROVERS"] = os.path.abspath(path)
+
+
+def approvers_banner() -> str:
+    """Said once when a worker starts: whose decisions count."""
+    from codemode.activities.approvers import config
+
+    path = config.configured_path()
+    if not path:
+        return (
+            "No approvers file (--approvers FILE or CODEMODE_APPROVERS): anyone who can signal this namespace "
+            "may approve any call, as any name."
+        )
+    file = config.load(path)
+    return (
+        f"Approvers: {path} ({len(file.people)} people, {len(file.tools)} tool rules, {len(file.policy)} policy "
+        "rules): only decisions signed by the people a call's rule allows count."
+    )
+
+
 db_option = click.option(
     "--db", type=click.Path(dir_okay=False), default=None, help=f"SQLite file [default: {default_db_path()}]."
 )
@@ -118,7 +162,9 @@ def server_banner(server: EmbeddedServer) -> list[str]:
         f"Database:        {server.db}",
     ]
     if server.codec_endpoint:
-        lines.append(f"Codec server:    {server.codec_endpoint} (payloads are encrypted; the web UI decrypts through it)")
+        lines.append(
+            f"Codec server:    {server.codec_endpoint} (payloads are encrypted; the web UI decrypts through it)"
+        )
     return lines
 
 
@@ -146,6 +192,7 @@ async def _serve_worker(
         if await w.ensure_sandbox_sweep_schedule():
             note("Scheduled the hourly sweep of sandboxes no open execution names (codemode-sandbox-sweep).")
         names = [s.code_name for s in registry]
+        note(approvers_banner())
         version = w.plugin.deployment
         if version is not None:
             note(f"Worker Deployment Versioning: version {version.to_canonical_string()} (workflows auto-upgrade).")
@@ -157,6 +204,20 @@ async def _serve_worker(
             if inbox is not None:
                 await inbox.stop()
         note("Stopping the worker...")
+
+
+def use_inbox_key(path: str | None) -> None:
+    """Check the inbox's signing key now (a missing or bad file stops ``dev``), for the inbox."""
+    from codemode.activities.approvers.keys import ApproverKeyError
+    from codemode.worker.inbox.signing import SIGNING_KEY_ENV, inbox_signer
+
+    if not path:
+        return
+    try:
+        inbox_signer(path)
+    except ApproverKeyError as err:
+        raise Fail(f"--inbox-signing-key: {err}") from None
+    os.environ[SIGNING_KEY_ENV] = path
 
 
 def _inbox_port(asked: int | None) -> int | None:
@@ -173,11 +234,13 @@ async def _start_inbox(client: Client, port: int) -> Any:
     from codemode.activities.notify.config import load_notify_config
     from codemode.worker.inbox.auth import InboxAuth
     from codemode.worker.inbox.serve import start_inbox
+    from codemode.worker.inbox.signing import SIGNING_KEY_ENV, inbox_signer
 
     config = load_notify_config()
     secret = config.links.secret if config and config.links else None
+    signer = inbox_signer(os.environ.get(SIGNING_KEY_ENV))  # checked by use_inbox_key
     try:
-        running = await start_inbox(client, InboxAuth(), port=port, links_secret=secret)
+        running = await start_inbox(client, InboxAuth(), port=port, links_secret=secret, signer=signer)
     except OSError as err:
         why = err.strerror or err
         raise Fail(f"cannot serve the inbox on port {port}: {why} (choose another with --inbox-port)") from None
@@ -218,6 +281,7 @@ def use_notify_config(path: str | None) -> None:
 @connection_options
 @task_queue_option
 @metrics_option
+@approvers_option
 @click.option(
     "--image",
     envvar="CODEMODE_DOCKER_IMAGE",
@@ -245,11 +309,13 @@ def worker(
     address: str,
     task_queue: str,
     metrics: str | None,
+    approvers: str | None,
     image: str | None,
     deployment_name: str | None,
     build_id: str | None,
 ) -> int:
     """Run a worker for the workflow, the sandbox steps and the tools, until Ctrl-C."""
+    use_approvers(approvers)
     if image:
         os.environ["CODEMODE_DOCKER_IMAGE"] = image
     if deployment_name and not build_id:
@@ -314,27 +380,42 @@ async def _server(port: int, ui_port: int | None, db: str | None, codec_port: in
     type=int,
     help="Port of the approvals inbox on 127.0.0.1 [default: 8244, or a free one when it is taken; 0: no inbox].",
 )
+@click.option(
+    "--inbox-signing-key",
+    "inbox_signing_key",
+    envvar="CODEMODE_INBOX_SIGNING_KEY",
+    show_envvar=True,
+    default=None,
+    metavar="FILE",
+    help="The inbox's private key: it signs decisions on behalf of the signed-in person (see --approvers; "
+    "the inbox's name there is CODEMODE_INBOX_SIGNER, default inbox).",
+)
 @port_option
 @ui_port_option
 @db_option
 @task_queue_option
 @metrics_option
 @codec_port_option
+@approvers_option
 def dev(
     tools_module: str | None,
     mcp_config: str | None,
     cli_config: str | None,
     notify_config: str | None,
     inbox_port: int | None,
+    inbox_signing_key: str | None,
     port: int,
     ui_port: int | None,
     db: str | None,
     task_queue: str,
     metrics: str | None,
     codec_port: int,
+    approvers: str | None,
 ) -> int:
     """The embedded server and a worker in one process, until Ctrl-C (with
     CODEMODE_ENCRYPTION_KEYS set, also the codec server for the web UI)."""
+    use_approvers(approvers)
+    use_inbox_key(inbox_signing_key)
     use_notify_config(notify_config)
     registry = load_tools(tools_module) if require_tools(tools_module, mcp_config, cli_config) else None
     config = load_mcp_config_file(mcp_config)

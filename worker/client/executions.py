@@ -9,7 +9,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from codemode.worker.client.requests import InputTooLarge, check_request_size, search_attributes_registered  # noqa: F401
+from codemode.worker.client.requests import InputTooLarge, check_request_size, search_attributes_registered, starter  # noqa: F401
 from codemode.workflows.models import (
     RUNTIME_KEY,
     STATUS_KEY,
@@ -35,6 +35,8 @@ async def start_execution(
     A request with ``session=NAME`` is sent to that session as its next cell
     (``worker/client/sessions.py``); the handle is the cell's execution once its turn came (its id
     is ``session:NAME:N``; ``execution_id`` and ``options`` do not apply)."""
+    if request.started_by is None:  # who started it: the approvers file's four-eyes rules read it
+        request = request.model_copy(update={"started_by": starter()})
     if request.session is not None:
         from codemode.worker.client.sessions import submit_cell
 

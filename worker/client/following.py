@@ -27,6 +27,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from codemode.activities.approvers.signing import DecisionSignature
 from codemode.workflows.models import (
     Answer,
     ApprovalRecord,
@@ -141,6 +142,7 @@ async def send_decision(
     arguments: dict[str, Any] | None = None,
     answer: Answer | None = None,
     door: str | None = None,
+    signature: DecisionSignature | None = None,
 ) -> ApprovalRecord | None:
     """Decide one pending call as ``by``: every door (CLI, inbox, signed links, MCP,
     pydantic-ai) sends its decisions through here. Pass a ``Decision``, or its parts.
@@ -150,12 +152,20 @@ async def send_decision(
     an answer that do not fit the tool). Else as a signal, recorded in the history now and
     applied when a worker runs the workflow: returns None. Edited arguments and answers are
     checked by the workflow before they are recorded, so they need a worker: without one they
-    are refused here."""
+    are refused here. ``signature``: the decision signed (``worker/client/signing.py``), which
+    a worker with an approvers file requires (also carried by the signal)."""
     if isinstance(call_id, Decision):
         decision = call_id
     else:
         decision = Decision(
-            call_id=call_id, approve=approve, by=by, comment=comment, arguments=arguments, answer=answer, door=door
+            call_id=call_id,
+            approve=approve,
+            by=by,
+            comment=comment,
+            arguments=arguments,
+            answer=answer,
+            door=door,
+            signature=signature,
         )
     if via_update:
         try:
@@ -166,7 +176,7 @@ async def send_decision(
             raise DecisionRefused(str(err.cause or err)) from None
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
-                raise DecisionRefused(f"nothing to decide: {err.message}") from None
+                raise DecisionRefused(f"nothing to decide, the call is not waiting any more: {err.message}") from None
             # else: as below, the signal says what the server thinks
         except WorkflowUpdateRPCTimeoutOrCancelledError:
             pass  # no worker answered in time: signal instead
@@ -177,10 +187,15 @@ async def send_decision(
         )
     assert decision.call_id is not None
     if decision.approve:
-        signal = ApproveSignal(call_id=decision.call_id, by=decision.by, comment=decision.comment)
+        signal = ApproveSignal(
+            call_id=decision.call_id, by=decision.by, comment=decision.comment, signature=decision.signature
+        )
         await handle.signal("approve", signal)
     else:
-        await handle.signal("deny", DenySignal(call_id=decision.call_id, by=decision.by, reason=decision.comment))
+        denial = DenySignal(
+            call_id=decision.call_id, by=decision.by, reason=decision.comment, signature=decision.signature
+        )
+        await handle.signal("deny", denial)
     return None
 
 

@@ -46,3 +46,16 @@ async def search_attributes_registered(client: Client) -> bool:
         except Exception:
             _indexed[key] = False
     return _indexed[key]
+
+
+def starter() -> str:
+    """Who starts executions from this process: ``CODEMODE_USER``, else the OS user."""
+    import getpass
+    import os
+
+    if name := os.environ.get("CODEMODE_USER"):
+        return name
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):
+        return "unknown"

@@ -36,7 +36,7 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from codemode.worker.client.following import query_status
-from codemode.worker.client.requests import check_request_size, search_attributes_registered
+from codemode.worker.client.requests import check_request_size, search_attributes_registered, starter
 from codemode.workflows.models import (
     SESSION_NAME,
     TASK_QUEUE,
@@ -219,7 +219,14 @@ async def submit_cell(
             raise ValueError(f"runtime={runtime!r} but the request says {request.runtime!r}")
     else:
         request = CodeExecutionRequest(code=code, runtime=runtime or "monty", inputs=inputs or {}, tools=tools)
-    request = request.model_copy(update={"session": session, "restart": restart or request.restart, "cell": None})
+    request = request.model_copy(
+        update={
+            "session": session,
+            "restart": restart or request.restart,
+            "cell": None,
+            "started_by": request.started_by or starter(),  # four-eyes rules read it
+        }
+    )
     if request.network == "ratchet":  # (the session would refuse it too, after creating itself)
         raise SessionUnsupported("sessions do not support network='ratchet' yet; use network='none' (the default)")
     check_request_size(request)

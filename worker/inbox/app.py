@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from temporalio.client import Client
@@ -16,6 +16,10 @@ from codemode.workflows.models import Answer, Decision
 
 from . import data, views
 from .auth import COOKIE, InboxAuth
+from .signing import SigningRefused, sign_for_person
+
+if TYPE_CHECKING:
+    from codemode.worker.client.signing import Signer
 
 #: A form larger than this is refused (413) before it is read.
 MAX_FORM_BYTES = 64 * 1024
@@ -30,6 +34,9 @@ class Inbox:
     auth: InboxAuth
     #: Checks signed links (the notify config's ``links.secret``); None: links are refused.
     links_secret: str | None = None
+    #: The inbox's service key: signs every decision on behalf of the authenticated person
+    #: (``worker/inbox/signing.py``); None: decisions go unsigned, refused where one is needed.
+    signer: Signer | None = None
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=MAX_FORM_BYTES, middlewares=[self._authenticate])
@@ -150,8 +157,9 @@ class Inbox:
     async def _send(self, request: web.Request, execution_id: str, decision: Decision) -> web.StreamResponse:
         handle = self.client.get_workflow_handle(execution_id)
         try:
+            await sign_for_person(handle, decision, self.signer)
             record = await send_decision(handle, decision)
-        except DecisionRefused as err:
+        except (DecisionRefused, SigningRefused) as err:
             return await self._refused(request, f"Nothing was decided: {err}")
         verb = "Answered" if decision.answer is not None else "Approved" if decision.approve else "Denied"
         later = "" if record is not None else " No worker is running: it takes effect when one starts."

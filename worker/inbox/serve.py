@@ -7,12 +7,16 @@ from __future__ import annotations
 import getpass
 import secrets
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 from temporalio.client import Client
 
 from .app import Inbox
 from .auth import InboxAuth, hash_token
+
+if TYPE_CHECKING:
+    from codemode.worker.client.signing import Signer
 
 
 @dataclass
@@ -27,13 +31,20 @@ class RunningInbox:
 
 
 async def start_inbox(
-    client: Client, auth: InboxAuth, *, host: str = "127.0.0.1", port: int = 8244, links_secret: str | None = None
+    client: Client,
+    auth: InboxAuth,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8244,
+    links_secret: str | None = None,
+    signer: Signer | None = None,
 ) -> RunningInbox:
+    """Serve the inbox; ``signer``: its service key, which signs on behalf of the person."""
     made = None
     if not auth.configured:
         made = secrets.token_urlsafe(24)
         auth.users = {getpass.getuser(): hash_token(made)}
-    runner = web.AppRunner(Inbox(client, auth, links_secret).app(), access_log=None)
+    runner = web.AppRunner(Inbox(client, auth, links_secret, signer).app(), access_log=None)
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
     shown = "127.0.0.1" if host in ("0.0.0.0", "") else host

@@ -65,6 +65,7 @@ async def test_lists_four_tools_and_no_way_to_approve(modern: Any) -> None:
         "pending_approvals",
         "tool_calls",
         "artifacts",
+        "note",
     }
     for tool in tools.values():  # nothing a model can call takes a decision
         assert not {"approve", "decision", "call_id"} & set(tool.input_schema.get("properties", {}))
