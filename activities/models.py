@@ -140,6 +140,9 @@ class CellStart(CompactModel):
     #: stored segments, then the rest.
     recipe_segments: list[SegmentRef] = Field(default_factory=list)
     recipe: list[CellRecipe] = Field(default_factory=list)
+    #: Why the session holds no state to start from (its idle sandbox was released): the
+    #: history's reason for the replay.
+    replay_reason: str | None = None
 
     @property
     def has_recipe(self) -> bool:
@@ -171,6 +174,11 @@ class CellEnd(CompactModel):
     variables: dict[str, str] = Field(default_factory=dict)
     #: The cell's journal, stored under the session for a later rebuild (set by the workflow).
     journal: SegmentRef | None = None
+    #: The sandbox ``state`` names keeps running between cells (Modal cannot pause it, or the
+    #: pause failed): seconds the session may leave it idle before it releases it (the park
+    #: grace period), and why it runs. None: it costs nothing while idle.
+    release_after: float | None = None
+    running_why: str | None = None
 
 
 class SessionRecipeInput(CompactModel):

@@ -66,9 +66,20 @@ class Parking:
             parks_as, why = "running", f"pausing it failed: {err}"
         if parks_as != "running":
             return ParkResult(parked_as=parks_as, why=why)
-        try:
-            after = release_after(runtime.name, getattr(runtime, "park_release_after", None))
-        except ValueError as err:  # a bad setting must not leave a sandbox running for days
-            log.error("%s; releasing parked sandboxes after %gs", err, DEFAULT_RELEASE_AFTER)
-            after, why = DEFAULT_RELEASE_AFTER, f"{why} ({err})"
+        after, why = running_grace(runtime, why)
         return ParkResult(parked_as="running", why=why, release_after=after)
+
+
+def running_grace(runtime: Any, why: str) -> tuple[float, str]:
+    """How long a sandbox that keeps running while nothing uses it may (the park grace
+    period of ``runtime``), and why it runs (with the error of a bad setting)."""
+    try:
+        return release_after(runtime.name, getattr(runtime, "park_release_after", None)), why
+    except ValueError as err:  # a bad setting must not leave a sandbox running for days
+        log.error("%s; releasing parked sandboxes after %gs", err, DEFAULT_RELEASE_AFTER)
+        return DEFAULT_RELEASE_AFTER, f"{why} ({err})"
+
+
+def cannot_pause(runtime: Any) -> str:
+    """Why ``runtime``'s sandbox keeps running while parked."""
+    return _HOW["running"].format(name=runtime.name)

@@ -28,6 +28,7 @@ from .models import (
     StepResult,
     Via,
 )
+from .parking import cannot_pause, running_grace
 from .records import ErrorInfo
 from .step_loop import error_info, session_scope, step_scope
 from .tools import ToolSpec
@@ -124,7 +125,7 @@ class SessionCells:
         except SandboxError as err:
             await session.close()
             raise ApplicationError(f"the {start.runtime} sandbox failed: {err}", type="SandboxError") from err
-        return session, "replayed", reason or "nothing else holds the session"
+        return session, "replayed", reason or cell.replay_reason or "nothing else holds the session"
 
     async def _cell_replays(
         self, scope: CheckpointScope, segments: list[SegmentRef], recipe: list[CellRecipe]
@@ -192,15 +193,20 @@ class SessionCells:
         ref = await self.checkpoints.save(scope, blob)
         if cell.state is not None and cell.state != ref:
             self._delete_later(scope, cell.state)  # the session moved past it
+        end = CellEnd(effect=effect, state=ref, variables=variables)
         if runtime.capabilities.checkpoint_tier is CheckpointTier.SESSION:
+            why = cannot_pause(runtime) if getattr(runtime, "parks_as", "running") == "running" else None
             try:
                 await runtime.suspend(blob)  # paused between cells: no compute while idle
             except SandboxError as err:
                 log.warning("could not pause the session's sandbox: %s", err)
+                why = f"pausing it failed: {err}"
             await session.close()  # detaches; the sandbox is its state
+            if why is not None:  # it runs while idle: the session releases it after the grace period
+                end.release_after, end.running_why = running_grace(runtime, why)
         else:
             self._keep_warm(_warm_key(scope, ref, session.tag), session)
-        return CellEnd(effect=effect, state=ref, variables=variables)
+        return end
 
 
 def _session_tag(start: StartInput) -> str:

@@ -26,6 +26,9 @@ with workflow.unsafe.imports_passed_through():
 
 #: The patch marker of parking with a report and a release after the grace period.
 PARK_PATCH = "park-release-after-grace"
+#: The patch marker of releasing a session cell's parked sandbox too (issue 39b): a cell
+#: recorded before it keeps its session's sandbox running while parked.
+PARK_CELL_PATCH = "park-release-cell-after-grace"
 
 
 class Parking:
@@ -37,7 +40,9 @@ class Parking:
 
     async def park(self, held: Held, runtime: str, waiting: Callable[[], bool], *, cell: bool) -> None:
         """Park the sandbox of a run about to wait for a person (once per step). ``waiting``
-        says whether the run still waits; a session's cell keeps its sandbox (the session's)."""
+        says whether the run still waits. A session's cell parks its session's sandbox: when
+        released, the next step rebuilds the session (its saved state is gone with the sandbox,
+        so its earlier cells are replayed) and replays the cell's journal in it."""
         if not held.holds_compute or held.suspended or held.checkpoint is None:
             return
         held.suspended = True
@@ -54,7 +59,12 @@ class Parking:
             return
         parked = await park_sandbox(inp)
         self.usage.parked(parked.parked_as)
-        if parked.parked_as == "running" and parked.release_after is not None and not cell:
+        if (
+            parked.parked_as == "running"
+            and parked.release_after is not None
+            and (not cell or workflow.patched(PARK_CELL_PATCH))
+        ):
+            # (``cell`` stays False: the release frees the sandbox, which is the session's too)
             release = inp.model_copy(update={"mode": "discard"})
             self._releasing = asyncio.create_task(self._release_after(release, parked, waiting))
 
@@ -63,9 +73,9 @@ class Parking:
         try:
             await workflow.wait_condition(lambda: not waiting(), timeout=timedelta(seconds=parked.release_after))
             return  # decided within the grace period: the sandbox is still there
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
-        after = _words(parked.release_after)
+        after = in_words(parked.release_after)
         await release_sandbox(inp, None, summary=f"release the parked sandbox after {after}: {parked.why}")
         self._released = f"its sandbox was released after {after} parked ({parked.why})"
         self.usage.released()
@@ -86,7 +96,7 @@ class Parking:
         self._releasing = None
 
 
-def _words(seconds: float) -> str:
+def in_words(seconds: float) -> str:
     if seconds >= 3600 and seconds % 3600 == 0:
         return f"{seconds / 3600:g}h"
     if seconds >= 60 and seconds % 60 == 0:

@@ -199,6 +199,11 @@ class SessionCarry(BaseModel):
     determinism: Determinism
     restarts: int = 0
     state: CheckpointRef | None = None
+    #: The state's sandbox keeps running while idle (``CellEnd.release_after``, ``running_why``);
+    #: why the next cell replays, after the session released it.
+    release_after: float | None = None
+    running_why: str | None = None
+    replay_reason: str | None = None
     live: str | None = None
     live_queue: str | None = None
     recipe_segments: list[SegmentRef] = Field(default_factory=list)

@@ -37,7 +37,6 @@ from datetime import datetime, timedelta
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import (
-    ActivityError,
     ApplicationError,
     CancelledError,
     ChildWorkflowError,
@@ -55,7 +54,6 @@ with workflow.unsafe.imports_passed_through():
         SessionRecipe,
         SessionRecipeInput,
         SessionRecipeRefs,
-        SessionReleaseInput,
         SessionScope,
     )
     from codemode.activities.records import ErrorInfo
@@ -82,7 +80,7 @@ with workflow.unsafe.imports_passed_through():
         WorkflowCell,
         cell_execution_id,
     )
-    from codemode.workflows.step_activities import on_own_queue
+    from codemode.workflows.session_release import release_state, release_when_idle
     from codemode.workflows.summary import execution_details, plain, summary_text
 
 #: Recipe entries (and code characters) a session carries inline before it stores them.
@@ -91,9 +89,6 @@ RECIPE_INLINE_CHARS = 32 * 1024
 #: Our own ceilings for one run (the server suggests continuing as new sooner).
 MAX_RUN_EVENTS = 10_000
 MAX_RUN_BYTES = 10 * 1024 * 1024
-#: How long a release waits for the worker that holds a live session.
-LIVE_RELEASE_SCHEDULE_TO_START = timedelta(seconds=10)
-RELEASE_RETRY = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=1))
 #: Answers to workflows a session keeps in memory, for a cell sent again after it ended.
 KEPT_REPLIES = 8
 
@@ -122,6 +117,10 @@ class CodeSessionWorkflow:
         #: Where the session is between cells (references only).
         self._state_ref: CheckpointRef | None = None
         self._live: tuple[str, str | None] | None = None
+        #: The state's sandbox keeps running while idle: the grace period and why (released
+        #: after it, ``session_release.py``); and why the next cell replays, once it was.
+        self._idle_sandbox: tuple[float, str] | None = None
+        self._replay_reason: str | None = None
         self._recipe_segments: list[SegmentRef] = []
         self._recipe: list[CellRecipe] = []
         self._variables: dict[str, str] = {}
@@ -302,6 +301,8 @@ class CodeSessionWorkflow:
         cell: asyncio.Task[None] | None = None
         try:
             while True:
+                if not self._queue and self._state == "open" and self._idle_sandbox and self._state_ref:
+                    await self._release_when_idle()
                 if not self._queue and self._state == "open":
                     assert self._last_active is not None
                     left = self._last_active + self._idle - workflow.now()
@@ -339,7 +340,7 @@ class CodeSessionWorkflow:
             await self._answer(queued, None)
         self._queue.clear()
         await workflow.wait_condition(workflow.all_handlers_finished)
-        await self._release(everything=True)
+        await release_state(self._runtime, self._live, self._state_ref, everything=True)  # all it stored
         self._state = "closed"
         return SessionSummary(name=self._name, cells=self._count, closed_reason=self._closed_reason or "closed")
 
@@ -358,8 +359,8 @@ class CodeSessionWorkflow:
         record.state = "starting"
         self._running = record
         if req.restart:
-            await self._release(everything=False)
-            self._state_ref, self._live = None, None
+            await release_state(self._runtime, self._live, self._state_ref, everything=False)
+            self._state_ref, self._live, self._idle_sandbox = None, None, None
             self._recipe, self._recipe_segments, self._variables = [], [], {}
             self._determinism = _new_determinism()
             self._restarts += 1
@@ -374,6 +375,7 @@ class CodeSessionWorkflow:
             live_queue=self._live[1] if self._live else None,
             recipe_segments=list(self._recipe_segments),
             recipe=list(self._recipe),
+            replay_reason=self._replay_reason,
         )
         attributes = None
         if req.index_search_attributes:
@@ -423,6 +425,8 @@ class CodeSessionWorkflow:
                 self._live = None
             else:
                 self._state_ref = end.state
+                self._idle_sandbox = (end.release_after, end.running_why or "") if end.release_after else None
+                self._replay_reason = None
                 self._live = (end.live, end.live_queue) if end.live and end.live not in self._lost else None
                 self._variables = dict(end.variables)
                 if end.effect == "kept":
@@ -508,6 +512,8 @@ class CodeSessionWorkflow:
         self._determinism = carry.determinism
         self._restarts = carry.restarts
         self._state_ref = carry.state
+        self._idle_sandbox = (carry.release_after, carry.running_why or "") if carry.release_after else None
+        self._replay_reason = carry.replay_reason
         self._live = (carry.live, carry.live_queue) if carry.live else None
         self._recipe_segments = list(carry.recipe_segments)
         self._recipe = list(carry.recipe)
@@ -540,6 +546,9 @@ class CodeSessionWorkflow:
             determinism=self._determinism,
             restarts=self._restarts,
             state=self._state_ref,
+            release_after=self._idle_sandbox[0] if self._idle_sandbox else None,
+            running_why=self._idle_sandbox[1] if self._idle_sandbox else None,
+            replay_reason=self._replay_reason,
             live=self._live[0] if self._live else None,
             live_queue=self._live[1] if self._live else None,
             recipe_segments=self._recipe_segments,
@@ -554,34 +563,20 @@ class CodeSessionWorkflow:
 
     # -- the state --------------------------------------------------------------------------
 
-    async def _release(self, *, everything: bool) -> None:
-        """Let go of the session's state (a restart), or of all it stored (it closes)."""
-        info = workflow.info()
-        scope = SessionScope(session_id=info.workflow_id, first_run_id=info.first_execution_run_id)
-        if self._live is not None and self._live[1]:
-            try:
-                await on_own_queue(
-                    names.SESSION_RELEASE,
-                    SessionReleaseInput(scope=scope, runtime=self._runtime, live=self._live[0]),
-                    self._live[1],
-                    schedule_to_start=LIVE_RELEASE_SCHEDULE_TO_START,
-                    start_to_close=timedelta(seconds=30),
-                    summary="stop the session's live process",
-                )
-            except ActivityError as err:  # its worker is gone: the process went with it
-                workflow.logger.info("could not reach the session's live process: %s", err.cause or err)
-        if self._state_ref is None and not everything:
-            return
-        try:
-            await workflow.execute_activity(
-                names.SESSION_RELEASE,
-                SessionReleaseInput(scope=scope, runtime=self._runtime, state=self._state_ref, everything=everything),
-                start_to_close_timeout=timedelta(seconds=120),
-                retry_policy=RELEASE_RETRY,
-                summary="delete the session's state" if everything else "let go of the session's state (restart)",
-            )
-        except ActivityError as err:  # leftovers are the retention sweep's
-            workflow.logger.warning("could not release the session's state: %s", err.cause or err)
+    async def _release_when_idle(self) -> None:
+        """Idle with a sandbox that keeps running: release it after the grace period (the
+        next cell then rebuilds the session by replaying its cells)."""
+        assert self._idle_sandbox is not None and self._state_ref is not None and self._last_active is not None
+        why = await release_when_idle(
+            self._runtime,
+            self._state_ref,
+            self._idle_sandbox,
+            last_active=self._last_active,
+            idle_timeout=self._idle,
+            busy=lambda: bool(self._queue) or self._state != "open",
+        )
+        if why is not None:
+            self._state_ref, self._idle_sandbox, self._replay_reason = None, None, why
 
 
 def _new_determinism() -> Determinism:
