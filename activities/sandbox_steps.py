@@ -210,7 +210,11 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching, Swep
         """Whom a sandbox made by the running step belongs to (its labels)."""
         if not activity.in_activity():
             return None
-        return step_owner(execution_id, cell, await self.cluster_of(activity.client()))
+        try:
+            client = activity.client()
+        except RuntimeError:  # an activity run without a client (the SDK's ActivityEnvironment)
+            return step_owner(execution_id, cell)
+        return step_owner(execution_id, cell, await self.cluster_of(client))
 
     async def _step_after_tool(self, inp: ResumeInput, then: NextStep, spent: int) -> StepResult:
         if inp.session_id is None:
