@@ -20,6 +20,12 @@ SESSION_SAVE_RECIPE = "session_save_recipe"
 SESSION_RELEASE = "session_release"
 #: Who may decide a call, from the worker's approvers file (``activities/approvers/activity.py``).
 APPROVAL_GATE = "approval_gate"
+#: The local activity that starts an approval event's notify workflow (activities/notify/).
+NOTIFY_START = "codemode.notify.start"
+#: The notify workflow's own activities.
+NOTIFY_STEPS = frozenset(
+    {NOTIFY_START, "codemode.notify.plan", "codemode.notify.deliver", "codemode.notify.still_pending"}
+)
 #: The retention sweep of the object store (``activities/retention.py``).
 STORAGE_SWEEP = "storage_sweep"
 #: The sweep of sandboxes no open execution names (``activities/sandbox_sweep.py``).
@@ -29,5 +35,6 @@ SANDBOX_STEPS = frozenset(
     {SANDBOX_START, SANDBOX_RESUME, SANDBOX_RELEASE, SANDBOX_PARK, SANDBOX_SAVE_STATE, SANDBOX_LOAD_STATE}
 )
 SESSION_STEPS = frozenset({SESSION_SAVE_RECIPE, SESSION_RELEASE})
-#: Every activity name that is not a tool's.
+#: Every activity name that is not a tool's and that a tool could take (the notify
+#: workflow's dotted names are no Python identifier: no tool can).
 RESERVED = SANDBOX_STEPS | SESSION_STEPS | {STORAGE_SWEEP, SANDBOX_SWEEP, APPROVAL_GATE}

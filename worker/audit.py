@@ -272,6 +272,11 @@ class _Builder:
                 return
             if name == names.SANDBOX_LOAD_STATE:
                 return  # the outcome reading back earlier runs' call records (the audit has them)
+            if name == names.NOTIFY_START:  # telling people a call waits is not a sandbox step
+                told = await decode(attrs.details["result"], str) if "result" in attrs.details else None
+                if told == "started":
+                    self.event(at, "approval", "notified the notify config's channels")
+                return
             result = await decode(attrs.details["result"], StepResult) if "result" in attrs.details else None
             self.step(at, name, local=True, attempt=int((data or {}).get("attempt", 1)), result=result)
         elif kind == "activity_task_scheduled_event_attributes":

@@ -12,13 +12,15 @@ from pydantic import BaseModel, Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 
+from codemode.activities import names
+
 from .channels import ChannelRefused, send_email, send_webhook
 from .config import NotifyConfig
 from .events import NotifyRequest
 
 log = logging.getLogger(__name__)
 
-START = "codemode.notify.start"
+START = names.NOTIFY_START
 PLAN = "codemode.notify.plan"
 DELIVER = "codemode.notify.deliver"
 STILL_PENDING = "codemode.notify.still_pending"

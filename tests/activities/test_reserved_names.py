@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 
 from codemode.activities import names
+from codemode.activities.approvers.activity import ApproverActivities
+from codemode.activities.notify.activities import NotifyActivities
 from codemode.activities.retention import RetentionActivities
 from codemode.activities.sandbox_steps import SandboxActivities
 from codemode.activities.sandbox_sweep import SandboxSweepActivities
@@ -28,8 +30,15 @@ def test_the_reserved_names_are_the_registered_activities() -> None:
 
     registered = {
         activity._Definition.must_from_callable(fn).name
-        for owner in (*SandboxActivities.__mro__, RetentionActivities, SandboxSweepActivities)
+        for owner in (
+            *SandboxActivities.__mro__,
+            RetentionActivities,
+            SandboxSweepActivities,
+            ApproverActivities,
+            NotifyActivities,
+        )
         for fn in owner.__dict__.values()
         if callable(fn) and activity._Definition.from_callable(fn) is not None
     }
-    assert registered == set(names.RESERVED)
+    assert {n for n in registered if n.isidentifier()} == set(names.RESERVED)
+    assert registered - set(names.RESERVED) <= names.NOTIFY_STEPS
