@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 import uuid
 from datetime import timedelta
@@ -57,7 +58,9 @@ async def test_defaults_stay_the_models(temporal_address: str, cli_env: dict[str
     res = await codemode("run", "-", "--no-wait", "--id", execution_id, env=cli_env, stdin="1")
     assert res.rc == 0, res
     request = await start_request(temporal_address, execution_id)
-    assert request == CodeExecutionRequest(code="1")
+    # Who started it is recorded (four-eyes rules read it): CODEMODE_USER, else the OS user.
+    assert request.started_by == (cli_env.get("CODEMODE_USER") or getpass.getuser())
+    assert request.model_copy(update={"started_by": None}) == CodeExecutionRequest(code="1")
     assert (await codemode("result", execution_id, env=cli_env)).rc == 0
 
 

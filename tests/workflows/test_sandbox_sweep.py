@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.service import RPCError
 
 from codemode.activities import ToolRegistry
 from codemode.worker.client.executions import start_execution
@@ -116,9 +117,11 @@ async def test_the_sandbox_sweep_schedule_is_created_once_and_its_runs_show_the_
     from codemode.worker.worker import SWEEP_EVERY
     from codemode.workflows.sweep_workflow import SANDBOX_SWEEP_SCHEDULE_ID, SANDBOX_SWEEP_WORKFLOW
 
+    schedule = client.get_schedule_handle(SANDBOX_SWEEP_SCHEDULE_ID)
+    with contextlib.suppress(RPCError):  # another test's worker on this server made it already
+        await schedule.delete()
     assert await worker.ensure_sandbox_sweep_schedule() is True
     assert await worker.ensure_sandbox_sweep_schedule() is False
-    schedule = client.get_schedule_handle(SANDBOX_SWEEP_SCHEDULE_ID)
     try:
         desc = await schedule.describe()
         assert [i.every for i in desc.schedule.spec.intervals] == [SWEEP_EVERY]
