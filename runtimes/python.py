@@ -54,7 +54,7 @@ from .jail.uids import UidLease, lease_uid
 from .runner.bootstrap import build_bootstrap, runner_limits
 from .runner.driver import RunnerDriver, RunnerExit, exit_error
 from .runner.mounts import check_mounts
-from .runner.package import compiled_runner, runner_zip_path
+from .runner.package import compiled_runner, launch_args, runner_zip_path
 from .runner.process import OutputSink, SandboxProcess, exit_signal
 from .runner.runtime import RunnerRuntime
 from .signatures import ToolSignature
@@ -177,7 +177,7 @@ class _PythonRun(RunnerDriver):
         argv = [
             interpreter.executable,
             *interpreter_flags(interpreter, hash_seed=hash_seed),
-            str(_runner_for(interpreter)),
+            *launch_args(_runner_for(interpreter)),
         ]
         env = sandbox_env(home=cwd, tmp=cwd, hash_seed=hash_seed)
         return await SandboxProcess.spawn(

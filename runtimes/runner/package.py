@@ -9,10 +9,11 @@ the same on every machine; the hash names the runner in checkpoints
 (``sandbox_run.CHECKPOINT_VERSION``), as the single file's did.
 
 * Remote sandboxes (docker, E2B, Blaxel, Modal) receive ``runner_zip()``'s bytes.
-* Bubblewrap mounts a file: ``compiled_runner()`` (the same modules as bytecode for the
-  worker's own interpreter: CPython never caches the bytecode of a program it runs, and
-  compiling the runner costs about as much as starting the interpreter) or, for another
-  interpreter, ``runner_zip_path()`` (the zip itself, written once to a private cache).
+* Bubblewrap mounts a file and runs it with ``launch_args()``: ``compiled_runner()`` (the
+  same modules as bytecode for the worker's own interpreter: CPython never caches the
+  bytecode of a program it runs, and compiling the runner costs about as much as starting
+  the interpreter) or, for another interpreter, ``runner_zip_path()`` (the zip itself,
+  written once to a private cache).
 * Pyodide unpacks ``runner_files()`` into its filesystem (``runtimes/wasm/snapshot.py``).
 """
 
@@ -36,9 +37,26 @@ RUNNER_PATH = Path(__file__).with_name("in_sandbox.py")
 #: The runner's package on the host; in the sandbox it is ``PACKAGE``.
 PACKAGE_DIR = Path(__file__).with_name("sandbox")
 PACKAGE = "codemode_runner"
+#: How a local interpreter runs the zip: ``python -c LAUNCHER runner.zip [args]`` does what
+#: ``python runner.zip [args]`` does (the zip first on ``sys.path``, its ``__main__`` run with
+#: ``__name__ == "__main__"``, ``sys.argv`` from the zip on) without ``runpy``, which CPython
+#: uses to run a zip and which imports ``importlib.util``, ``contextlib`` and ``collections``:
+#: about a third of the runner's start. ``zipimport`` is loaded at every interpreter's start.
+LAUNCHER = (
+    "import sys, zipimport\n"
+    "del sys.argv[0]\n"
+    "sys.path[:1 if sys.path[:1] == [''] else 0] = [sys.argv[0]]\n"
+    "main = zipimport.zipimporter(sys.argv[0]).get_code('__main__')\n"
+    "exec(main, {'__name__': '__main__', '__builtins__': __builtins__})"
+)
 #: Every entry's timestamp (the earliest a zip can hold) and its mode (a regular file, 0644).
 _DATE_TIME = (1980, 1, 1, 0, 0, 0)
 _FILE_ATTR = 0o100644 << 16
+
+
+def launch_args(zip_path: str | os.PathLike[str]) -> list[str]:
+    """The interpreter's arguments (after its flags) that run the runner's zip at ``zip_path``."""
+    return ["-c", LAUNCHER, os.fspath(zip_path)]
 
 
 def runner_files() -> dict[str, bytes]:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from codemode.runtimes.runner import package
-from codemode.runtimes.runner.package import build_zip, compiled_runner, runner_files, runner_zip
+from codemode.runtimes.runner.package import build_zip, compiled_runner, launch_args, runner_files, runner_zip
 from codemode.runtimes.runner.sandbox_run import CHECKPOINT_VERSION, RUNNER_ZIP
 from codemode.runtimes.wasm.snapshot import guest_modules
 
@@ -121,12 +121,15 @@ BOOT = {
 }
 
 
-def _run_zip(python: str, zip_path: Path, boot: dict, answer: dict) -> list[dict]:
-    """Run the zip as the python runtime does (``python -I -S runner.zip``, the bootstrap on
-    stdin): every protocol line up to the final message."""
-    proc = subprocess.Popen(
-        [python, "-I", str(zip_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
+def _argv(python: str, zip_path: Path, style: str) -> list[str]:
+    """``bare``: as E2B and Blaxel run it (``python runner.zip``); ``launcher``: as bubblewrap
+    and the unjailed python runtime do (``python -I -S -c LAUNCHER runner.zip``)."""
+    return [python, "-I", str(zip_path)] if style == "bare" else [python, "-I", "-S", *launch_args(zip_path)]
+
+
+def _run_zip(argv: list[str], boot: dict, answer: dict) -> list[dict]:
+    """Run the runner (the bootstrap on stdin): every protocol line up to the final message."""
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(json.dumps(boot).encode() + b"\n")
     proc.stdin.flush()
@@ -145,33 +148,50 @@ def _run_zip(python: str, zip_path: Path, boot: dict, answer: dict) -> list[dict
     return messages
 
 
+@pytest.mark.parametrize("style", ["bare", "launcher"])
 @pytest.mark.parametrize("python", [sys.executable, *_other_pythons()])
-def test_a_bare_python_runs_the_zip(tmp_path: Path, python: str) -> None:
+def test_a_bare_python_runs_the_zip(tmp_path: Path, python: str, style: str) -> None:
     zip_path = tmp_path / "runner.zip"
     zip_path.write_bytes(runner_zip())
-    messages = _run_zip(python, zip_path, BOOT, {"ok": True, "value": 5})
+    messages = _run_zip(_argv(python, zip_path, style), BOOT, {"ok": True, "value": 5})
     assert [m["type"] for m in messages] == ["ready", "call", "done"]
     assert messages[1]["function_name"] == "f" and messages[1]["args"] == [2] and messages[1]["line"] == 3
     output = messages[2]["output"]
     assert output["y"] == 5
     # Seeded: the same values from the same seed, on any interpreter.
-    assert output["r"] == _run_zip(sys.executable, zip_path, BOOT, {"ok": True, "value": 5})[2]["output"]["r"]
+    again = _run_zip(_argv(sys.executable, zip_path, "bare"), BOOT, {"ok": True, "value": 5})
+    assert output["r"] == again[2]["output"]["r"]
 
 
+@pytest.mark.parametrize("style", ["bare", "launcher"])
 @pytest.mark.parametrize("which", ["zip", "compiled"])
-def test_errors_keep_the_users_line_and_hide_the_runners_frames(tmp_path: Path, which: str) -> None:
+def test_errors_keep_the_users_line_and_hide_the_runners_frames(tmp_path: Path, which: str, style: str) -> None:
     if which == "zip":
         zip_path = tmp_path / "runner.zip"
         zip_path.write_bytes(runner_zip())
     else:  # what bubblewrap mounts for the worker's own interpreter
         zip_path = compiled_runner()
     boot = dict(BOOT, code="x = 1\ny = f(2)\n")
-    messages = _run_zip(sys.executable, zip_path, boot, {"ok": False, "exc_type": "ValueError", "message": "no"})
+    argv = _argv(sys.executable, zip_path, style)
+    messages = _run_zip(argv, boot, {"ok": False, "exc_type": "ValueError", "message": "no"})
     error = messages[-1]
     assert (error["type"], error["error_type"], error["message"], error["line"]) == ("error", "ValueError", "no", 2)
     assert 'File "<code>", line 2, in <module>' in error["traceback"]
     assert "codemode_runner" not in error["traceback"] and "__main__" not in error["traceback"]
+    assert "LAUNCHER" not in error["traceback"] and "<string>" not in error["traceback"]
     boot = dict(BOOT, code="def g(x):\n    return 1 / x\n\ng(0)\n")
-    error = _run_zip(sys.executable, zip_path, boot, {})[-1]
+    error = _run_zip(argv, boot, {})[-1]
     assert (error["error_type"], error["line"]) == ("ZeroDivisionError", 2)
     assert "return 1 / x" in error["traceback"] and "codemode_runner" not in error["traceback"]
+
+
+@pytest.mark.parametrize("python", [sys.executable, *_other_pythons()])
+def test_the_launcher_starts_the_code_where_python_runner_zip_would(tmp_path: Path, python: str) -> None:
+    """Same ``sys.argv``, and the zip first on ``sys.path`` (no working directory before it)."""
+    zip_path = tmp_path / "runner.zip"
+    zip_path.write_bytes(runner_zip())
+    boot = dict(BOOT, code="import sys\n[sys.argv, sys.path[0], '' in sys.path]")
+    seen = [
+        _run_zip([*_argv(python, zip_path, style), "--x"], boot, {})[-1]["output"] for style in ("bare", "launcher")
+    ]
+    assert seen[0] == seen[1] == [[str(zip_path), "--x"], str(zip_path), False]

@@ -113,9 +113,9 @@ class StdioChannel(_Channel):
 
     A ``sync`` request (``{"type": "sync", "nonce"}``) is answered from the reader thread
     with where the runner is: ``{"type": "synced", "nonce", "calls", "waiting", "cells"}``
-    (calls made so far, calls still waiting for an answer, cells begun in session mode). A host re-attaching to a runner it
-    did not watch (nothing emitted meanwhile reached it) checks that it is where the
-    checkpoint says before trusting it.
+    (calls made so far, calls still waiting for an answer, cells begun in session mode). A
+    host re-attaching to a runner it did not watch (nothing emitted meanwhile reached it)
+    checks that it is where the checkpoint says before trusting it.
     """
 
     def __init__(self, reader, write_fd: int, marks: bool = False) -> None:

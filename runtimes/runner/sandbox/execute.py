@@ -35,9 +35,10 @@ _LOOP: list = []  # the event loop of async code
 
 
 def _run_coroutine(coro) -> None:
-    """Run the code's top-level coroutine (code with top-level ``await``) to its end on a
-    event loop (the same for every cell of a session). The pyodide runtime's guest replaces this: there the event loop is
-    the JavaScript one, already running, and ``pyodide.ffi.run_sync`` waits for it."""
+    """Run the code's top-level coroutine (code with top-level ``await``) to its end on an
+    event loop (the same for every cell of a session). The pyodide runtime's guest replaces
+    this: there the event loop is the JavaScript one, already running, and
+    ``pyodide.ffi.run_sync`` waits for it."""
     import asyncio
 
     if not _LOOP:  # one loop for every cell of a session (a task may outlive its cell)

@@ -16,7 +16,6 @@ from .clock import _Clock
 from .determinism import _install_determinism
 from .errors import _SOURCE, _error_message, _syntax_error
 from .execute import _RESERVE, _compile, _run
-from .session import _serve_session
 from .tools import Runner, _install_tools
 from .wire import _loads
 
@@ -104,6 +103,8 @@ def serve(reader, write_fd: int) -> None:
     signal.signal(signal.SIGXCPU, clock._expired)
     runner = Runner(channel, clock)
     if boot.get("session"):
+        from .session import _serve_session  # (only now: a standalone run never needs it)
+
         _serve_session(channel, runner, boot)  # never returns
     exit_code = 0
     try:
