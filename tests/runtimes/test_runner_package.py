@@ -195,3 +195,38 @@ def test_the_launcher_starts_the_code_where_python_runner_zip_would(tmp_path: Pa
         _run_zip([*_argv(python, zip_path, style), "--x"], boot, {})[-1]["output"] for style in ("bare", "launcher")
     ]
     assert seen[0] == seen[1] == [[str(zip_path), "--x"], str(zip_path), False]
+
+
+@pytest.mark.parametrize(
+    "python", _other_pythons()[:1] or [pytest.param("", marks=pytest.mark.skip("no other python"))]
+)
+async def test_the_python_runtime_runs_the_zip_on_another_interpreter(python: str) -> None:
+    """Another interpreter than the worker's gets the zip of the sources (not the worker's
+    bytecode), jailed, with the user's lines."""
+    from codemode.runtimes import ExecutionResult
+    from codemode.runtimes.errors import CodeRuntimeError
+    from codemode.runtimes.python import PythonRuntime
+
+    def f(x: int) -> int:
+        return x
+
+    rt = PythonRuntime(python=python, warm_interpreters=0)
+    try:
+        execution = await rt.execute("import sys\ny = f(1)\n[list(sys.version_info[:2]), y]", functions={"f": f})
+        async with execution:
+            event = await execution.next()
+            while not isinstance(event, ExecutionResult):
+                await execution.provide_result(5, call_id=event.call_id)
+                event = await execution.next()
+        version = subprocess.run(
+            [python, "-c", "import sys; print(list(sys.version_info[:2]))"], capture_output=True, text=True
+        )
+        assert event.output == [json.loads(version.stdout), 5]
+        with pytest.raises(CodeRuntimeError) as info:
+            execution = await rt.execute("x = 1\n1 / 0\n", functions={})
+            async with execution:
+                await execution.next()
+        assert (info.value.error_type, info.value.line) == ("ZeroDivisionError", 2)
+        assert "codemode_runner" not in (info.value.traceback or "")
+    finally:
+        await rt.aclose()
