@@ -3,7 +3,8 @@
 ``runtimes/runner/package.py`` builds the zip from this file and the runner's package
 (``runtimes/runner/sandbox/``, imported in the sandbox as ``codemode_runner``; its
 ``__init__`` says what the runner does). The host runs ``python -I -S runner.zip
-[--drop-to UID:GID] [--warm]``. Standard library only, Python 3.9 or newer.
+[--drop-to UID:GID] [--warm]`` (or the same through ``package.LAUNCHER``). Standard
+library only, Python 3.9 or newer.
 
 Before it reads anything the runner drops its privileges (``--drop-to``, as root in
 bubblewrap), keeps private copies of its stdin and stdout for the protocol and closes every

@@ -2,12 +2,13 @@
 Python 3.9 or newer.
 
 The host ships this package as one zip archive (``runtimes/runner/package.py``), whose
-``__main__.py`` is ``runtimes/runner/in_sandbox.py``, and runs it with
-``python -I -S runner.zip [--drop-to UID:GID]`` (``-s -S -P`` with ``PYTHONHASHSEED`` set
-when the execution has a seed; plain ``python3 runner.zip`` in an E2B sandbox, whose
-packages the code may use). The pyodide runtime's guest imports its modules. The runner
-reads one JSON line (the bootstrap) on stdin, defines one stub per host tool, runs the
-user's code and talks to the host over a callback channel:
+``__main__.py`` is ``runtimes/runner/in_sandbox.py``, and runs it with ``python -I -S
+runner.zip [--drop-to UID:GID]`` (locally the same through ``package.LAUNCHER``; ``-s -S
+-P`` with ``PYTHONHASHSEED`` set when the execution has a seed; plain ``python3
+runner.zip`` in an E2B sandbox, whose packages the code may use). The pyodide runtime's
+guest imports its modules. The runner reads one JSON line (the bootstrap) on stdin,
+defines one stub per host tool, runs the user's code and talks to the host over a
+callback channel:
 
 * ``stdio``: JSON lines. The runner keeps private duplicates of fds 0 and 1 for the protocol
   and points fd 0 at /dev/null and fd 1 at fd 2 before any user code runs, so nothing the
@@ -35,9 +36,9 @@ Two additions for hosts that reach the runner through a provider's API (E2B), st
   never changes the runner's state, so it is safe to repeat.
 
 Determinism (bootstrap ``determinism``, ``codemode.runtimes.types.Determinism``): ``random``,
-``uuid.uuid4`` and ``numpy.random`` are seeded per execution when first imported, and with an ``epoch`` the
-wall clock (``time.time``, ``datetime.now`` ...) is a virtual one, so that a journal
-replay of the same code makes the same calls.
+``uuid.uuid4`` and ``numpy.random`` are seeded per execution when first imported, and
+with an ``epoch`` the wall clock (``time.time``, ``datetime.now`` ...) is a virtual one,
+so that a journal replay of the same code makes the same calls.
 
 Sync tools block the calling thread until the host answers. ``async def`` tools return a
 coroutine: each call is sent when its task first runs, so ``asyncio.gather(f(1), f(2))``
