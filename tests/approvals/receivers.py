@@ -85,6 +85,14 @@ class Mailbox:
         self.messages.append(email.message_from_bytes(envelope.content))
         return "250 OK"
 
+    async def wait_for(self, count: int, timeout: float = 60) -> None:
+        """Until ``count`` messages have come (aiosmtpd's thread appends them)."""
+        for _ in range(int(timeout * 10)):
+            if len(self.messages) >= count:
+                return
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"{len(self.messages)} message(s) after {timeout} s, not {count}")
+
 
 def smtp_server(port: int) -> tuple[Controller, Mailbox]:
     box = Mailbox()
