@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -198,6 +199,12 @@ class RunCode:
     :param id_prefix: outside a workflow, what execution ids start with before the call id
         (default ``run_code``; give each conversation its own when the model's call ids repeat,
         as test models' do).
+    :param started_by: who the agent acts for, recorded on each execution: an approvers file's
+        ``four_eyes`` rule keeps that person from deciding its calls. A name, or a function
+        called at each run (inside a workflow it runs as workflow code). Default: inside a
+        workflow, the agent workflow's memo ``started_by`` (start it with
+        ``memo={"started_by": user}``); outside one, who runs this process, as ``codemode run``
+        records.
     """
 
     tools: str | ToolRegistry | None = None
@@ -211,6 +218,7 @@ class RunCode:
     client: Client | None = field(default=None, repr=False)
     task_queue: str | None = None
     id_prefix: str | None = None
+    started_by: str | Callable[[], str | None] | None = None
     #: Set the CodeModeStatus/CodeModeRuntime search attributes on the executions (the server
     #: must have them; ``codemode server`` registers them).
     index_search_attributes: bool = True
@@ -255,9 +263,23 @@ class RunCode:
             extra["limits"] = self.limits
         if self.approval_timeout is not None:
             extra["approval_timeout"] = self.approval_timeout
+        if (starter := self.starter()) is not None:
+            extra["started_by"] = starter
         return CodeExecutionRequest(
             code=code, runtime=self.runtime, index_search_attributes=self.index_search_attributes, **extra
         )
+
+    def starter(self) -> str | None:
+        """Who the agent acts for (``started_by``), or None (outside a workflow, the start then
+        records who runs this process)."""
+        if callable(self.started_by):
+            return self.started_by()
+        if self.started_by is not None:
+            return self.started_by
+        if workflow.in_workflow():
+            value = workflow.memo_value("started_by", None)
+            return value if isinstance(value, str) and value else None
+        return None
 
     # -- inside a workflow ------------------------------------------------------------------
 

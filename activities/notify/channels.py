@@ -8,6 +8,7 @@ import asyncio
 import hashlib
 import json
 import smtplib
+import ssl
 from datetime import datetime
 from email.message import EmailMessage
 from typing import Any
@@ -23,7 +24,8 @@ ATTEMPT_SECONDS = 10.0
 
 
 class ChannelRefused(Exception):
-    """The receiver answered that it will never take this event (a 4xx): not retried."""
+    """The receiver answered that it will never take this event (a 4xx; an untrusted
+    certificate, a refused login): not retried."""
 
 
 def links_for(config: NotifyConfig, req: NotifyRequest, approver: str | None) -> dict[str, str]:
@@ -132,15 +134,29 @@ async def send_email(config: NotifyConfig, mail: Email, req: NotifyRequest) -> i
         msg["Date"] = datetime.now().astimezone().strftime("%a, %d %b %Y %H:%M:%S %z")
         msg.set_content(email_text(req, links_for(config, req, rcpt)))
         messages.append(msg)
-    await asyncio.to_thread(_smtp_send, mail, messages)
+    try:
+        await asyncio.to_thread(_smtp_send, mail, messages)
+    except ssl.SSLCertVerificationError as err:
+        raise ChannelRefused(
+            f"email: {mail.host}:{mail.port}'s certificate is not trusted ({err.verify_message})"
+        ) from None
+    except smtplib.SMTPAuthenticationError as err:
+        raise ChannelRefused(
+            f"email: {mail.host}:{mail.port} refused the login of {mail.username}: {err.smtp_code}"
+        ) from None
     return len(messages)
 
 
 def _smtp_send(mail: Email, messages: list[EmailMessage]) -> None:
-    cls = smtplib.SMTP_SSL if mail.ssl else smtplib.SMTP
-    with cls(mail.host, mail.port, timeout=ATTEMPT_SECONDS) as smtp:
+    # smtplib without a context does not check the server's certificate: always pass one.
+    tls = ssl.create_default_context(cafile=mail.ca_file)
+    if mail.ssl:
+        connection = smtplib.SMTP_SSL(mail.host, mail.port, timeout=ATTEMPT_SECONDS, context=tls)
+    else:
+        connection = smtplib.SMTP(mail.host, mail.port, timeout=ATTEMPT_SECONDS)
+    with connection as smtp:
         if mail.starttls:
-            smtp.starttls()
+            smtp.starttls(context=tls)
         if mail.username:
             smtp.login(mail.username, mail.password or "")
         for msg in messages:

@@ -22,7 +22,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 ENV_VAR = "CODEMODE_NOTIFY_CONFIG"
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*")
@@ -80,8 +80,12 @@ class Webhook(_Strict):
 class Email(_Strict):
     host: str
     port: int = 25
+    #: Upgrade the connection with STARTTLS (port 587), or speak TLS from the start (``ssl``,
+    #: port 465). Either way the server's certificate is verified, against ``ca_file`` when set
+    #: (a relay with a certificate of your own CA), else the system's CAs.
     starttls: bool = False
     ssl: bool = False
+    ca_file: str | None = None
     username: str | None = None
     password: str | None = None
     sender: str = Field(alias="from")
@@ -92,6 +96,14 @@ class Email(_Strict):
     @classmethod
     def _from_env(cls, v: Any) -> Any:
         return _secret(v)
+
+    @model_validator(mode="after")
+    def _no_login_in_clear(self) -> Email:
+        if self.username and not (self.starttls or self.ssl):
+            raise ValueError("email: a username needs starttls or ssl (the password would go in clear)")
+        if self.ca_file and not (self.starttls or self.ssl):
+            raise ValueError("email: ca_file needs starttls or ssl")
+        return self
 
 
 class Links(_Strict):

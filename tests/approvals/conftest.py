@@ -1,15 +1,16 @@
+"""The approvals tests use the workflow tests' fixtures (task queue, events file, read_events)
+with a worker of their own tools, and the inbox fixture."""
+
 from __future__ import annotations
 
-import json
-import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 from temporalio.client import Client
 
 from codemode.activities import ToolRegistry
 from codemode.worker.worker import CodeModeWorker
+from tests.workflows.conftest import events_file, read_events, task_queue  # noqa: F401 (fixtures, and read_events for tests here)
 
 from .inbox_fixtures import inbox  # noqa: F401 (the inbox fixture, for every test here)
 
@@ -17,24 +18,7 @@ TOOLS_MODULE = "tests.approvals.team_tools"
 
 
 @pytest.fixture
-def task_queue() -> str:
-    return f"tq-{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture
-def events_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "events.jsonl"
-    path.touch()
-    monkeypatch.setenv("CODEMODE_TEST_EVENTS", str(path))
-    return path
-
-
-def read_events(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-@pytest.fixture
-async def worker(client: Client, task_queue: str) -> AsyncIterator[CodeModeWorker]:
+async def worker(client: Client, task_queue: str) -> AsyncIterator[CodeModeWorker]:  # noqa: F811 (task_queue is the fixture)
     w = CodeModeWorker(client, ToolRegistry.from_module(TOOLS_MODULE), task_queue=task_queue)
     async with w.running():
         yield w

@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 import email
 import json
+import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import AuthResult
 
 from codemode.activities.notify.signing import SIGNATURE_HEADER, verify_webhook
 
@@ -80,14 +82,42 @@ class Mailbox:
 
     def __init__(self) -> None:
         self.messages: list[email.message.Message] = []
+        self.logins: list[str] = []
+
+    def authenticator(self, users: dict[str, str]) -> Any:
+        def check(server: Any, session: Any, envelope: Any, mechanism: str, auth_data: Any) -> AuthResult:
+            name, password = auth_data.login.decode(), auth_data.password.decode()
+            if users.get(name) != password:
+                return AuthResult(success=False, handled=False)
+            self.logins.append(name)
+            return AuthResult(success=True)
+
+        return check
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
         self.messages.append(email.message_from_bytes(envelope.content))
         return "250 OK"
 
+    async def wait_for(self, count: int, timeout: float = 60) -> None:
+        """Until ``count`` messages have come (aiosmtpd's thread appends them)."""
+        for _ in range(int(timeout * 10)):
+            if len(self.messages) >= count:
+                return
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"{len(self.messages)} message(s) after {timeout} s, not {count}")
 
-def smtp_server(port: int) -> tuple[Controller, Mailbox]:
+
+def smtp_server(
+    port: int, *, tls: ssl.SSLContext | None = None, users: dict[str, str] | None = None
+) -> tuple[Controller, Mailbox]:
+    """An SMTP server on ``port``; with ``tls``, STARTTLS is required before anything, and with
+    ``users`` (name: password) a login too (only over TLS). ``Mailbox.logins`` keeps who."""
     box = Mailbox()
-    controller = Controller(box, hostname="127.0.0.1", port=port)
+    secured: dict[str, Any] = {}
+    if tls is not None:
+        secured = {"tls_context": tls, "require_starttls": True}
+    if users is not None:
+        secured |= {"authenticator": box.authenticator(users), "auth_required": True, "auth_require_tls": True}
+    controller = Controller(box, hostname="127.0.0.1", port=port, **secured)
     controller.start()
     return controller, box

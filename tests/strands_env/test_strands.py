@@ -13,13 +13,18 @@ import pytest
 pytest.importorskip("strands", reason="Strands runs in its own environment (.venv-strands, .ci/run)")
 
 from temporalio.client import Client
-from temporalio.worker import Replayer, Worker
 
 from codemode.activities.storage import BlobStore
 from codemode.worker.converter import store_of
 from codemode.worker.plugin import CodeModePlugin
 from codemode.workflows.models import ExecutionOutcome
-from tests.integrations.frameworks.common import TOOLS, decide, tool_output, transfers, wait_parked
+from tests.integrations.frameworks.common import (
+    TOOLS,
+    agent_waits_for_the_person,
+    decide,
+    tool_output,
+    transfers,
+)
 
 
 def plugins(store: BlobStore, *, ours_first: bool = True) -> list:
@@ -48,23 +53,15 @@ async def test_run_code_in_a_strands_workflow_waits_for_the_person_inside_the_to
     client = await Client.connect(temporal_address, plugins=used)
     assert store_of(client.data_converter) is store  # our store around Strands' converter
     assert client.data_converter.failure_converter_class is StrandsFailureConverter
-    agent_id = f"strands-coder-{uuid.uuid4().hex[:8]}"
-    child_id = f"{agent_id}-run_code-call-1"
-    async with Worker(client, task_queue=task_queue, workflows=[StrandsCoderWorkflow], max_cached_workflows=0):
-        handle = await client.start_workflow(StrandsCoderWorkflow.run, "pay ana", id=agent_id, task_queue=task_queue)
-        assert await wait_parked(client, child_id) == ["transfer"]
-        assert (await client.get_workflow_handle(child_id).describe()).parent_id == agent_id
-        await decide(temporal_address, child_id, approve=approve)
-        answer = await handle.result()
-    result = tool_output(answer)
-    assert result["execution_id"] == child_id
-    if approve:
-        assert result["success"] is True and result["output"] == {"city": "Paris", "paid": 12.5}
-        assert transfers(events_file) == 1
-    else:  # the code saw PermissionError, and so does the model
-        assert result["success"] is False and result["error"]["type"] == "PermissionError", result
-        assert transfers(events_file) == 0
-    await Replayer(workflows=[StrandsCoderWorkflow], plugins=used).replay_workflow(await handle.fetch_history())
+    await agent_waits_for_the_person(
+        StrandsCoderWorkflow,
+        used,
+        prefix="strands-coder",
+        approve=approve,
+        temporal_address=temporal_address,
+        task_queue=task_queue,
+        events_file=events_file,
+    )
 
 
 async def test_run_code_outside_a_workflow_interrupts_the_agent_and_resumes_it(

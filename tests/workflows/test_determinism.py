@@ -13,6 +13,7 @@ non-deterministic calls at run time; these check the same things ahead of time.
 from __future__ import annotations
 
 import ast
+import os
 import uuid
 from pathlib import Path
 
@@ -155,6 +156,10 @@ async def _no_failed_tasks(histories: dict[str, WorkflowHistory]) -> None:
     assert failed == {}
 
 
+def _events(history: WorkflowHistory) -> list[str]:
+    return [f"{e.event_id}:{EventType.Name(e.event_type).removeprefix('EVENT_TYPE_')}" for e in history.events]
+
+
 @pytest.fixture
 async def uncached_worker(client: Client, task_queue: str):
     """A worker that keeps no workflow cached: every workflow task replays from the start."""
@@ -176,7 +181,13 @@ async def test_every_execution_path_with_no_workflow_cache(client, task_queue, u
         data_converter=client.data_converter,
         workflow_runner=CodeModeWorkflowRunner(),
     ).replay_workflows(_aiter(histories.values()), raise_on_replay_failure=False)
-    assert not {wid: str(err) for wid, err in results.replay_failures.items()}
+    names = {h.events[0].workflow_execution_started_event_attributes.original_execution_run_id: n for n, h in histories.items()}
+    failed = {names.get(rid, rid): str(err) for rid, err in results.replay_failures.items()}
+    if failed and (keep := os.environ.get("CODEMODE_KEEP_FAILED_HISTORIES")):
+        for name in failed:
+            Path(keep, f"{name}.json").write_text(histories[name].to_json())
+    # A failure shows each failed history's events (CI keeps nothing else of the run).
+    assert not failed, {name: (err, _events(histories[name])) for name, err in failed.items()}
 
 
 @pytest.mark.slow

@@ -1,15 +1,20 @@
 """What the framework tests share: the code the scripted models send to ``run_code`` (a lookup,
 then a transfer that needs a person's approval), waiting for the execution to park, a
-person's decision through ``codemode approve``/``deny``, and how many times a tool ran."""
+person's decision through ``codemode approve``/``deny``, how many times a tool ran, and the
+whole path of an agent workflow whose ``run_code`` waits for that person
+(``agent_waits_for_the_person``)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import uuid
 from pathlib import Path
+from typing import Any
 
 from temporalio.client import Client
+from temporalio.worker import Replayer, Worker
 
 from codemode.worker.client.following import query_status
 from tests.cli.runner import codemode
@@ -49,3 +54,43 @@ def transfers(events: Path) -> int:
 def tool_output(text: str) -> dict:
     """The run_code result a final message quotes (``done: {...}``)."""
     return json.loads(text.split("done: ", 1)[1])
+
+
+async def agent_waits_for_the_person(
+    workflow: Any,
+    plugins: list,
+    *,
+    prefix: str,
+    temporal_address: str,
+    task_queue: str,
+    events_file: Path,
+    approve: bool = True,
+    prompt: str = "pay ana",
+    call_id: str = "call-1",
+    parent_checked: bool = True,
+) -> dict:
+    """An agent ``workflow`` (its ``run`` takes the prompt) on a worker with ``plugins`` that
+    keeps no workflow cached (every task replays): its ``run_code`` child parks on the
+    transfer, a person decides with the CLI, and the agent's answer quotes the result (the
+    transfer ran once when approved, never when denied). The history then replays under the
+    same plugins. The run_code result."""
+    client = await Client.connect(temporal_address, plugins=plugins)
+    agent_id = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    child_id = f"{agent_id}-run_code-{call_id}"
+    async with Worker(client, task_queue=task_queue, workflows=[workflow], max_cached_workflows=0):
+        handle = await client.start_workflow(workflow.run, prompt, id=agent_id, task_queue=task_queue)
+        assert await wait_parked(client, child_id) == ["transfer"]
+        if parent_checked:
+            assert (await client.get_workflow_handle(child_id).describe()).parent_id == agent_id
+        await decide(temporal_address, child_id, approve=approve)
+        answer = await handle.result()
+    result = tool_output(answer)
+    assert result["execution_id"] == child_id
+    if approve:
+        assert result["success"] is True and result["output"] == {"city": "Paris", "paid": 12.5}
+        assert transfers(events_file) == 1
+    else:  # the code saw PermissionError, and so does the model
+        assert result["success"] is False and result["error"]["type"] == "PermissionError", result
+        assert transfers(events_file) == 0
+    await Replayer(workflows=[workflow], plugins=plugins).replay_workflow(await handle.fetch_history())
+    return result

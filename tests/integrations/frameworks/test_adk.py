@@ -5,17 +5,21 @@ the transfer runs once."""
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
 import pytest
 from temporalio.client import Client
-from temporalio.worker import Replayer, Worker
 
 from codemode.activities.storage import BlobStore
 from codemode.worker.plugin import CodeModePlugin
 from codemode.workflows.models import ExecutionOutcome
-from tests.integrations.frameworks.common import TOOLS, decide, tool_output, transfers, wait_parked
+from tests.integrations.frameworks.common import (
+    TOOLS,
+    agent_waits_for_the_person,
+    decide,
+    tool_output,
+    transfers,
+)
 
 
 def plugins(store: BlobStore) -> list:
@@ -30,25 +34,15 @@ async def test_run_code_in_an_adk_workflow_waits_for_the_person_inside_the_tool(
 ) -> None:
     from tests.integrations.frameworks.adk_agents import AdkCoderWorkflow
 
-    used = plugins(store)
-    client = await Client.connect(temporal_address, plugins=used)
-    agent_id = f"adk-coder-{uuid.uuid4().hex[:8]}"
-    child_id = f"{agent_id}-run_code-call-1"
-    async with Worker(client, task_queue=task_queue, workflows=[AdkCoderWorkflow], max_cached_workflows=0):
-        handle = await client.start_workflow(AdkCoderWorkflow.run, "pay ana", id=agent_id, task_queue=task_queue)
-        assert await wait_parked(client, child_id) == ["transfer"]
-        assert (await client.get_workflow_handle(child_id).describe()).parent_id == agent_id
-        await decide(temporal_address, child_id, approve=approve)
-        answer = await handle.result()
-    result = tool_output(answer)
-    assert result["execution_id"] == child_id
-    if approve:
-        assert result["success"] is True and result["output"] == {"city": "Paris", "paid": 12.5}
-        assert transfers(events_file) == 1
-    else:  # the code saw PermissionError, and so does the model
-        assert result["success"] is False and result["error"]["type"] == "PermissionError", result
-        assert transfers(events_file) == 0
-    await Replayer(workflows=[AdkCoderWorkflow], plugins=used).replay_workflow(await handle.fetch_history())
+    await agent_waits_for_the_person(
+        AdkCoderWorkflow,
+        plugins(store),
+        prefix="adk-coder",
+        approve=approve,
+        temporal_address=temporal_address,
+        task_queue=task_queue,
+        events_file=events_file,
+    )
 
 
 async def test_run_code_outside_a_workflow_asks_for_confirmation_and_resumes(

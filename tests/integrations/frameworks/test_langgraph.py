@@ -12,12 +12,17 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import Client
-from temporalio.worker import Replayer, Worker
 
 from codemode.activities.storage import BlobStore
 from codemode.worker.plugin import CodeModePlugin
 from codemode.workflows.models import ExecutionOutcome
-from tests.integrations.frameworks.common import TOOLS, decide, tool_output, transfers, wait_parked
+from tests.integrations.frameworks.common import (
+    TOOLS,
+    agent_waits_for_the_person,
+    decide,
+    tool_output,
+    transfers,
+)
 
 
 def langgraph_plugins(store: BlobStore) -> list:
@@ -45,25 +50,15 @@ async def test_run_code_in_a_langgraph_workflow_waits_for_the_person_inside_the_
 ) -> None:
     from tests.integrations.frameworks.langgraph_workflows import LangGraphCoderWorkflow
 
-    used = langgraph_plugins(store)
-    client = await Client.connect(temporal_address, plugins=used)
-    agent_id = f"lg-coder-{uuid.uuid4().hex[:8]}"
-    child_id = f"{agent_id}-run_code-call-1"
-    async with Worker(client, task_queue=task_queue, workflows=[LangGraphCoderWorkflow], max_cached_workflows=0):
-        handle = await client.start_workflow(LangGraphCoderWorkflow.run, "pay ana", id=agent_id, task_queue=task_queue)
-        assert await wait_parked(client, child_id) == ["transfer"]
-        assert (await client.get_workflow_handle(child_id).describe()).parent_id == agent_id
-        await decide(temporal_address, child_id, approve=approve)
-        answer = await handle.result()
-    result = tool_output(answer)
-    assert result["execution_id"] == child_id
-    if approve:
-        assert result["success"] is True and result["output"] == {"city": "Paris", "paid": 12.5}
-        assert transfers(events_file) == 1
-    else:  # the code saw PermissionError, and so does the model
-        assert result["success"] is False and result["error"]["type"] == "PermissionError", result
-        assert transfers(events_file) == 0
-    await Replayer(workflows=[LangGraphCoderWorkflow], plugins=used).replay_workflow(await handle.fetch_history())
+    await agent_waits_for_the_person(
+        LangGraphCoderWorkflow,
+        langgraph_plugins(store),
+        prefix="lg-coder",
+        approve=approve,
+        temporal_address=temporal_address,
+        task_queue=task_queue,
+        events_file=events_file,
+    )
 
 
 async def test_run_code_in_a_deep_agent_workflow_waits_for_the_person_inside_the_tool(
@@ -71,19 +66,15 @@ async def test_run_code_in_a_deep_agent_workflow_waits_for_the_person_inside_the
 ) -> None:
     from tests.integrations.frameworks.langgraph_workflows import DeepAgentCoderWorkflow
 
-    used = deepagents_plugins(store)
-    client = await Client.connect(temporal_address, plugins=used)
-    agent_id = f"da-coder-{uuid.uuid4().hex[:8]}"
-    child_id = f"{agent_id}-run_code-call-1"
-    async with Worker(client, task_queue=task_queue, workflows=[DeepAgentCoderWorkflow], max_cached_workflows=0):
-        handle = await client.start_workflow(DeepAgentCoderWorkflow.run, "pay ana", id=agent_id, task_queue=task_queue)
-        assert await wait_parked(client, child_id) == ["transfer"]
-        await decide(temporal_address, child_id)
-        answer = await handle.result()
-    result = tool_output(answer)
-    assert result["success"] is True and result["output"] == {"city": "Paris", "paid": 12.5}
-    assert transfers(events_file) == 1
-    await Replayer(workflows=[DeepAgentCoderWorkflow], plugins=used).replay_workflow(await handle.fetch_history())
+    await agent_waits_for_the_person(
+        DeepAgentCoderWorkflow,
+        deepagents_plugins(store),
+        prefix="da-coder",
+        parent_checked=False,
+        temporal_address=temporal_address,
+        task_queue=task_queue,
+        events_file=events_file,
+    )
 
 
 async def test_run_code_outside_a_workflow_interrupts_the_graph_and_resumes_it(

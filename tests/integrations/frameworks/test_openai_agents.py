@@ -16,7 +16,14 @@ from temporalio.worker import Replayer, Worker
 from codemode.activities.storage import BlobStore
 from codemode.worker.plugin import CodeModePlugin
 from codemode.workflows.models import ExecutionOutcome
-from tests.integrations.frameworks.common import TOOLS, decide, tool_output, transfers, wait_parked
+from tests.integrations.frameworks.common import (
+    TOOLS,
+    agent_waits_for_the_person,
+    decide,
+    tool_output,
+    transfers,
+    wait_parked,
+)
 
 pytestmark = pytest.mark.usefixtures("no_openai_tracing")
 
@@ -51,25 +58,17 @@ async def test_run_code_in_a_workflow_waits_for_the_person_inside_the_tool(
 ) -> None:
     from tests.integrations.frameworks.openai_workflows import OpenAICoderWorkflow
 
-    used = plugins(store)
-    client = await Client.connect(temporal_address, plugins=used)
-    agent_id = f"oa-coder-{uuid.uuid4().hex[:8]}"
-    child_id = f"{agent_id}-run_code-call"  # the test model's call id is "call"
-    async with Worker(client, task_queue=task_queue, workflows=[OpenAICoderWorkflow], max_cached_workflows=0):
-        handle = await client.start_workflow(OpenAICoderWorkflow.run, prompt, id=agent_id, task_queue=task_queue)
-        assert await wait_parked(client, child_id) == ["transfer"]
-        assert (await client.get_workflow_handle(child_id).describe()).parent_id == agent_id
-        await decide(temporal_address, child_id, approve=approve)
-        answer = await handle.result()
-    result = tool_output(answer)
-    assert result["execution_id"] == child_id
-    if approve:
-        assert result["success"] is True and result["output"] == {"city": "Paris", "paid": 12.5}
-        assert transfers(events_file) == 1
-    else:  # the code saw PermissionError, and so does the model
-        assert result["success"] is False and result["error"]["type"] == "PermissionError", result
-        assert transfers(events_file) == 0
-    await Replayer(workflows=[OpenAICoderWorkflow], plugins=used).replay_workflow(await handle.fetch_history())
+    await agent_waits_for_the_person(
+        OpenAICoderWorkflow,
+        plugins(store),
+        prefix="oa-coder",
+        approve=approve,
+        prompt=prompt,
+        call_id="call",  # the test model's call id is "call"
+        temporal_address=temporal_address,
+        task_queue=task_queue,
+        events_file=events_file,
+    )
 
 
 async def test_run_code_outside_a_workflow_stops_the_run_for_approval_and_resumes_it(
