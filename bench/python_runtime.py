@@ -32,7 +32,7 @@ from aiohttp import web  # noqa: E402
 from codemode.runtimes import ExecutionResult  # noqa: E402
 from codemode.runtimes.jail.bwrap import bwrap_argv, find_bwrap, probe_interpreter  # noqa: E402
 from codemode.runtimes.python import PythonRuntime  # noqa: E402
-from codemode.runtimes.runner.bootstrap import RUNNER_PATH  # noqa: E402
+from codemode.runtimes.runner.package import runner_zip_path  # noqa: E402
 
 STDIO_FLOOR_CHILD = """
 import json, sys
@@ -42,8 +42,9 @@ for _ in range({n}):
 """
 
 HTTP_FLOOR_CHILD = """
-import json, runpy, sys, urllib.request
-_unix_handler = runpy.run_path({runner!r})["_unix_handler"]  # the runner's own client
+import json, sys, urllib.request
+sys.path.insert(0, {runner!r})  # the runner's zip
+from codemode_runner.channels import _unix_handler  # the runner's own client
 opener = urllib.request.build_opener(urllib.request.ProxyHandler({{}}), _unix_handler({sock!r}))
 import time
 t0 = time.perf_counter()
@@ -133,7 +134,7 @@ async def http_floor(calls: int) -> float:
     sock.bind(path)
     await web.SockSite(runner, sock).start()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-I", "-S", "-c", HTTP_FLOOR_CHILD.format(n=calls, sock=path, runner=str(RUNNER_PATH)),
+        sys.executable, "-I", "-S", "-c", HTTP_FLOOR_CHILD.format(n=calls, sock=path, runner=str(runner_zip_path())),
         stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out, _ = await proc.communicate()

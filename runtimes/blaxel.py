@@ -1,8 +1,8 @@
 """``BlaxelRuntime``: the code runs in a Blaxel sandbox, and the sandbox is the checkpoint.
 
 The shape is the E2B runtime's (``runtimes/e2b.py``), on the unmodified ``blaxel`` SDK: a
-sandbox from the configured image; our runner (``runtimes/runner/in_sandbox.py``) uploaded
-with ``fs.write`` and started as a named process with a stdin pipe; its protocol goes out
+sandbox from the configured image; our runner (one zip, ``runtimes/runner/package.py``) uploaded
+with ``fs.write_binary`` and started as a named process with a stdin pipe; its protocol goes out
 through the process's log stream (``process.stream_logs``) and the answers come in through
 ``process.write_stdin``. Nothing listens in the sandbox and no credential or host address
 enters it. The lifecycle is every provider's (``runtimes/runner/sandbox_runtime.py``).
@@ -53,14 +53,14 @@ from .constraints import CodeConstraints
 from .errors import SandboxError
 from .runner.driver import RunnerExit
 from .runner.provider import OwnSandbox, RunnerProcess, SandboxSpec, Stdio
-from .runner.sandbox_run import RUNNER_SOURCE
+from .runner.sandbox_run import RUNNER_ZIP
 from .runner.sandbox_runtime import SandboxRuntime
 from .types import CheckpointTier, RuntimeCapabilities
 
 log = logging.getLogger(__name__)
 
 #: Where the runner is uploaded in the sandbox.
-RUNNER_FILE = "/tmp/codemode-runner.py"
+RUNNER_FILE = "/tmp/codemode-runner.zip"
 #: The runner's process name (the handle's second half).
 RUNNER_PROCESS = "codemode-runner"
 DEFAULT_IMAGE = "blaxel/base-image:latest"
@@ -241,7 +241,7 @@ class BlaxelRuntime(SandboxRuntime):
     ) -> RunnerProcess:
         env = {"PYTHONHASHSEED": str(spec.hash_seed), "MALLOC_ARENA_MAX": "2", "PYTHONDONTWRITEBYTECODE": "1"}
         try:
-            await sandbox.fs.write(RUNNER_FILE, RUNNER_SOURCE.decode())
+            await sandbox.fs.write_binary(RUNNER_FILE, RUNNER_ZIP)
             await sandbox.process.exec(
                 {
                     "name": RUNNER_PROCESS,

@@ -2,10 +2,10 @@
 
 Any engine that serves the Docker API works (Docker, or podman's ``podman system
 service``), named by ``DOCKER_HOST`` or ``base_url``; any image whose ``python3`` (on its
-PATH, 3.9 or newer) runs our standard-library runner (``runtimes/runner/in_sandbox.py``, the
+PATH, 3.9 or newer) runs our standard-library runner (one zip, ``runtimes/runner/package.py``: the
 python and e2b runtimes' runner). Nothing is baked into the image: the container's command
 is a few lines of loader (``LOADER``) that make a FIFO in the container's private ``/tmp``,
-read the runner's source from it, and run it; the runner then reads its bootstrap (the code,
+read the runner's zip from it, and run it; the runner then reads its bootstrap (the code,
 its inputs, the tool stubs) and its answers from the same FIFO. A worker writes into the FIFO
 through a relay it execs into the container (``RELAY``), one per attachment: not through the
 container's stdin, which podman closes for good when the first client attached to it goes
@@ -70,7 +70,7 @@ from .runner.driver import RunnerExit
 from .runner.fifo import LOADER, RELAY
 from .runner.mounts import check_mounts
 from .runner.provider import OwnSandbox, RunnerProcess, SandboxSpec, Stdio
-from .runner.sandbox_run import RUNNER_SOURCE
+from .runner.sandbox_run import RUNNER_ZIP
 from .runner.sandbox_runtime import SandboxRuntime
 from .types import CheckpointTier, ExecutionLimits, RuntimeCapabilities, SandboxOptions
 
@@ -500,7 +500,7 @@ class DockerRuntime(SandboxRuntime):
         self, handle: dict[str, Any], sandbox: Any, spec: SandboxSpec, stdio: Stdio
     ) -> RunnerProcess:
         process = await self._attach(handle["container_id"], stdio)
-        await process.write(b"%d\n" % len(RUNNER_SOURCE) + RUNNER_SOURCE)  # the loader reads it first
+        await process.write(b"%d\n" % len(RUNNER_ZIP) + RUNNER_ZIP)  # the loader reads it first
         handle["pid"] = int((await self.inspect(handle["container_id"]) or {}).get("State", {}).get("Pid") or 0)
         return process
 

@@ -1,7 +1,7 @@
 """``E2BRuntime``: the code runs in an E2B cloud sandbox, and the sandbox is the checkpoint.
 
-The code runs in our standard-library runner (``runtimes/runner/in_sandbox.py``, the one the
-python runtime uses), uploaded into a fresh sandbox and started with
+The code runs in our standard-library runner (one zip, ``runtimes/runner/package.py``, the one
+the python runtime uses), uploaded into a fresh sandbox and started with
 ``commands.run(..., background=True, stdin=True, timeout=0)``. Tool calls travel over that
 process's stdout and stdin through E2B's own API (``runtimes/transports/command.py``):
 nothing listens in the sandbox and no credential or host address enters it; the bootstrap
@@ -52,14 +52,14 @@ from .constraints import CodeConstraints
 from .errors import SandboxError
 from .runner.driver import RunnerExit
 from .runner.provider import OwnSandbox, RunnerProcess, SandboxSpec, Stdio
-from .runner.sandbox_run import RUNNER_SOURCE
+from .runner.sandbox_run import RUNNER_ZIP
 from .runner.sandbox_runtime import SandboxRuntime
 from .types import CheckpointTier, RuntimeCapabilities
 
 log = logging.getLogger(__name__)
 
 #: Where the runner is uploaded, relative to the sandbox user's home.
-RUNNER_FILE = ".codemode/runner.py"
+RUNNER_FILE = ".codemode/runner.zip"
 
 E2B_CONSTRAINTS = CodeConstraints(
     additional_instructions=(
@@ -217,7 +217,7 @@ class E2BRuntime(SandboxRuntime):
     async def start_runner(
         self, handle: dict[str, Any], sandbox: Any, spec: SandboxSpec, stdio: Stdio
     ) -> RunnerProcess:
-        written = await sandbox.files.write(RUNNER_FILE, RUNNER_SOURCE)
+        written = await sandbox.files.write(RUNNER_FILE, RUNNER_ZIP)
         envs = {"PYTHONHASHSEED": str(spec.hash_seed), "MALLOC_ARENA_MAX": "2", "PYTHONDONTWRITEBYTECODE": "1"}
         # Not -I: PYTHONHASHSEED must be read, and the sandbox's own environment (its
         # packages, PYTHONPATH) is the code's to use; the sandbox is the isolation.

@@ -2,7 +2,7 @@
 
 On the unmodified ``modal`` SDK (pinned: its protocol is private and moving). The sandbox's
 entrypoint is the FIFO loader (``runtimes/runner/fifo.py``): it reads our runner
-(``runtimes/runner/in_sandbox.py``) and its input from a FIFO in the sandbox, and the runner's
+(one zip, ``runtimes/runner/package.py``) and its input from a FIFO in the sandbox, and the runner's
 protocol and the code's output go to the sandbox's own stdout and stderr. The lifecycle is
 every provider's (``runtimes/runner/sandbox_runtime.py``).
 
@@ -58,7 +58,7 @@ from .errors import SandboxError
 from .runner.driver import RunnerExit
 from .runner.fifo import LOADER, RELAY
 from .runner.provider import OwnSandbox, RunnerProcess, SandboxSpec, Stdio
-from .runner.sandbox_run import RUNNER_SOURCE
+from .runner.sandbox_run import RUNNER_ZIP
 from .runner.sandbox_runtime import SandboxRuntime
 from .types import CheckpointTier, RuntimeCapabilities
 
@@ -257,7 +257,7 @@ class ModalRuntime(SandboxRuntime):
     ) -> RunnerProcess:
         try:
             process = await self._attach(sandbox, stdio)
-            await process.write(b"%d\n" % len(RUNNER_SOURCE) + RUNNER_SOURCE)  # the loader reads it first
+            await process.write(b"%d\n" % len(RUNNER_ZIP) + RUNNER_ZIP)  # the loader reads it first
         except ModalError as exc:
             raise SandboxError(f"cannot start the runner in Modal sandbox {handle['sandbox_id']}: {exc}") from exc
         return process

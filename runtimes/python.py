@@ -1,7 +1,7 @@
 """``PythonRuntime``: the code runs in a fresh CPython process, jailed by bubblewrap.
 
 Real CPython cannot be paused from outside, so it pauses itself (seed 000, step 3): the
-runner (``runtimes/runner/in_sandbox.py``) gives the code one stub per tool with the tool's
+runner (``runtimes/runner/sandbox/``, one zip) gives the code one stub per tool with the tool's
 real signature, and each stub blocks on the callback channel (``runtimes/transports``)
 until the host answers. The host side is the same ``CodeExecution`` as every runtime.
 
@@ -51,9 +51,10 @@ from .jail.bwrap import (
 )
 from .jail.seccomp import filter_program
 from .jail.uids import UidLease, lease_uid
-from .runner.bootstrap import RUNNER_PATH, build_bootstrap, compiled_runner, runner_limits
+from .runner.bootstrap import build_bootstrap, runner_limits
 from .runner.driver import RunnerDriver, RunnerExit, exit_error
 from .runner.mounts import check_mounts
+from .runner.package import compiled_runner, launch_args, runner_zip_path
 from .runner.process import OutputSink, SandboxProcess, exit_signal
 from .runner.runtime import RunnerRuntime
 from .signatures import ToolSignature
@@ -74,9 +75,10 @@ PYTHON_CONSTRAINTS = CodeConstraints(
 
 
 def _runner_for(interpreter: Interpreter) -> os.PathLike[str]:
-    """The runner compiled once when the sandbox runs this interpreter, else its source."""
+    """The runner's zip compiled once when the sandbox runs this interpreter, else the zip
+    of its sources (``runner/package.py``)."""
     same_python = (interpreter.version, interpreter.cache_tag) == (sys.version.split()[0], sys.implementation.cache_tag)
-    return compiled_runner() if same_python else RUNNER_PATH
+    return compiled_runner() if same_python else runner_zip_path()
 
 
 class _PythonRun(RunnerDriver):
@@ -175,7 +177,7 @@ class _PythonRun(RunnerDriver):
         argv = [
             interpreter.executable,
             *interpreter_flags(interpreter, hash_seed=hash_seed),
-            str(_runner_for(interpreter)),
+            *launch_args(_runner_for(interpreter)),
         ]
         env = sandbox_env(home=cwd, tmp=cwd, hash_seed=hash_seed)
         return await SandboxProcess.spawn(

@@ -41,6 +41,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..errors import SandboxError
+from ..runner.package import launch_args
 
 SANDBOX_HOME = "/sandbox"
 SANDBOX_TMP = "/tmp"
@@ -192,7 +193,8 @@ def bwrap_argv(
     hash_seed: int | None = None,
     uid: int = SANDBOX_UID,
 ) -> list[str]:
-    """The full ``bwrap ... -- python -I -S runner.py`` command line.
+    """The full ``bwrap ... -- python -I -S -c LAUNCHER runner.zip`` command line (the
+    runner's zip, ``runner/package.py``, mounted in ``RUNNER_DIR_IN_SANDBOX``).
 
     :param mounts: host path -> sandbox path, bound read-only (``SandboxOptions.mounts``).
     :param binds: ``(host, sandbox)`` paths bound read-only (a transport's socket).
@@ -275,7 +277,8 @@ def bwrap_argv(
         argv += ["--setenv", key, value]
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]
-    argv += ["--", interpreter.executable, *interpreter_flags(interpreter, hash_seed=hash_seed), runner_inside]
+    flags = interpreter_flags(interpreter, hash_seed=hash_seed)
+    argv += ["--", interpreter.executable, *flags, *launch_args(runner_inside)]
     if privileged:
         argv += ["--drop-to", f"{uid}:{uid if uid != SANDBOX_UID else SANDBOX_GID}"]
     argv += list(command_args)

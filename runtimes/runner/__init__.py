@@ -1,7 +1,9 @@
 """Our CPython runner: the program that runs the code inside a sandbox, and its host side.
 Every runtime that runs real CPython (python, docker, e2b, pyodide) runs this same runner:
 
-* ``in_sandbox.py``: the standard-library-only program that runs inside the sandbox;
+* ``sandbox/`` (``codemode_runner`` in the sandbox) and its entry point ``in_sandbox.py``:
+  the standard-library-only program that runs inside the sandbox, shipped as one zip
+  (``package.py``: built deterministically; its hash names the runner in checkpoints);
 * ``bootstrap.py``: what the host sends it first (code, tool stubs, inputs, limits);
 * ``driver.py``: the host side of the runner's protocol, shared by those runtimes;
 * ``runtime.py``: ``RunnerRuntime``, the lifecycle every such runtime shares (execute,

@@ -7,17 +7,8 @@ process's argv (and, as the same user, its environment).
 
 from __future__ import annotations
 
-import atexit
-import functools
-import hashlib
 import math
-import os
-import py_compile
-import shutil
-import sys
-import tempfile
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -25,40 +16,7 @@ from pydantic import BaseModel, Field
 from ..signatures import ToolSignature
 from ..transports.protocol import jsonable
 from ..types import Determinism, ExecutionLimits
-
-#: The runner on the host; bubblewrap mounts it read-only, a remote sandbox uploads it.
-RUNNER_PATH = Path(__file__).with_name("in_sandbox.py")
-
-
-@functools.cache
-def compiled_runner() -> Path:
-    """The runner compiled for this interpreter: CPython never caches the bytecode of a
-    script it runs, and compiling the runner costs about as much as starting the
-    interpreter. Named by a hash of the source and the interpreter, in a private cache
-    directory shared by the worker's processes (which may leave with ``os._exit``)."""
-    key = RUNNER_PATH.read_bytes() + sys.version.encode() + sys.implementation.cache_tag.encode()
-    target = _private_cache_dir() / f"runner-{hashlib.sha256(key).hexdigest()[:16]}.pyc"
-    if not target.exists():  # py_compile writes to a temporary name and renames: atomic
-        py_compile.compile(str(RUNNER_PATH), cfile=str(target), dfile="codemode-runner.py", doraise=True)
-    return target
-
-
-def _private_cache_dir() -> Path:
-    """``~/.cache/codemode`` when it is ours and nobody else can write it (the runner
-    runs with the execution's secrets), else a temporary directory removed at exit."""
-    try:
-        from platformdirs import user_cache_dir
-
-        directory = Path(user_cache_dir("codemode"))
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        st = directory.stat()
-        if st.st_uid == os.geteuid() and not st.st_mode & 0o022:
-            return directory
-    except Exception:  # no home, read-only home: fall through
-        pass
-    directory = Path(tempfile.mkdtemp(prefix="codemode-runner-"))
-    atexit.register(shutil.rmtree, directory, True)
-    return directory
+from .package import RUNNER_PATH  # noqa: F401  (the runner's entry point; re-exported)
 
 
 class ToolSource(BaseModel):

@@ -1,4 +1,4 @@
-"""The host side of the runner protocol, shared by every runtime that runs ``runner.py``.
+"""The host side of the runner protocol, shared by every runtime that runs our runner.
 
 ``RunnerDriver`` turns the runner's messages (``call``, ``blocked``, ``done``, ``error``)
 into ``CodeExecution`` steps and answers into the channel, with the same limits and error

@@ -2,7 +2,7 @@
 runner cannot be taken over by another worker (podman closes a container's stdin for good
 when its first client goes; a Modal sandbox's stdin is written by byte offset, and a second
 worker's handle starts at 0). The sandbox's command is ``LOADER``: it makes the FIFO, holds
-it open as the runner's stdin and reads the runner's source from it; each worker that
+it open as the runner's stdin and reads the runner's zip from it; each worker that
 attaches execs ``RELAY``, which copies its own stdin into the FIFO, and ends when that worker's
 connection does (the runner does not).
 """
@@ -14,10 +14,13 @@ from __future__ import annotations
 #: away (a worker that dies, or detaches before a pause), so no other worker could answer.
 INPUT_FIFO = "/tmp/.codemode-in"
 
+#: Where the loader writes the runner's zip (``runner/package.py``) before it runs it.
+RUNNER_ZIP_FILE = "/tmp/.codemode-runner.zip"
+
 #: The sandbox's command: make the FIFO, hold it open for reading and writing (so writers
 #: coming and going never look like an end of input) as fd 0, read ``<length>\\n<runner
-#: source>`` from it unbuffered (the bootstrap line after it stays for the runner) and run
-#: the runner as ``__main__``.
+#: zip>`` from it unbuffered (the bootstrap line after it stays for the runner), write the
+#: zip to the sandbox's private /tmp and run its ``__main__`` as ``python runner.zip`` would.
 LOADER = f"""\
 import os
 try:
@@ -38,8 +41,13 @@ def take(n):
 h = b""
 while not h.endswith(b"\\n"):
     h += take(1)
-src = take(int(h))
-exec(compile(src, "codemode-runner.py", "exec"), {{"__name__": "__main__", "__builtins__": __builtins__}})
+data = take(int(h))
+with open({RUNNER_ZIP_FILE!r}, "wb") as f:
+    f.write(data)
+import sys, zipimport
+sys.path.insert(0, {RUNNER_ZIP_FILE!r})
+main = zipimport.zipimporter({RUNNER_ZIP_FILE!r}).get_code("__main__")
+exec(main, {{"__name__": "__main__", "__builtins__": __builtins__}})
 """
 
 #: What a worker execs in the sandbox to reach the runner: its stdin (the exec's attach

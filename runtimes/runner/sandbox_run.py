@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import secrets
 import time
@@ -34,18 +33,20 @@ from ..signatures import ToolSignature
 from ..transports.command import CommandChannel
 from ..transports.protocol import SyncedMessage
 from ..types import Determinism, ExecutionLimits, FunctionCall, SandboxOptions
-from .bootstrap import RUNNER_PATH, build_bootstrap, runner_limits
+from .bootstrap import build_bootstrap, runner_limits
 from .driver import RunnerDriver, RunnerExit, exit_error
 from .owner import owner_labels
+from .package import runner_digest, runner_zip
 from .process import OutputSink
 from .provider import RunnerProcess, SandboxProvider, SandboxSpec, Stdio
 
 log = logging.getLogger(__name__)
 
-RUNNER_SOURCE = RUNNER_PATH.read_bytes()
+#: The runner's zip (``package.py``), as the providers upload it.
+RUNNER_ZIP = runner_zip()
 #: Checkpoints name the blob format and the runner they talk to: a checkpoint taken with
 #: another runner is refused (replay), never resumed with a host that speaks differently.
-CHECKPOINT_VERSION = "1-" + hashlib.sha256(RUNNER_SOURCE).hexdigest()[:12]
+CHECKPOINT_VERSION = "1-" + runner_digest()[:12]
 
 
 class SandboxRun(RunnerDriver):

@@ -1,6 +1,6 @@
 """The wire protocol between a sandbox runner and the host, as pydantic models.
 
-The sandbox side (``runtimes/runner/in_sandbox.py``) is standard-library only and writes plain
+The sandbox side (``runtimes/runner/sandbox/``) is standard-library only and writes plain
 JSON; the host validates every message here, so a broken or hostile sandbox produces a
 clean error instead of a KeyError deep in the runtime.
 """

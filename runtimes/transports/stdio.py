@@ -1,7 +1,7 @@
 """``StdioTransport``: JSON lines over the sandbox process's stdin and stdout.
 
 The runner keeps private duplicates of fds 0 and 1 for this channel and points the code's
-stdout at stderr before running it (``runtimes/runner/in_sandbox.py``), so ``print`` and child
+stdout at stderr before running it (``runtimes/runner/sandbox/``), so ``print`` and child
 processes cannot write into the protocol. The fastest transport for a local process; it
 needs nothing but the pipes, so it works with any isolation.
 """

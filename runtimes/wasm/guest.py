@@ -1,8 +1,8 @@
 """The Python side of the pyodide runtime, inside Pyodide (``runner.mjs`` imports it as
 ``codemode_guest``; it is baked into the memory snapshot).
 
-It reuses the CPython runner (``runtimes/runner/in_sandbox.py``, installed beside it as
-``codemode_runner``) for everything that is not about threads or file descriptors:
+It reuses the CPython runner (the package ``codemode_runner``, ``runtimes/runner/sandbox/``,
+unpacked beside it) for everything that is not about threads or file descriptors:
 compiling the code so its last expression is the output, the tool stubs with each tool's
 real signature and the line of each call, the seeded ``random`` / ``uuid`` and the virtual
 clock, in-band errors with the user's line and a traceback without our frames. Only the
@@ -17,7 +17,9 @@ import builtins
 import importlib
 import sys
 
-import codemode_runner as runner
+from codemode_runner import channels, errors, execute, tools, wire
+from codemode_runner.clock import CodeTimeout
+from codemode_runner.determinism import _install_determinism
 
 #: Imported before the snapshot is taken, so an execution does not pay for them.
 STDLIB_PRELOAD = (
@@ -37,7 +39,7 @@ class _NoClock:
     def resume(self) -> None: ...
 
 
-class PromiseChannel(runner._Channel):
+class PromiseChannel(channels._Channel):
     """Sequential call ids and answer dispatch from the runner; ``host`` (a JS object from
     ``runner.mjs``) sends a message, a sync call whose answer a promise resolves, or an
     async call whose answer comes back, with every other answer that arrived meanwhile,
@@ -55,26 +57,26 @@ class PromiseChannel(runner._Channel):
     def deliver_lines(self, lines: str) -> None:
         """Answers to async calls, one JSON per line."""
         for line in lines.split("\n"):
-            self.deliver(runner._loads(line))
+            self.deliver(wire._loads(line))
 
     def close(self) -> None:
         self.receiver.destroy()
 
     def send(self, msg) -> None:
-        self.host.send(runner._dumps_str(msg))
+        self.host.send(wire._dumps_str(msg))
 
     def call_sync(self, msg):
         from pyodide.ffi import run_sync
 
-        return runner._loads(run_sync(self.host.call(msg["call_id"], runner._dumps_str(msg))))
+        return wire._loads(run_sync(self.host.call(msg["call_id"], wire._dumps_str(msg))))
 
     def call_async(self, msg):
         future = self.register(msg["call_id"])
-        self.host.call_async(msg["call_id"], runner._dumps_str(msg))
+        self.host.call_async(msg["call_id"], wire._dumps_str(msg))
         return future
 
 
-class GuestRunner(runner.Runner):
+class GuestRunner(tools.Runner):
     """The runner's tools, with an async call's answer set straight on its asyncio future:
     answers arrive on the loop's own (only) thread, so the CPython runner's hop through
     ``call_soon_threadsafe`` is a callback for nothing, and a plain ``asyncio.Future``
@@ -86,13 +88,13 @@ class GuestRunner(runner.Runner):
         import asyncio
 
         msg = self._message(name, args, kwargs, True, line)
-        runner._flush_output()
+        channels._flush_output()
         fut = self.channel.call_async(msg)
         afut = asyncio.Future()
-        fut.callbacks.append(lambda value: runner._set_if_pending(afut, value))
+        fut.callbacks.append(lambda value: tools._set_if_pending(afut, value))
         if fut.done:
-            runner._set_if_pending(afut, fut.value)
-        return runner._unwrap(await afut)
+            tools._set_if_pending(afut, fut.value)
+        return tools._unwrap(await afut)
 
 
 def batch_ready_callbacks() -> None:
@@ -172,11 +174,11 @@ def preload(wheels_json: str, names_json: str) -> None:
     import zipfile
 
     target = site.getsitepackages()[0]
-    for path in runner._loads(wheels_json):
+    for path in wire._loads(wheels_json):
         with zipfile.ZipFile(path) as wheel:
             wheel.extractall(target)
     importlib.invalidate_caches()
-    for name in (*STDLIB_PRELOAD, *runner._loads(names_json)):
+    for name in (*STDLIB_PRELOAD, *wire._loads(names_json)):
         importlib.import_module(name)
     batch_ready_callbacks()
 
@@ -184,7 +186,7 @@ def preload(wheels_json: str, names_json: str) -> None:
 def warm(names_json: str) -> None:
     """Import the execution's packages while the process waits for its code. A package
     that fails to import fails again, with its real error, where the code imports it."""
-    for name in runner._loads(names_json):
+    for name in wire._loads(names_json):
         try:
             importlib.import_module(name)
         except Exception:
@@ -197,30 +199,30 @@ def prime(host) -> None:
     calls of an execution would otherwise pay for it. ``host`` answers every call at once."""
     from pyodide.ffi import run_sync
 
-    saved = runner._run_coroutine
-    runner._run_coroutine = run_sync
+    saved = execute._run_coroutine
+    execute._run_coroutine = run_sync
     try:
         channel = PromiseChannel(host)
-        tools = GuestRunner(channel, _NoClock())
+        runner = GuestRunner(channel, _NoClock())
         namespace = {"__name__": "__main__", "__builtins__": builtins}
         for name, is_async in (("ping", False), ("aping", True)):
             spec = {"name": name, "is_async": is_async, "source": f"def {name}(i: int) -> int: ..."}
-            namespace[name] = tools.make_tool(spec)
+            namespace[name] = runner.make_tool(spec)
         code = "import asyncio\nt = sum(ping(i) for i in range(12))\nt += sum(await asyncio.gather(*[aping(i) for i in range(4)]))\nt"
-        runner._run(runner._compile(code), namespace, _NoClock(), True)
+        execute._run(execute._compile(code), namespace, _NoClock(), True)
     finally:
-        runner._run_coroutine = saved
+        execute._run_coroutine = saved
         channel.close()
 
 
 async def run(boot_json: str, host) -> str:
     """Run the bootstrap's code; the final message (``done`` or ``error``) as JSON."""
     channel = PromiseChannel(host)
-    msg = _run(runner._loads(boot_json), channel)
+    msg = _run(wire._loads(boot_json), channel)
     try:
-        return runner._dumps_str(msg)
+        return wire._dumps_str(msg)
     except (TypeError, ValueError):  # an output JSON cannot hold (e.g. a circular list)
-        return runner._dumps_str({"type": "done", "output": repr(msg.get("output"))})
+        return wire._dumps_str({"type": "done", "output": repr(msg.get("output"))})
 
 
 def _timeout_on_interrupt(limit: float) -> None:
@@ -231,32 +233,32 @@ def _timeout_on_interrupt(limit: float) -> None:
     import signal
 
     def expired(signum, frame):
-        raise runner.CodeTimeout(f"the code used more than {limit:g} s of compute time")
+        raise CodeTimeout(f"the code used more than {limit:g} s of compute time")
 
     signal.signal(signal.SIGINT, expired)
 
 
 def _run(boot, channel: PromiseChannel):
     code = boot["code"]
-    runner._SOURCE[:] = [code]
+    errors._SOURCE[:] = [code]
     try:
-        code_obj = runner._compile(code)
+        code_obj = execute._compile(code)
     except SyntaxError as exc:
-        return runner._syntax_error(exc)
+        return errors._syntax_error(exc)
     except ValueError as exc:  # e.g. a NUL byte in the source
         return {"type": "error", "kind": "syntax", "error_type": "SyntaxError", "message": str(exc)}
     clock = _NoClock()
-    tools = GuestRunner(channel, clock)
+    runner = GuestRunner(channel, clock)
     namespace = {"__name__": "__main__", "__builtins__": builtins}
     namespace.update(boot.get("inputs") or {})
-    runner._install_tools(namespace, tools, boot.get("functions", []))  # globals, or namespaces (mcp)
+    tools._install_tools(namespace, runner, boot.get("functions", []))  # globals, or namespaces (mcp)
     if boot.get("determinism"):
-        runner._install_determinism(boot["determinism"], namespace)
+        _install_determinism(boot["determinism"], namespace)
     from pyodide.ffi import run_sync
 
-    runner._run_coroutine = run_sync
+    execute._run_coroutine = run_sync
     _timeout_on_interrupt(float(boot.get("limits", {}).get("timeout_seconds", 30.0)))
-    runner._RESERVE[:] = [bytearray(4 << 20)]
+    execute._RESERVE[:] = [bytearray(4 << 20)]
     channel.send({"type": "ready"})
     is_coroutine = bool(code_obj.co_flags & 0x80)  # inspect.CO_COROUTINE
-    return runner._run(code_obj, namespace, clock, is_coroutine)
+    return execute._run(code_obj, namespace, clock, is_coroutine)

@@ -256,8 +256,9 @@ if (setup.mode === "build") {
     env: { PYTHONHASHSEED: "0", HOME: "/home/pyodide" },
   });
   pyodide.FS.mkdirTree("/codemode");
-  for (const [name, source] of Object.entries(setup.modules)) {
-    pyodide.FS.writeFile(`/codemode/${name}.py`, source);
+  for (const [path, source] of Object.entries(setup.modules)) {
+    pyodide.FS.mkdirTree(`/codemode/${path}`.split("/").slice(0, -1).join("/"));
+    pyodide.FS.writeFile(`/codemode/${path}`, source);
   }
   pyodide.runPython(`import sys\nsys.path.insert(0, "/codemode")\nimport codemode_guest`);
   // Preloaded (pure-Python) wheels are unpacked by Python itself: what loadPackage leaves

@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 
 from ..errors import CapabilityError, SandboxError
-from ..runner.bootstrap import RUNNER_PATH
+from ..runner.package import runner_files
 from .deno import RUNNER_MJS, DenoProcess
 from .distribution import Distribution, file_lock
 from .packages import ResolvedPackages
@@ -33,8 +33,11 @@ BUILD_TIMEOUT_SECONDS = 300.0
 
 
 def guest_modules() -> dict[str, str]:
-    """The Python modules the runner installs in Pyodide (by module name)."""
-    return {"codemode_runner": RUNNER_PATH.read_text(), "codemode_guest": GUEST_PATH.read_text()}
+    """The Python files the runner writes under ``/codemode`` in Pyodide (by path): the
+    runner's package, from the zip every other runtime receives (not its ``__main__``: the
+    guest drives it), and the guest."""
+    files = {name: data.decode() for name, data in runner_files().items() if name != "__main__.py"}
+    return {**files, "codemode_guest.py": GUEST_PATH.read_text()}
 
 
 def snapshot_key(deno: str, dist: Distribution, preload: ResolvedPackages) -> str:
@@ -43,8 +46,8 @@ def snapshot_key(deno: str, dist: Distribution, preload: ResolvedPackages) -> st
     digest.update(f"{os.path.realpath(deno)}:{stat.st_size}:{int(stat.st_mtime)}".encode())
     digest.update(dist.key.encode())
     digest.update(RUNNER_MJS.read_bytes())
-    for source in guest_modules().values():
-        digest.update(source.encode())
+    for name, source in guest_modules().items():
+        digest.update(name.encode() + b"\0" + source.encode())
     for item in (*preload.load, "|", *preload.imports):
         digest.update(item.encode() + b"\0")
     return digest.hexdigest()[:24]

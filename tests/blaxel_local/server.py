@@ -198,8 +198,17 @@ class LocalBlaxel:
 
     async def write_file(self, request: web.Request) -> web.Response:
         box = self._box(request)
-        body = await request.json()
         host, inside = box.sandbox.host_path("/" + request.match_info["path"].lstrip("/"), for_write=True)
+        if request.content_type == "multipart/form-data":  # fs.write_binary: the bytes in a "file" part
+            form = await request.post()
+            part = form["file"]
+            data = part.file.read() if isinstance(part, web.FileField) else str(part).encode()
+            os.makedirs(os.path.dirname(host), exist_ok=True)
+            with open(host, "wb") as f:
+                f.write(data)
+            self.registry.own(host)
+            return web.json_response({"message": "written", "path": inside})
+        body = await request.json()
         if body.get("isDirectory"):
             os.makedirs(host, exist_ok=True)
         else:
