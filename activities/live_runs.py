@@ -25,6 +25,12 @@ log = logging.getLogger(__name__)
 
 #: Runs kept live between steps for a runtime without a pool that bounds them.
 DEFAULT_CACHE = 64
+#: A run cached less than this long ago is hot: it steps again soon. When more executions step
+#: at once than the cache holds and even its oldest run is hot, the newcomer is let go instead
+#: of the oldest. Letting go of the least recently used would evict, round after round, the very
+#: run that steps next: every step would miss (a spill and a restore each), where keeping the
+#: residents makes all of their steps hit (``bench/agent_workload.py`` at N = 100 and 200).
+HOT_SECONDS = 10.0
 
 
 @dataclass
@@ -40,6 +46,8 @@ class LiveSession:
     #: Set for a run kept live instead of a checkpoint (deferred): where to spill it if the
     #: cache must let it go.
     scope: CheckpointScope | None = None
+    #: When it was last put in the cache (the event loop's clock).
+    cached_at: float = 0.0
 
 
 @dataclass
@@ -99,10 +107,15 @@ class LiveRuns:
         if limit <= 0:
             self._close_later(live.execution)
             return
+        now = asyncio.get_running_loop().time()
+        live.cached_at = now
         self._snapshots[key] = live
         held = sum(entry.size for entry in self._snapshots.values())
         while len(self._snapshots) > limit or (held > self.snapshot_cache_bytes and len(self._snapshots) > 1):
-            old_key, old = self._snapshots.popitem(last=False)
+            old_key = next(iter(self._snapshots))
+            if len(self._snapshots) > limit and now - self._snapshots[old_key].cached_at < HOT_SECONDS:
+                old_key = key  # every run here steps soon: let the newcomer go (HOT_SECONDS)
+            old = self._snapshots.pop(old_key)
             held -= old.size
             if old.scope is None:
                 self._close_later(old.execution)

@@ -20,7 +20,7 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from codemode.activities import ToolRegistry, tool
+from codemode.activities import ToolRegistry, live_runs, tool
 from codemode.activities.checkpoints import CheckpointStore
 from codemode.activities.models import (
     CHECKPOINT_REFUSED,
@@ -264,16 +264,22 @@ async def test_a_step_that_computed_for_long_saves_its_checkpoint(workers, tmp_p
     assert out.step.checkpoint is not None and _checkpoints(tmp_path)
 
 
-async def test_a_live_run_the_cache_lets_go_is_spilled_and_restored_here(tmp_path: Path) -> None:
+@pytest.mark.parametrize("cache, hot", [(1, True), (2, True), (1, False)], ids=["one-hot", "two-hot", "one-cold"])
+async def test_a_live_run_the_cache_lets_go_is_spilled_and_restored_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cache: int, hot: bool
+) -> None:
     """More deferred runs than the cache holds: the one it lets go is dumped to the store, and
     its next step on this worker restores it (no rebuild by the workflow); the spill is
-    deleted once restored."""
+    deleted once restored. While the cached runs are hot (they step again soon), the newcomer
+    is let go and the residents keep hitting; once the oldest is cold, it is let go (LRU)."""
+    if not hot:
+        monkeypatch.setattr(live_runs, "HOT_SECONDS", 0.0)
     RUNS.clear()
     acts = SandboxActivities(
         ToolRegistry([noop]),
         CheckpointStore(FileBlobStore(tmp_path / "blobs")),
         runtimes={"monty": MontyRuntime()},
-        snapshot_cache_size=1,
+        snapshot_cache_size=cache,
     )
     ids = ["exec-a", "exec-b", "exec-c"]
     drivers = {i: Driver() for i in ids}
@@ -301,7 +307,11 @@ async def test_a_live_run_the_cache_lets_go_is_spilled_and_restored_here(tmp_pat
             assert d.step.kind == "result" and d.step.result.output == [10 * sum(range(N)), 10_000]
             assert d.stdout == "".join(f"step {i}\n" for i in range(N))
         assert sorted(RUNS) == sorted(list(range(N)) * 3)
-        assert vias.count("restored") >= 2 * N  # (the step that ends the code reports "restored" too)
+        restored, hits = vias.count("restored"), vias.count("live")
+        if hot:  # the residents hit on every step; the others are restored on every step
+            assert hits >= cache * (N - 1) and restored <= (3 - cache) * (N + 1), vias
+        else:  # round robin over LRU: each step finds its run let go by the others
+            assert restored >= 2 * N, vias  # (the step that ends the code reports "restored" too)
     finally:
         await acts.aclose()
     assert not _checkpoints(tmp_path)  # every spill was deleted once restored
@@ -318,7 +328,7 @@ async def test_release_frees_a_deferred_run_held_or_spilled(tmp_path: Path) -> N
     )
     try:
         steps = {}
-        for i in ("exec-a", "exec-b"):  # b's start evicts a's live run: a is spilled
+        for i in ("exec-a", "exec-b"):  # one of the two is spilled (b: a is hot)
             start = StartInput(
                 execution_id=i, runtime="monty", code=CODE, first_run_id="run-1",
                 limits=ExecutionLimits(timeout_seconds=60), defer_bytes=256 * 1024,
@@ -338,7 +348,8 @@ async def test_release_frees_a_deferred_run_held_or_spilled(tmp_path: Path) -> N
 
 async def test_a_worker_keeps_live_all_but_two_of_the_monty_pool(tmp_path: Path) -> None:
     """How many runs a worker keeps live follows Monty's pool (``CODEMODE_MONTY_PROCESSES``):
-    all but two of its processes, so new steps always find one; one more spills the oldest."""
+    all but two of its processes, so new steps always find one; one more is spilled (the
+    newcomer, as the others stepped a moment ago)."""
     acts = SandboxActivities(
         ToolRegistry([noop]),
         CheckpointStore(FileBlobStore(tmp_path / "blobs")),
@@ -353,6 +364,6 @@ async def test_a_worker_keeps_live_all_but_two_of_the_monty_pool(tmp_path: Path)
             assert (await _env(i).run(acts.start, start)).live is not None
         await asyncio.sleep(0.2)  # the spill is written in the background
         assert len(acts._snapshots) == 3
-        assert len(_checkpoints(tmp_path)) == 1  # exec-a's run, spilled
+        assert len(_checkpoints(tmp_path)) == 1  # exec-d's run, spilled
     finally:
         await acts.aclose()
