@@ -106,8 +106,20 @@ def _forbidden(name: str) -> bool:
     return any(name == m or name.startswith(m + ".") for m in FORBIDDEN_MODULES)
 
 
+def _parse(path: Path) -> ast.Module:
+    """``ast.parse``, again when CPython 3.11's AST conversion trips on another thread's parse
+    ("AST constructor recursion depth mismatch", gh-106905: its depth counter is shared)."""
+    for _ in range(5):
+        try:
+            return ast.parse(path.read_text(), str(path))
+        except SystemError as err:
+            if "recursion depth mismatch" not in str(err):
+                raise
+    return ast.parse(path.read_text(), str(path))
+
+
 def _problems(path: Path) -> list[str]:
-    tree = ast.parse(path.read_text(), str(path))
+    tree = _parse(path)
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):

@@ -25,14 +25,17 @@ CODE = "w = lookup('Paris')\nr = transfer('ana', 12.5)\n{'city': w['city'], 'pai
 
 
 async def wait_parked(client: Client, execution_id: str, tries: int = 600) -> list[str]:
-    """Wait until ``execution_id`` waits for a person; the tools it waits on."""
+    """Wait until ``execution_id`` waits for a person, durably: the worker says so (a query)
+    and the history has it (the memo, what ``codemode approve --all`` reads with no worker
+    running; a query may answer from a workflow task not yet completed). The tools it waits on."""
     handle = client.get_workflow_handle(execution_id)
     for _ in range(tries):
         try:
             status = await query_status(handle)
+            recorded = await (await handle.describe()).memo_value("pending_approvals", None)
         except Exception:  # noqa: BLE001 (not started yet)
-            status = None
-        if status is not None and status.state == "awaiting_approval":
+            status, recorded = None, None
+        if status is not None and status.state == "awaiting_approval" and recorded:
             return [p.tool for p in status.pending_approvals]
         await asyncio.sleep(0.1)
     raise AssertionError(f"{execution_id} never parked on its approval")
