@@ -116,7 +116,9 @@ class _ModalProcess(RunnerProcess):
     async def wait(self) -> RunnerExit:
         try:
             await asyncio.gather(*self.readers)  # until the entrypoint's output ends
-            returncode = await self.sandbox.wait.aio(raise_on_termination=False)
+            # ``wait`` returns nothing: the code is the sandbox's ``returncode`` after it.
+            await self.sandbox.wait.aio(raise_on_termination=False)
+            returncode = self.sandbox.returncode
         except ModalError as exc:
             return RunnerExit(lost=f"reading the sandbox's output failed: {exc}")
         return sandbox_exit(returncode)

@@ -20,6 +20,7 @@ import pytest
 
 from codemode.runtimes import CodeExecution, ExecutionResult, FunctionCall, SandboxOptions
 from codemode.runtimes.checkpoint import read_header
+from codemode.runtimes.errors import CodeRuntimeError
 
 from .conftest import (
     blaxel_runtime,
@@ -125,6 +126,14 @@ async def test_a_fresh_runtime_goes_on_in_the_same_sandbox_twice(provider: str) 
     assert result.stdout == ""  # nothing printed after the last checkpoint, nothing replayed
     await worker_c.aclose()
     assert await names(provider) == []
+
+
+async def test_code_that_ends_the_interpreter_is_told_with_its_exit_status(provider: str) -> None:
+    """The provider's own exit code reaches the error (Modal's ``wait`` returns nothing: the
+    code is read from the sandbox after it; it read "exit status None" for every death)."""
+    rt = runtime(provider)
+    with pytest.raises(CodeRuntimeError, match=r"ended the interpreter \(exit status 3\)"):
+        await value(rt, "import os\nos._exit(3)")
 
 
 async def test_a_deleted_sandbox_is_refused_with_the_reason(provider: str) -> None:
