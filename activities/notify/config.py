@@ -57,6 +57,8 @@ class _Strict(BaseModel):
 
 
 class Webhook(_Strict):
+    """A webhook channel: a JSON POST per event (or Slack's incoming-webhook shape)."""
+
     url: str
     #: Signs each request (``X-Codemode-Signature``); without it requests go unsigned.
     secret: str | None = None
@@ -78,6 +80,9 @@ class Webhook(_Strict):
 
 
 class Email(_Strict):
+    """The email channel: one message per recipient and event, over SMTP (``from`` is the
+    sender's address)."""
+
     host: str
     port: int = 25
     #: Upgrade the connection with STARTTLS (port 587), or speak TLS from the start (``ssl``,
@@ -107,6 +112,8 @@ class Email(_Strict):
 
 
 class Links(_Strict):
+    """Signed approve/deny links in messages, which the inbox honours."""
+
     #: Signs approve/deny links (HMAC-SHA256); the inbox checks them with the same secret.
     secret: str
     #: How long a link stays good (and never past the call's deadline).
@@ -124,6 +131,8 @@ class Links(_Strict):
 
 
 class Retry(_Strict):
+    """How a channel that is down is retried (durations as ``"1s"``, ``"5m"``, ``"2d"`` or seconds)."""
+
     initial_interval: float = 1.0
     maximum_interval: float = 60.0
     #: A channel still failing after this long is given up (the event is logged as lost).
@@ -136,6 +145,10 @@ class Retry(_Strict):
 
 
 class NotifyConfig(_Strict):
+    """Who is told when a call waits for approval: the worker's ``--notify-config`` file
+    (JSON, or TOML by its suffix) or ``CODEMODE_NOTIFY_CONFIG``. A secret may be given as
+    ``{"env": "NAME"}``."""
+
     webhooks: list[Webhook] = Field(default_factory=list)
     email: Email | None = None
     inbox_url: str | None = None
