@@ -63,31 +63,31 @@ class CodeExecutionRequest(CompactModel):
     code: str
     runtime: str = "monty"
     inputs: dict[str, Any] = Field(default_factory=dict)
-    #: Allow-list of tool names the code may call (None = every registered tool).
     tools: list[str] | None = None
+    """Allow-list of tool names the code may call (None = every registered tool)."""
     limits: ExecutionLimits = Field(default_factory=ExecutionLimits)
     approval_timeout: timedelta = timedelta(days=7)
-    #: Park before the code runs, with the code shown for review (call id ``code``).
     require_code_approval: bool = False
-    #: Keep the CodeModeStatus/CodeModeRuntime search attributes current. Clients turn this
-    #: off on a server where they are not registered (upserting them would fail the run).
+    """Park before the code runs, with the code shown for review (call id ``code``)."""
     index_search_attributes: bool = True
-    #: Host directories mounted read-only in the sandbox (host path -> sandbox path).
+    """Keep the CodeModeStatus/CodeModeRuntime search attributes current. Clients turn this off on
+    a server where they are not registered (upserting them would fail the run)."""
     mounts: dict[str, str] = Field(default_factory=dict)
-    #: ``none`` (default), ``full``, or ``ratchet``: network until a private tool's first result.
+    """Host directories mounted read-only in the sandbox (host path -> sandbox path)."""
     network: NetworkPolicy = "none"
-    #: Packages the code needs beyond what the sandbox has (runtimes that install them).
+    """``none`` (default), ``full``, or ``ratchet``: network until a private tool's first result."""
     packages: list[str] = Field(default_factory=list)
-    #: Run the code as the next cell of this session (``worker/client/sessions.py``): it sees the
-    #: globals the session's earlier cells left. Created by its first cell.
+    """Packages the code needs beyond what the sandbox has (runtimes that install them)."""
     session: str | None = None
-    #: Clear the session's namespace before this cell (a fresh interpreter).
+    """Run the code as the next cell of this session (``worker/client/sessions.py``): it sees the
+    globals the session's earlier cells left. Created by its first cell."""
     restart: bool = False
-    #: Set by the session workflow for the cell's execution (never by a caller).
+    """Clear the session's namespace before this cell (a fresh interpreter)."""
     cell: CellStart | None = None
-    #: Who started the run, by their name in the approvers file (``start_execution`` fills in
-    #: ``CODEMODE_USER`` or the OS user): a tool rule with ``four_eyes`` refuses their decisions.
+    """Set by the session workflow for the cell's execution (never by a caller)."""
     started_by: str | None = None
+    """Who started the run, by their name in the approvers file (``start_execution`` fills in
+    ``CODEMODE_USER`` or the OS user): a tool rule with ``four_eyes`` refuses their decisions."""
 
     @field_validator("session")
     @classmethod
@@ -107,8 +107,8 @@ class CodeExecutionRequest(CompactModel):
 
 class ExecutionOutcome(CompactModel):
     execution_id: str
-    #: How many workflow runs the execution took (continue-as-new keeps long runs small).
     runs: int = 1
+    """How many workflow runs the execution took (continue-as-new keeps long runs small)."""
     success: bool
     output: Any = None
     stdout: str = ""
@@ -116,14 +116,14 @@ class ExecutionOutcome(CompactModel):
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     duration_ms: float = 0.0
     runtime: str = "monty"
-    #: A cell of a session: the session after it (its state, its globals).
     cell: CellEnd | None = None
-    #: Files the code handed back (``save_artifact``, the outputs directory): references;
-    #: the bytes are in the object store (``codemode artifacts ID NAME``).
+    """A cell of a session: the session after it (its state, its globals)."""
     artifacts: list[Artifact] = Field(default_factory=list)
-    #: What its sandboxes cost, per runtime: seconds running and paused, sandboxes created,
-    #: journal replays (``workflows/usage.py``).
+    """Files the code handed back (``save_artifact``, the outputs directory): references; the bytes
+    are in the object store (``codemode artifacts ID NAME``)."""
     usage: dict[str, SandboxUsage] = Field(default_factory=dict)
+    """What its sandboxes cost, per runtime: seconds running and paused, sandboxes created, journal
+    replays (``workflows/usage.py``)."""
 
 
 class PendingApproval(BaseModel):
@@ -159,8 +159,8 @@ class ExecutionStatus(BaseModel):
     state: ExecutionState
     runtime: str = "monty"
     pending_approvals: list[PendingApproval] = Field(default_factory=list)
-    #: The calls from index ``calls_from`` on (a long run answers in pages: ``status(since)``).
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    """The calls from index ``calls_from`` on (a long run answers in pages: ``status(since)``)."""
     calls_from: int = 0
     call_count: int = 0
     runs: int = 1

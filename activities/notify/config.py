@@ -60,11 +60,11 @@ class Webhook(_Strict):
     """A webhook channel: a JSON POST per event (or Slack's incoming-webhook shape)."""
 
     url: str
-    #: Signs each request (``X-Codemode-Signature``); without it requests go unsigned.
     secret: str | None = None
+    """Signs each request (``X-Codemode-Signature``); without it requests go unsigned."""
     format: Literal["json", "slack"] = "json"
-    #: Who the approve/deny links in this channel's messages name (without: only the inbox link).
     approver: str | None = None
+    """Who the approve/deny links in this channel's messages name (without: only the inbox link)."""
 
     @field_validator("secret", mode="before")
     @classmethod
@@ -85,17 +85,17 @@ class Email(_Strict):
 
     host: str
     port: int = 25
-    #: Upgrade the connection with STARTTLS (port 587), or speak TLS from the start (``ssl``,
-    #: port 465). Either way the server's certificate is verified, against ``ca_file`` when set
-    #: (a relay with a certificate of your own CA), else the system's CAs.
     starttls: bool = False
+    """Upgrade the connection with STARTTLS (port 587), or speak TLS from the start (``ssl``, port
+    465). Either way the server's certificate is verified, against ``ca_file`` when set (a relay
+    with a certificate of your own CA), else the system's CAs."""
     ssl: bool = False
     ca_file: str | None = None
     username: str | None = None
     password: str | None = None
     sender: str = Field(alias="from")
-    #: Each recipient gets a message of their own, whose links name them.
     to: list[str]
+    """Each recipient gets a message of their own, whose links name them."""
 
     @field_validator("password", mode="before")
     @classmethod
@@ -114,10 +114,10 @@ class Email(_Strict):
 class Links(_Strict):
     """Signed approve/deny links in messages, which the inbox honours."""
 
-    #: Signs approve/deny links (HMAC-SHA256); the inbox checks them with the same secret.
     secret: str
-    #: How long a link stays good (and never past the call's deadline).
+    """Signs approve/deny links (HMAC-SHA256); the inbox checks them with the same secret."""
     ttl: float = 24 * 3600
+    """How long a link stays good (and never past the call's deadline)."""
 
     @field_validator("secret", mode="before")
     @classmethod
@@ -135,8 +135,8 @@ class Retry(_Strict):
 
     initial_interval: float = 1.0
     maximum_interval: float = 60.0
-    #: A channel still failing after this long is given up (the event is logged as lost).
     give_up_after: float = 24 * 3600
+    """A channel still failing after this long is given up (the event is logged as lost)."""
 
     @field_validator("initial_interval", "maximum_interval", "give_up_after", mode="before")
     @classmethod
@@ -153,8 +153,8 @@ class NotifyConfig(_Strict):
     email: Email | None = None
     inbox_url: str | None = None
     links: Links | None = None
-    #: Reminders go out this long before the call's deadline (while it still waits).
     reminders: list[float] = Field(default_factory=list)
+    """Reminders go out this long before the call's deadline (while it still waits)."""
     retry: Retry = Field(default_factory=Retry)
 
     @field_validator("reminders", mode="before")
