@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         PendingInput,
     )
     from codemode.activities.notify.events import NotifyRequest
+    from codemode.workflows.summary import in_words
 
 NOTIFY_WORKFLOW = "CodeModeNotifyWorkflow"
 #: The patch marker of sending each channel's reminders on their own (a channel that is down
@@ -80,7 +81,8 @@ class CodeModeNotifyWorkflow:
             wait = at - workflow.now()
             if wait.total_seconds() > 0:
                 await workflow.sleep(
-                    wait, summary=f"remind on {channel} at {in_words(req.deadline - at)} before the deadline"
+                    wait,
+                    summary=f"remind on {channel} at {in_words((req.deadline - at).total_seconds())} before the deadline",
                 )
             if not await self._still_pending(req, index, late=workflow.now() - at > LATE):
                 break
@@ -92,19 +94,20 @@ class CodeModeNotifyWorkflow:
         """Whether the call still waits at reminder ``index``: asked once for the channels on
         time, and again for each channel that comes to it late (it may be decided by then)."""
         if late or index not in self._still:
-            ask = asyncio.create_task(
-                workflow.execute_activity(
-                    STILL_PENDING,
-                    PendingInput(execution_id=req.execution_id, call_id=req.call_id),
-                    result_type=bool,
-                    start_to_close_timeout=ATTEMPT_TIMEOUT,
-                    retry_policy=RetryPolicy(maximum_attempts=5),
-                )
-            )
+            ask = asyncio.create_task(self._ask_still_pending(req))
             if late:
                 return ask
             self._still[index] = ask
         return self._still[index]
+
+    async def _ask_still_pending(self, req: NotifyRequest) -> bool:
+        return await workflow.execute_activity(
+            STILL_PENDING,
+            PendingInput(execution_id=req.execution_id, call_id=req.call_id),
+            result_type=bool,
+            start_to_close_timeout=ATTEMPT_TIMEOUT,
+            retry_policy=RetryPolicy(maximum_attempts=5),
+        )
 
     async def _all_channels_then_reminders(self, plan: NotifyPlan, req: NotifyRequest) -> list[str]:
         """Before ``PER_CHANNEL_PATCH``: the request on every channel, then each reminder."""
@@ -115,14 +118,7 @@ class CodeModeNotifyWorkflow:
             if wait.total_seconds() <= 0:
                 continue  # that point had passed when the call began to wait
             await workflow.sleep(wait, summary=f"remind {before:g}s before the deadline")
-            still = await workflow.execute_activity(
-                STILL_PENDING,
-                PendingInput(execution_id=req.execution_id, call_id=req.call_id),
-                result_type=bool,
-                start_to_close_timeout=ATTEMPT_TIMEOUT,
-                retry_policy=RetryPolicy(maximum_attempts=5),
-            )
-            if not still:
+            if not await self._ask_still_pending(req):
                 break
             reminder = req.model_copy(update={"event": "approval.reminder", "reminder": index})
             sent += await self._deliver(plan, reminder)
@@ -153,8 +149,3 @@ class CodeModeNotifyWorkflow:
         except ActivityError as err:
             workflow.logger.warning("%s on %s was not delivered: %s", req.event, channel, err.cause or err)
             return f"{channel}: not delivered: {err.cause or err}"
-
-
-def in_words(delta: timedelta) -> str:
-    seconds = delta.total_seconds()
-    return f"{seconds / 60:g}m" if seconds >= 60 and seconds % 60 == 0 else f"{seconds:g}s"

@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from codemode.activities.models import ParkResult, ReleaseInput
     from codemode.workflows.step_activities import park_sandbox, release_sandbox, suspend_sandbox
     from codemode.workflows.step_state import Held
+    from codemode.workflows.summary import in_words
     from codemode.workflows.usage import UsageMeter
 
 #: The patch marker of parking with a report and a release after the grace period.
@@ -94,11 +95,3 @@ class Parking:
         if self._releasing is not None and not self._releasing.done():
             self._releasing.cancel()
         self._releasing = None
-
-
-def in_words(seconds: float) -> str:
-    if seconds >= 3600 and seconds % 3600 == 0:
-        return f"{seconds / 3600:g}h"
-    if seconds >= 60 and seconds % 60 == 0:
-        return f"{seconds / 60:g}m"
-    return f"{seconds:g}s"

@@ -23,8 +23,8 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from codemode.activities import names
     from codemode.activities.models import CheckpointRef, SessionReleaseInput, SessionScope
-    from codemode.workflows.parking import in_words
     from codemode.workflows.step_activities import on_own_queue
+    from codemode.workflows.summary import in_words
 
 #: The patch marker of releasing an idle session's running sandbox after the grace period.
 IDLE_RELEASE_PATCH = "session-release-idle-sandbox"

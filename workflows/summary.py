@@ -49,3 +49,12 @@ def execution_summary(req: CodeExecutionRequest) -> str:
 def execution_details(req: CodeExecutionRequest) -> str:
     """The workflow's static details: the code, as a Python block."""
     return f"```python\n{req.code}\n```"
+
+
+def in_words(seconds: float) -> str:
+    """A duration as people write it: ``10m``, ``1.5h``, ``45s``."""
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{seconds / 3600:g}h"
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{seconds / 60:g}m"
+    return f"{seconds:g}s"
