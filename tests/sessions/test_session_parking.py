@@ -13,37 +13,29 @@ from __future__ import annotations
 import asyncio
 import collections
 import os
-from collections.abc import AsyncIterator
 
 import pytest
 from temporalio.worker import Replayer
 
-from codemode.activities import ToolRegistry
 from codemode.worker import display
 from codemode.worker.audit import fetch_audit
 from codemode.worker.client.sessions import close_session, describe_session, run_cell, submit_cell
-from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.execution_workflow import CodeExecutionWorkflow
 from codemode.workflows.models import ApproveSignal
 from codemode.workflows.session_workflow import CodeSessionWorkflow
-from tests.workflows.conftest import TOOLS_MODULE, read_events
+from tests.workflows.conftest import read_events
 from tests.workflows.sandbox_providers import Provider, provider_fixture, provider_server_fixture  # noqa: F401
 from tests.workflows.test_approval import wait_for_state
-from tests.workflows.test_parking import history_says
+from tests.workflows.test_parking import (
+    history_says,
+    worker,  # noqa: F401 (the fixture: a worker whose Modal park releases after 1 s)
+)
 
 from .test_session_replay import HISTORIES
 
 PARKED = (
     "print('started')\na = slow_step(2, 0)\nr = transfer('bob', a)\nprint('after')\ncounter += a\n[a, r['to'], counter]"
 )
-
-
-@pytest.fixture
-async def worker(client, task_queue, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[CodeModeWorker]:
-    monkeypatch.setenv("CODEMODE_PARK_RELEASE_AFTER_MODAL", "1s")  # read by each park step
-    w = CodeModeWorker(client, ToolRegistry.from_module(TOOLS_MODULE), task_queue=task_queue)
-    async with w.running():
-        yield w
 
 
 @pytest.mark.parametrize("provider_server", ["modal"], indirect=True)
