@@ -50,7 +50,7 @@ from codemode.activities import ToolRegistry  # noqa: E402
 from codemode.activities.models import StepResult, ToolOutput  # noqa: E402
 from codemode.activities.retention import execution_prefixes  # noqa: E402
 from codemode.activities.storage import FileBlobStore  # noqa: E402
-from codemode.activities.tools import RESERVED_NAMES  # noqa: E402
+from codemode.activities.names import NOT_TOOLS as RESERVED_NAMES  # noqa: E402
 from codemode.runtimes import ExecutionLimits  # noqa: E402
 from codemode.worker.audit import fetch_audit  # noqa: E402
 from codemode.worker.client.executions import start_execution  # noqa: E402

@@ -16,137 +16,33 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, Field
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.converter import DataConverter
 
 from codemode.activities import names
 from codemode.activities.models import ParkResult, StepResult, ToolInput, ToolOutput
-from codemode.worker.approval_audit import ApprovalAudit, approval_words  # noqa: F401 (re-exported)
-from codemode.worker.audit_decode import PayloadDecoder, _as, _time, tool_error  # noqa: F401 (re-exported)
+from codemode.worker.approval_audit import ApprovalAudit, approval_words
+from codemode.worker.audit_decode import PayloadDecoder, _as, _time, tool_error
+from codemode.worker.audit_held import HeldDecisions
+from codemode.worker.audit_models import AuditEvent, CallAudit, ExecutionAudit, StepAudit
 from codemode.worker.audit_signed import SignedDecisions
 from codemode.worker.parking_text import park_text, release_text
 from codemode.workflows.models import (
     CODE_APPROVAL_ID,
-    CallStatus,
     CodeExecutionRequest,
     Decision,
     ErrorInfo,
     ExecutionOutcome,
     IgnoredSignal,
-    PendingApproval,
-    SandboxUsage,
+    decision_target,
     read_decision,
 )
 
 #: Activity types that are sandbox steps; every other activity type is a tool.
 STEP_TYPES = names.SANDBOX_STEPS
 LOCAL_ACTIVITY_MARKER = "core_local_activity"
-
-
-class CallAudit(BaseModel):
-    call_id: str
-    tool: str
-    summary: str = ""
-    args: list[Any] = Field(default_factory=list)
-    kwargs: dict[str, Any] = Field(default_factory=dict)
-    line: int | None = None
-    requires_approval: bool = False
-    #: The arguments by parameter name (kept for calls that wait for a person).
-    arguments: dict[str, Any] | None = None
-    status: CallStatus = "pending"
-    result: Any = None
-    error: ErrorInfo | None = None
-    attempts: int = 0
-    #: The failure of the attempt before the last one, when the tool was retried.
-    retried_after: ErrorInfo | None = None
-    approval: ApprovalAudit | None = None
-    requested_at: datetime | None = None
-    scheduled_at: datetime | None = None
-    finished_at: datetime | None = None
-
-    @property
-    def duration_ms(self) -> float | None:
-        if self.scheduled_at and self.finished_at:
-            return (self.finished_at - self.scheduled_at).total_seconds() * 1000
-        return None
-
-
-class StepAudit(BaseModel):
-    name: str
-    local: bool
-    at: datetime
-    attempt: int = 1
-    kind: str = ""
-    via: str = ""
-    #: Why the step rebuilt the run by replay instead of restoring (checkpoint missing...).
-    fallback: str | None = None
-    error: ErrorInfo | None = None
-    #: The tool whose activity ran this step right after its call (issue 11), if one did.
-    after: str | None = None
-    #: The step saved no checkpoint: its worker kept the run live (deferred checkpoints).
-    deferred: bool = False
-    #: The step cut the sandbox's network for good (``network="ratchet"``), and why.
-    network_cut: str | None = None
-
-
-class AuditEvent(BaseModel):
-    """One line of the timeline, in history order."""
-
-    at: datetime
-    kind: Literal["started", "step", "requested", "approval", "call", "completed", "failed", "continued"]
-    call_id: str | None = None
-    text: str
-
-
-class ExecutionAudit(BaseModel):
-    execution_id: str
-    run_id: str = ""
-    #: Every run of the execution, first to latest (more than one after continue-as-new).
-    runs: list[str] = Field(default_factory=list)
-    #: Temporal's view: running, completed, failed, terminated, canceled, timed_out.
-    status: str = "running"
-    runtime: str = ""
-    code: str = ""
-    started_at: datetime | None = None
-    closed_at: datetime | None = None
-    started_by: str = ""
-    success: bool | None = None
-    output: Any = None
-    stdout: str = ""
-    error: ErrorInfo | None = None
-    require_code_approval: bool = False
-    code_approval: ApprovalAudit | None = None
-    #: Decisions that could not be applied (unknown call, malformed input), with why.
-    ignored_signals: list[IgnoredSignal] = Field(default_factory=list)
-    steps: list[StepAudit] = Field(default_factory=list)
-    calls: list[CallAudit] = Field(default_factory=list)
-    events: list[AuditEvent] = Field(default_factory=list)
-    #: What its sandboxes cost (``ExecutionOutcome.usage``), once it completed.
-    usage: dict[str, SandboxUsage] = Field(default_factory=dict)
-
-    @property
-    def duration_ms(self) -> float | None:
-        if self.started_at and self.closed_at:
-            return (self.closed_at - self.started_at).total_seconds() * 1000
-        return None
-
-    def pending_approvals(self) -> list[PendingApproval]:
-        """Calls waiting for a decision, as far as the history shows (no worker needed)."""
-        if self.status != "running":
-            return []
-        pending = [
-            PendingApproval(call_id=c.call_id, tool=c.tool, args=c.args, kwargs=c.kwargs, summary=c.summary)
-            for c in self.calls
-            if c.status == "awaiting_approval"
-        ]
-        if self.require_code_approval and self.code_approval is None and not self.steps:
-            pending.insert(
-                0, PendingApproval(call_id=CODE_APPROVAL_ID, tool="<code>", args=[self.code], summary="run this code")
-            )
-        return pending
 
 
 # -- folding ------------------------------------------------------------------------------------
@@ -166,6 +62,8 @@ class _Builder:
         #: (run, scheduled_event_id) -> summary of a sandbox_release activity (pause or free)
         self.releases: dict[tuple[int, int], str] = {}
         self.signed = SignedDecisions()
+        #: Decisions that came before their call waited (runs of the current generation).
+        self.held = HeldDecisions(lambda c: self.calls[c].status if c in self.calls else None)
 
     def event(self, at: datetime, kind: Any, text: str, call_id: str | None = None) -> None:
         self.audit.events.append(AuditEvent(at=at, kind=kind, call_id=call_id, text=text))
@@ -177,7 +75,7 @@ class _Builder:
 
     def step(
         self, at: datetime, name: str, *, local: bool, attempt: int, result: Any, after: str | None = None
-    ) -> None:
+    ) -> StepResult | None:
         step = _as(StepResult, result)
         audit = StepAudit(name=name, local=local, at=at, attempt=attempt, after=after)
         if step is not None:
@@ -226,6 +124,12 @@ class _Builder:
                     c.status = "error"
                     c.error = ErrorInfo(type=entry.error_type, message=entry.error_message, kind="resource")
                     self.event(at, "call", f"{c.summary} refused: {c.error.type}: {c.error.message}", c.call_id)
+        return step
+
+    async def _stepped(self, step: StepResult | None) -> None:
+        """A step was taken in: decisions held for calls it did not ask for are judged again."""
+        for e in self.held.step_taken(step.calls if step is not None else []):
+            await self.feed(e)
 
     async def feed(self, e: HistoryEvent) -> None:
         at = _time(e)
@@ -242,6 +146,7 @@ class _Builder:
             self.signed.starter = req.started_by if req is not None else None
             if req is not None:
                 a.runtime, a.code, a.require_code_approval = req.runtime, req.code, req.require_code_approval
+                self.held.reviewing_code(req.require_code_approval)
             lines = len(a.code.splitlines())
             self.event(
                 at,
@@ -252,6 +157,7 @@ class _Builder:
         elif kind == "marker_recorded_event_attributes":
             attrs = e.marker_recorded_event_attributes
             if attrs.marker_name != LOCAL_ACTIVITY_MARKER:
+                self.held.saw_marker(e)
                 return
             data = await decode(attrs.details["data"]) if "data" in attrs.details else {}
             if not isinstance(data, dict):
@@ -278,11 +184,11 @@ class _Builder:
                     self.event(at, "approval", "notified the notify config's channels")
                 return
             result = await decode(attrs.details["result"], StepResult) if "result" in attrs.details else None
-            self.step(at, name, local=True, attempt=int((data or {}).get("attempt", 1)), result=result)
+            await self._stepped(self.step(at, name, local=True, attempt=int((data or {}).get("attempt", 1)), result=result))
         elif kind == "activity_task_scheduled_event_attributes":
             attrs = e.activity_task_scheduled_event_attributes
             name = attrs.activity_type.name
-            if name in names.RESERVED:
+            if name in names.NOT_TOOLS:
                 self.activities[(self.run, e.event_id)] = (name, None)
                 if name == names.APPROVAL_GATE:
                     self.signed.scheduled(self.run, e.event_id, await decode(attrs.input))
@@ -296,6 +202,8 @@ class _Builder:
             c.tool, c.scheduled_at, c.status = name, at, "running"
             if inp is not None:
                 c.args, c.kwargs = inp.args, inp.kwargs
+                if inp.then is not None:  # this call's activity runs the next step too
+                    self.held.fused.add(call_id)
             if e.user_metadata.HasField("summary"):
                 summary = await decode([e.user_metadata.summary], str)
                 c.summary = summary if isinstance(summary, str) and summary else c.summary
@@ -317,6 +225,9 @@ class _Builder:
             if call_id is None:
                 if name == names.APPROVAL_GATE:
                     await self._gate(at, attrs)
+                elif name == names.NOTIFY_START:  # telling people a call waits is not a sandbox step
+                    if await decode(attrs.result, str) == "started":
+                        self.event(at, "approval", "notified the notify config's channels")
                 elif name == names.SANDBOX_RELEASE:
                     what = self.releases.get((self.run, attrs.scheduled_event_id)) or "release"
                     self.event(at, "step", f"sandbox_release: {release_text(what, a.runtime)}")
@@ -326,7 +237,7 @@ class _Builder:
                 elif name in STEP_TYPES:
                     attempt = self.step_attempts.get((self.run, attrs.scheduled_event_id), 1)
                     result = await decode(attrs.result, StepResult)
-                    self.step(at, name, local=False, attempt=attempt, result=result)
+                    await self._stepped(self.step(at, name, local=False, attempt=attempt, result=result))
                 return
             c = self.call(call_id, name)
             out = _as(ToolOutput, await decode(attrs.result, ToolOutput))
@@ -335,7 +246,9 @@ class _Builder:
             c.attempts = out.attempt if out else c.attempts
             self.event(at, "call", _call_text(c), call_id)
             if out is not None and out.step is not None:
-                self.step(at, names.SANDBOX_RESUME, local=False, attempt=1, result=out.step, after=name)
+                await self._stepped(
+                    self.step(at, names.SANDBOX_RESUME, local=False, attempt=1, result=out.step, after=name)
+                )
             elif out is not None and out.unfused:
                 self.event(at, "step", f"the step after {name} runs on its own: {out.unfused}")
         elif kind in ("activity_task_failed_event_attributes", "activity_task_timed_out_event_attributes"):
@@ -354,6 +267,8 @@ class _Builder:
             if attrs.signal_name not in ("approve", "deny"):
                 return
             payload = await decode(attrs.input)
+            if self._held(decision_target(payload), e):
+                return
             read = read_decision(attrs.signal_name, payload, self.undecided())
             if isinstance(read, IgnoredSignal):
                 a.ignored_signals.append(read)
@@ -381,7 +296,7 @@ class _Builder:
             if request.input.name != "decide":
                 return
             d = _as(Decision, await decode(request.input.args, Decision))
-            if d is None:
+            if d is None or self._held(d.call_id, e):
                 return
             read = read_decision("decide", {"call_id": d.call_id, "by": d.by}, self.undecided())
             if isinstance(read, IgnoredSignal):
@@ -433,9 +348,17 @@ class _Builder:
             self.event(at, "failed", f"execution {a.status}: {message}")
 
     async def _gate(self, at: datetime, attrs: Any) -> None:
-        """A call's approval gate: a policy rule that decided, without a person."""
+        """A call's approval gate: a policy rule that decided, without a person; else the call
+        begins to wait, and the decisions held for it apply (runs of the current generation)."""
         result = await self.decode(attrs.result)
+        asked = self.signed.asked.get((self.run, attrs.scheduled_event_id))
         gate = self.signed.completed(self.audit.execution_id, self.run, attrs.scheduled_event_id, result, at)
+        if asked is not None and (gate is None or gate.verdict == "ask"):
+            for held in self.held.began_waiting(asked.call_id):
+                await self.feed(held)
+        elif asked is not None:
+            self.held.settled(asked.call_id)
+            self._drop_held(asked.call_id, f"call {asked.call_id} was decided by a rule before it waited")
         if gate is not None and gate.verdict != "ask":
             call_id = next(c for c, t in self.signed.tallies.items() if t.gate is gate)
             decision = "approved" if gate.verdict == "allow" else "denied"
@@ -466,16 +389,29 @@ class _Builder:
         return f"{text} (signed)"
 
     def undecided(self) -> list[str]:
-        """Calls waiting for a decision at this point of the history."""
+        """Calls waiting for a decision at this point of the history (in a run of the current
+        generation, only once their wait began: their gate completed)."""
         waiting = [c.call_id for c in self.calls.values() if c.status == "awaiting_approval" and c.approval is None]
         a = self.audit
         if a.require_code_approval and a.code_approval is None and not a.steps:
             waiting.insert(0, CODE_APPROVAL_ID)
+        if self.held.generation:
+            waiting = [c for c in waiting if c in self.held.waiting]
         return waiting
+
+    def _held(self, call_id: str | None, e: HistoryEvent) -> bool:
+        """Keep a decision the workflow held (its call not waiting yet) until the call waits."""
+        c = self.calls.get(call_id or "")
+        code = call_id == CODE_APPROVAL_ID and self.audit.code_approval is not None
+        return self.held.keep(call_id, e, decided=code or (c is not None and c.approval is not None))
+
+    def _drop_held(self, call_id: str | None, why: str) -> None:
+        self.audit.ignored_signals += self.held.dropped(call_id, why)
 
     def _approval(self, approval: ApprovalAudit) -> None:
         verb, by, why = approval_words(approval)
         door = f" (via {approval.door})" if approval.door else ""
+        self.held.settled(approval.call_id)
         if approval.call_id == CODE_APPROVAL_ID:
             if self.audit.code_approval is None:
                 self.audit.code_approval = approval
@@ -539,6 +475,8 @@ async def build_audit(
             if e.WhichOneof("attributes") == "workflow_execution_continued_as_new_event_attributes":
                 continue  # the next run's start says it
             await builder.feed(e)
+    if builder.audit.status != "running":  # decisions held for calls that never waited
+        builder._drop_held(None, "the run ended before the call waited for a decision")
     builder.audit.calls = list(builder.calls.values())
     return builder.audit
 

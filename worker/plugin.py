@@ -285,7 +285,7 @@ class CodeModePlugin(SimplePlugin):
             *config.get("activities", []),
             *sandbox.activities(),
             RetentionActivities(store).sweep,
-            ApproverActivities(self.approvers, self.registry).gate,
+            ApproverActivities(self.approvers, self.registry, notify=bool(self.notify and self.notify.channels())).gate,
             SandboxSweepActivities(sandbox.sweep_sandboxes).sweep,
             *NotifyActivities(self.notify).activities(),
             *tool_activities(self.registry, sandbox),
@@ -293,6 +293,7 @@ class CodeModePlugin(SimplePlugin):
         _version(config, self.deployment, self.build_id)
         if self.tune_worker:
             _tune(config)
+        _one_task_at_a_time_without_a_cache(config)
         return config
 
     def parts_of(self, worker: Worker) -> WorkerParts:
@@ -456,6 +457,28 @@ def _version(config: WorkerConfig, deployment: WorkerDeploymentVersion | None, b
             "this worker's WorkerDeploymentConfig has no default_versioning_behavior, and code mode's "
             "workflows need one: set default_versioning_behavior=VersioningBehavior.AUTO_UPGRADE (what "
             "CodeModePlugin(deployment_name=..., build_id=...) sets; see the secured-clusters guide)"
+        )
+
+
+def _one_task_at_a_time_without_a_cache(config: WorkerConfig) -> None:
+    """A worker that caches no workflow (``max_cached_workflows=0``) takes one workflow task at a
+    time. Sandbox steps are local activities, and Core cancels a run's local activities in flight
+    when another run's task needs the (empty) cache, then leaves the run's next task to time out
+    (10 s each; "Eviction requested while local activities are still in flight", then "leftover
+    buffered tasks"). Measured by ``bench/approval_replay.py``: 12 approval runs four at a time,
+    6.7 s mean and 20 s p95 per run; one task at a time, 1.5 s and 2.1 s. A limit the user set is
+    kept, with a warning."""
+    if config.get("max_cached_workflows") != 0:
+        return
+    slots = config.get("max_concurrent_workflow_tasks")
+    if slots is None:
+        config["max_concurrent_workflow_tasks"] = 1
+    elif slots > 1:
+        log.warning(
+            "max_cached_workflows=0 with max_concurrent_workflow_tasks=%s: Core cancels a run's local "
+            "activities (code mode's sandbox steps) when another run's task evicts it, and its next task "
+            "then times out; one workflow task at a time avoids it",
+            slots,
         )
 
 

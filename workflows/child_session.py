@@ -52,7 +52,7 @@ from codemode.workflows.session_models import (
     session_workflow_id,
 )
 
-__all__ = ["SessionCell", "run_session_cell"]
+__all__ = ("SessionCell", "run_session_cell")
 
 #: Sessions a workflow tries in a row when the names it would take are held by others.
 MAX_GENERATIONS = 100

@@ -24,22 +24,26 @@ BROKEN_FILE = "ApproversFileError"
 
 
 class ApproverActivities:
-    """``path``: the approvers file (None: none; decisions are taken as before)."""
+    """``path``: the approvers file (None: none; decisions are taken as before). ``notify``:
+    whether this worker has notify channels (the gate says so to the run)."""
 
-    def __init__(self, path: str | os.PathLike[str] | None, registry: ToolRegistry | None = None) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str] | None, registry: ToolRegistry | None = None, *, notify: bool = False
+    ) -> None:
         self.path = Path(path) if path else None
         self.registry = registry
+        self.notify = notify
 
     @activity.defn(name=names.APPROVAL_GATE)
     async def gate(self, inp: GateInput) -> ApprovalGate:
         if self.path is None:
-            return ApprovalGate(tool=inp.tool)
+            return ApprovalGate(tool=inp.tool, notify=self.notify)
         try:
             file = config.load(self.path)
         except config.ApproversFileError as err:
             raise ApplicationError(str(err), type=BROKEN_FILE) from None
         gate = file.gate(inp.tool, self._named(inp))
-        gate.execution_id, gate.call_id = inp.execution_id, inp.call_id
+        gate.execution_id, gate.call_id, gate.notify = inp.execution_id, inp.call_id, self.notify
         return gate
 
     def _named(self, inp: GateInput) -> dict[str, Any]:

@@ -49,6 +49,10 @@ class ApprovalGate(BaseModel):
     retired_keys: dict[str, str] = Field(default_factory=dict)
     #: Services (e.g. the inbox) -> the people they may sign for (resolved; ``["*"]``: anyone).
     signs_for: dict[str, list[str]] = Field(default_factory=dict)
+    #: Whether this worker tells people that calls wait (a notify config with a channel): a run
+    #: of the current generation starts its notify workflows only then, so one without
+    #: channels adds no activity per event (``workflows/approval_notices.py``).
+    notify: bool = False
     #: What the policy rules decided: ``ask`` a person, or ``allow``/``deny`` without one.
     verdict: Verdict = "ask"
     #: The policy rule that decided (``policy.own-domain-mail``), and its reason.
