@@ -80,3 +80,18 @@ class ToolCallRecord(CompactModel):
     approval: ApprovalRecord | None = None
     #: ``get_weather(city='Paris')``
     summary: str = ""
+
+
+def preview(value: object, limit: int = 200) -> str:
+    """The start of a large result, for the audit record (the whole value is in the journal):
+    made by the tool activity for a value the workflow passes on as JSON text."""
+    if isinstance(value, list):
+        head = f"[{len(value)} items] "
+        first = value[:1]
+    elif isinstance(value, dict):
+        head = f"{{{len(value)} keys}} "
+        first = list(value)[:8]
+    else:
+        head, first = "", value
+    text = head + repr(first)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -126,15 +126,16 @@ class StepLoop:
                         await answer(execution, served[-1])
                         continue
                     spec = specs.get(call.function_name)
+                    too_big = _oversize(f"the arguments of {call.function_name}()", [call.args, call.kwargs], "are")
                     try:
                         if spec is None:
                             raise NameError(f"name '{call.function_name}' is not defined")
-                        spec.validate(call.args, call.kwargs)
-                        too_big = _oversize(f"the arguments of {call.function_name}()", [call.args, call.kwargs], "are")
-                        if too_big is not None:
+                        if too_big is not None:  # (before validating: megabytes of arguments)
                             raise ValueError(too_big)
+                        spec.validate(call.args, call.kwargs)
                     except (TypeError, ValueError, NameError) as err:
-                        entry = JournalEntry.raised(call, type(err).__name__, clip(str(err)))
+                        refused = JournalEntry.refused_oversized if too_big is not None else JournalEntry.raised
+                        entry = refused(call, type(err).__name__, clip(str(err)))
                         rejected.append(entry)
                         await answer(execution, entry)
                         continue
@@ -310,6 +311,6 @@ async def answer(execution: CodeExecution, entry: JournalEntry, ratchet: Ratchet
     if ratchet is not None:
         await ratchet.before(entry)
     if entry.error_type is None:
-        await execution.provide_result(entry.result, call_id=entry.call_id)
+        await execution.provide_result(entry.value(), call_id=entry.call_id)
     else:
         await execution.provide_error(entry.error_type, entry.error_message, call_id=entry.call_id)

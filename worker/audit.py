@@ -242,7 +242,7 @@ class _Builder:
             c = self.call(call_id, name)
             out = _as(ToolOutput, await decode(attrs.result, ToolOutput))
             c.status, c.finished_at = "ok", at
-            c.result = out.value if out else None
+            c.result = out.result() if out else None
             c.attempts = out.attempt if out else c.attempts
             self.event(at, "call", _call_text(c), call_id)
             if out is not None and out.step is not None:

@@ -118,7 +118,10 @@ async def run_call(
         record.error = ErrorInfo(type=etype, message=message, kind="tool", line=call.line)
         return JournalEntry.raised(asked, etype, message), None
     record.attempts = out.attempt
-    records.keep_result(record, out.value, out.size)
     if out.unfused:
         workflow.logger.info("call %s: running the step after it separately: %s", call.call_id, out.unfused)
+    if out.value_json is not None:  # large: passed on as text, kept in the record as a preview
+        record.status, record.result_size, record.result_preview = "ok", out.size, out.preview
+        return JournalEntry.returned_json(asked, out.value_json), out.step
+    records.keep_result(record, out.value, out.size)
     return JournalEntry.returned(asked, out.value), out.step

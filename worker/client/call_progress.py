@@ -80,7 +80,7 @@ async def ended_calls(
                         out = await decode(attrs.result, ToolOutput)
                         call.status = "ok"
                         if isinstance(out, ToolOutput):
-                            call.result, call.attempts = out.value, out.attempt
+                            call.result, call.attempts = out.result(), out.attempt
                         yield call
                         if isinstance(out, ToolOutput) and out.step is not None and out.step.stdout:
                             yield out.step.stdout  # the step the tool's activity ran after the call
