@@ -10,7 +10,7 @@ Loading verifies the SHA-256 before anything reaches a sandbox: a blob that is m
 altered raises ``CheckpointUnusable`` and the step falls back to journal replay, which the
 audit reports.
 
-With encryption keys (``activities/encryption.py``) each checkpoint (and each stored segment
+With encryption keys (``storage/encryption.py``) each checkpoint (and each stored segment
 of a long execution's state) is also sealed: AES-256-GCM under the active key, with the
 execution it belongs to and its kind as associated data, behind a small header naming the key
 (``CMCK1`` + key id length + key id). The reference's hash is the sealed blob's. A checkpoint
@@ -24,9 +24,10 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from .encryption import DecryptionFailed, Keyring, UnknownEncryptionKey
+from codemode.storage import BlobNotFound, BlobStore, key_segment
+from codemode.storage.encryption import DecryptionFailed, Keyring, UnknownEncryptionKey
+
 from .models import CheckpointRef, human_bytes
-from .storage import BlobNotFound, BlobStore, key_segment
 
 
 class CheckpointUnusable(Exception):

@@ -310,7 +310,7 @@ class RunCode:
 
     async def get_client(self) -> Client:
         if self.client is None:
-            from codemode.worker.client.connection import connect
+            from codemode.worker.connection import connect
 
             self.client = await connect()
         return self.client
@@ -325,7 +325,7 @@ class RunCode:
         from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
         from temporalio.exceptions import WorkflowAlreadyStartedError
 
-        from codemode.worker.client.executions import start_execution
+        from codemode.client.executions import start_execution
 
         client = await self.get_client()
         execution_id = self.execution_id(call_id, scope)
@@ -346,7 +346,7 @@ class RunCode:
     ) -> tuple[str, ExecutionOutcome | ExecutionStatus]:
         """Start (or find) the call's execution and wait until it finishes or parks on a
         person's decision (then its status, with the pending calls). Returns its id too."""
-        from codemode.worker.client.following import wait_for_outcome
+        from codemode.client.following import wait_for_outcome
 
         handle = await self.start(code, call_id, scope)
         return handle.id, await wait_for_outcome(handle, until_parked=True)

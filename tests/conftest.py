@@ -13,8 +13,8 @@ from temporalio.client import Client
 from temporalio.converter import DataConverter
 from temporalio.testing import WorkflowEnvironment
 
-from codemode.activities.storage import BlobStore, FileBlobStore
 from codemode.runtimes.paths import cache_dir
+from codemode.storage import BlobStore, FileBlobStore
 from codemode.worker.converter import data_converter
 from codemode.worker.dev_server import start_local_environment
 from tests.s3_local import S3Endpoint, SeaweedS3

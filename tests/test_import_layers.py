@@ -15,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Lowest first: a layer may import the layers before it, never those after it.
-LAYERS = ["runtimes", "activities", "workflows", "worker", "integrations"]
+LAYERS = ["runtimes", "storage", "approvals", "activities", "workflows", "worker", "client", "integrations", "apps"]
 #: The one import package the layers install under (runtimes/ is codemode.runtimes).
 PACKAGE = "codemode"
 

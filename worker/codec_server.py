@@ -32,7 +32,7 @@ from temporalio.api.sdk.v1 import ExternalStorageReference
 from temporalio.converter import DataConverter
 
 if TYPE_CHECKING:
-    from codemode.activities.storage import BlobStore
+    from codemode.storage import BlobStore
 
 log = logging.getLogger(__name__)
 

@@ -4,10 +4,10 @@ pydantic JSON for our models, then Temporal's own claim check: any payload at or
 ``PAYLOAD_THRESHOLD`` bytes (a tool's 40,000 rows, a large input, the state a long run
 carries into its next run) goes to the object store through the SDK's ``S3StorageDriver``
 and the history holds a reference with its SHA-256. The same ``BlobStore`` keeps the
-checkpoints (``activities/checkpoints.py``). Where the store is: ``activities/storage.py``.
+checkpoints (``activities/checkpoints.py``). Where the store is: ``storage/__init__.py``.
 
 With ``CODEMODE_ENCRYPTION_KEYS`` set, an AES-256-GCM payload codec sits between the two
-(``activities/encryption.py``): every payload is encrypted before the claim check decides
+(``storage/encryption.py``): every payload is encrypted before the claim check decides
 where it goes, so the object store holds ciphertext too, and failures carry their message and
 stack trace as an encoded (so encrypted) attribute instead of in the clear. What stays
 readable: key ids, external-storage references (driver name, key, SHA-256 of the ciphertext),
@@ -35,8 +35,8 @@ from temporalio.converter import (
     PayloadConverter,
 )
 
-from codemode.activities.encryption import DecryptionFailed, EncryptionCodec, Keyring, UnknownEncryptionKey
-from codemode.activities.storage import BlobStore, StorageSettings, open_blob_store
+from codemode.storage import BlobStore, StorageSettings, open_blob_store
+from codemode.storage.encryption import DecryptionFailed, EncryptionCodec, Keyring, UnknownEncryptionKey
 
 #: Payloads this large or larger are stored outside the history (the SDK's default).
 PAYLOAD_THRESHOLD = int(os.environ.get("CODEMODE_PAYLOAD_THRESHOLD") or 256 * 1024)

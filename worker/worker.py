@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Literal
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from codemode.activities.notify.config import NotifyConfig
 from codemode.activities.retention import SweepInput
 from codemode.activities.sandbox_sweep import SandboxSweepInput
-from codemode.activities.storage import BlobStore
 from codemode.activities.tools import ToolRegistry
+from codemode.approvals.notify.config import NotifyConfig
 from codemode.runtimes import CodeRuntime
+from codemode.storage import BlobStore
 from codemode.worker.converter import store_of
 from codemode.worker.plugin import BUILD_ID, MAX_CONCURRENT_ACTIVITIES, CodeModePlugin, session_queue_name
 from codemode.workflows.models import TASK_QUEUE

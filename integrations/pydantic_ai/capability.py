@@ -72,7 +72,7 @@ if TYPE_CHECKING:
     from temporalio.client import Client
 
     from codemode.activities.tools import ToolRegistry
-    from codemode.worker.client.sessions import CellHandle
+    from codemode.client.sessions import CellHandle
 
 #: The tool's own description; the functions and the rules are in the instructions.
 TOOL_DESCRIPTION = (
@@ -244,7 +244,7 @@ class DurableCodeMode(AbstractCapability[Any]):
         return run_code_return(cell.outcome, session=cell.session, cell=cell.index, notice=notice)
 
     async def _run_cell_from_client(self, ctx: RunContext[Any], code: str, restart: bool) -> RunCodeReturn | ToolReturn:
-        from codemode.worker.client.following import wait_for_outcome
+        from codemode.client.following import wait_for_outcome
 
         cell, notice = await self._submit_cell(self.session_name(ctx), self.request(code, restart=restart))
         where = {"execution_id": cell.execution_id, "session": cell.session, "cell": cell.index}
@@ -287,7 +287,7 @@ class DurableCodeMode(AbstractCapability[Any]):
                 del self._turns[key]
 
     async def _submit_in_turn(self, base: str, request: CodeExecutionRequest) -> tuple[CellHandle, str | None]:
-        from codemode.worker.client.sessions import SessionClosed, submit_cell
+        from codemode.client.sessions import SessionClosed, submit_cell
 
         client = await self.get_client()
         queue = self.task_queue or os.environ.get("CODEMODE_TASK_QUEUE") or TASK_QUEUE
@@ -311,8 +311,8 @@ class DurableCodeMode(AbstractCapability[Any]):
         raise SessionClosed(f"sessions {base!r} to {replacement_name(base, generation)!r} are all closed")
 
     async def _run_from_client(self, code: str) -> RunCodeReturn | ToolReturn:
-        from codemode.worker.client.executions import start_execution
-        from codemode.worker.client.following import wait_for_outcome
+        from codemode.client.executions import start_execution
+        from codemode.client.following import wait_for_outcome
 
         client = await self.get_client()
         handle = await start_execution(
@@ -336,7 +336,7 @@ class DurableCodeMode(AbstractCapability[Any]):
     async def get_client(self) -> Client:
         """The client given, else ``codemode.connect()`` (Temporal's profile and ``TEMPORAL_*`` variables; made once)."""
         if self.client is None:
-            from codemode.worker.client.connection import connect
+            from codemode.worker.connection import connect
 
             self.client = await connect()
         return self.client
@@ -345,7 +345,7 @@ class DurableCodeMode(AbstractCapability[Any]):
         """Close the session of a conversation that is over (outside a workflow): its state
         is deleted now instead of after ``session_idle_timeout``. A later call of that
         conversation would start a new session (and the model would be told)."""
-        from codemode.worker.client.sessions import SessionNotFound, close_session
+        from codemode.client.sessions import SessionNotFound, close_session
 
         base = conversation_session_name(self.name, conversation_id)
         try:
@@ -369,15 +369,15 @@ class DurableCodeMode(AbstractCapability[Any]):
         approve with ``arguments`` changed (checked against the tool's parameters), deny with a
         ``comment``, or give ``answer`` as the call's result instead of running the tool.
         Returns the recorded decision, or None when no worker runs (recorded as a signal,
-        applied later); raises ``codemode.worker.client.following.DecisionRefused`` when that
+        applied later); raises ``codemode.client.following.DecisionRefused`` when that
         call is not waiting or the edit or answer does not fit the tool.
 
         Signed with ``by``'s key when there is one: ``key_file``, ``CODEMODE_APPROVER_KEY`` (when
         ``CODEMODE_APPROVER`` is ``by``), or the one ``codemode keygen --approver NAME`` made. A
         worker with an approvers file needs it: without a key this raises
-        ``codemode.worker.client.signing.SigningKeyMissing`` saying what to set up."""
-        from codemode.worker.client.following import send_decision
-        from codemode.worker.client.signing import door_signer, sign_pending
+        ``codemode.client.signing.SigningKeyMissing`` saying what to set up."""
+        from codemode.client.following import send_decision
+        from codemode.client.signing import door_signer, sign_pending
         from codemode.workflows.models import Answer, Decision
 
         if not by or not by.strip():
@@ -411,7 +411,7 @@ class DurableCodeMode(AbstractCapability[Any]):
         """Wait until the executions behind this tool's deferred calls have finished, and give
         the results to resume the agent with: ``agent.run(message_history=...,
         deferred_tool_results=...)``. Works from any process, days later."""
-        from codemode.worker.client.sessions import CellHandle
+        from codemode.client.sessions import CellHandle
 
         client = await self.get_client()
         results: dict[str, Any] = {}

@@ -11,7 +11,7 @@ from typing import get_args
 import pytest
 
 from codemode.activities import ToolRegistry
-from codemode.worker.client.connection import connect
+from codemode.worker.connection import connect
 from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.models import ExecutionState
 from tests.cli.runner import approve_command, codemode

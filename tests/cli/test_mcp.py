@@ -44,7 +44,7 @@ async def test_a_bad_configuration_is_a_usage_error(env, mcp_config: Path, tmp_p
     # The same checks in this process (each `codemode` start costs seconds): what they print.
     from codemode.activities import ToolRegistry
     from codemode.activities.mcp_tools import load_mcp_config
-    from codemode.worker.cli.common import Fail, open_mcp
+    from codemode.apps.cli.common import Fail, open_mcp
     from examples import tools as example_tools
 
     entry = json.loads(mcp_config.read_text())["mcpServers"]["everything"]

@@ -15,10 +15,10 @@ from mcp import Client as MCPClient
 from temporalio.worker import Interceptor, Worker, WorkflowInboundInterceptor, WorkflowInterceptorClassInput
 
 from codemode.activities import ToolRegistry
-from codemode.integrations.mcp_server.backend import Backend, BackendSlot
-from codemode.integrations.mcp_server.catalog import ToolCatalog
-from codemode.integrations.mcp_server.execute import Executions
-from codemode.integrations.mcp_server.server import build_server
+from codemode.apps.mcp.backend import Backend, BackendSlot
+from codemode.apps.mcp.catalog import ToolCatalog
+from codemode.apps.mcp.execute import Executions
+from codemode.apps.mcp.server import build_server
 from codemode.worker.plugin import CodeModePlugin
 from tests.integrations.mcp_server.clients import TOOLS
 
