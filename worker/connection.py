@@ -103,15 +103,31 @@ class Target:
     configured: bool = False
     #: The profile named (a flag or ``TEMPORAL_PROFILE``), for the commands printed to a person.
     profile: str | None = None
+    #: What was said explicitly (the flags), over the environment and the profile.
+    given: ConnectionOptions = field(default_factory=lambda: ConnectionOptions(), compare=False, repr=False)
 
     def flags(self) -> str:
-        """`` --address X --namespace N --profile P`` (what differs from the defaults; never
-        the API key): for a command printed to a person in another shell."""
+        """The connection flags of a command printed for a person to copy into another shell,
+        the one printer of them: `` --address X --namespace N --profile P`` where they differ
+        from the defaults, then the TLS and config-file flags that were given explicitly. Never
+        the API key (a profile or ``TEMPORAL_API_KEY`` carries it)."""
         parts = [f" --address {self.address}"] if self.address != DEFAULT_ADDRESS else []
         if self.namespace != DEFAULT_NAMESPACE:
             parts.append(f" --namespace {self.namespace}")
         if self.profile:
             parts.append(f" --profile {self.profile}")
+        g = self.given
+        for flag, value in (
+            ("--config-file", g.config_file),
+            ("--tls-cert-path", g.tls_cert_path),
+            ("--tls-key-path", g.tls_key_path),
+            ("--tls-ca-path", g.tls_ca_path),
+            ("--tls-server-name", g.tls_server_name),
+        ):
+            if value:
+                parts.append(f" {flag} {value}")
+        if g.tls is not None:
+            parts.append(" --tls" if g.tls else " --no-tls")
         return "".join(parts)
 
     @property
@@ -202,6 +218,7 @@ def resolve(options: ConnectionOptions | None = None, *, env: Mapping[str, str] 
         client_cert=client_cert,
         configured=named or from_file or o.secured() or bool(profile.api_key) or tls_config is not False,
         profile=o.profile or environ.get("TEMPORAL_PROFILE"),
+        given=o,
     )
 
 
@@ -384,39 +401,3 @@ def explain(err: BaseException, target: Target) -> str:
 def _words(code: str) -> str:
     """``PERMISSION_DENIED`` / ``PermissionDenied`` -> ``permission denied``."""
     return re.sub(r"(?<=[a-z])(?=[A-Z])", " ", code).replace("_", " ").lower()
-
-
-async def has_workers(client: Client, task_queue: str) -> bool:
-    """Whether any worker polls the task queue for workflow tasks."""
-    from temporalio.api.enums.v1 import TaskQueueType
-    from temporalio.api.taskqueue.v1 import TaskQueue
-    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-    from temporalio.service import RPCError
-
-    try:
-        resp = await client.workflow_service.describe_task_queue(
-            DescribeTaskQueueRequest(
-                namespace=client.namespace,
-                task_queue=TaskQueue(name=task_queue),
-                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-            )
-        )
-    except RPCError:
-        return True  # cannot tell: assume yes rather than start a second worker
-    return any(not gone_local_process(p.identity) for p in resp.pollers)
-
-
-def gone_local_process(identity: str) -> bool:
-    """Whether a poller's identity (the SDK's ``pid@host``) names a process of this machine
-    that has exited: the server lists a stopped worker's poller for a while, and a command
-    started right after one (a client restarting ``codemode mcp``) must not count on it."""
-    pid, _, host = identity.partition("@")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except OSError:
-        return False
-    return False

@@ -42,7 +42,7 @@ from typing import NamedTuple
 
 import click
 
-from codemode.apps.cli.common import note
+from codemode.apps.command_line import note
 
 #: Entry-point group under which the layers above worker/ register commands.
 COMMANDS_GROUP = "codemode.commands"

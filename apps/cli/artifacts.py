@@ -10,11 +10,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from codemode.apps.cli.common import connection_options, json_option
+from codemode.apps.cli.common import json_option
+from codemode.apps.command_line import connection_options
+
+if TYPE_CHECKING:
+    from codemode.worker.connection import Target
 
 
 @click.command()
@@ -29,35 +33,36 @@ from codemode.apps.cli.common import connection_options, json_option
 )
 @json_option
 @connection_options
-def artifacts(execution_id: str, name: str | None, output: str | None, as_json: bool, address: str) -> int:
+def artifacts(execution_id: str, name: str | None, output: str | None, as_json: bool, target: Target) -> int:
     """List an execution's artifacts, or fetch the one called NAME."""
-    return asyncio.run(_artifacts(execution_id, name, output, as_json, address))
+    return asyncio.run(_artifacts(execution_id, name, output, as_json, target))
 
 
-async def _artifacts(execution_id: str, name: str | None, output: str | None, as_json: bool, address: str) -> int:
+async def _artifacts(execution_id: str, name: str | None, output: str | None, as_json: bool, target: Target) -> int:
     async with contextlib.AsyncExitStack() as stack:
-        client = await _client(address, stack)
+        client = await _client(target, stack)
         return await _artifacts_of(client, execution_id, name, output, as_json)
 
 
-async def _client(address: str, stack: contextlib.AsyncExitStack) -> Any:
-    """A client for ``address``. When nothing answers at a local address, the embedded server
+async def _client(target: Target, stack: contextlib.AsyncExitStack) -> Any:
+    """A client for ``target``. When nothing answers at a local address, the embedded server
     (its database holds what `codemode run` ran on it) starts for this command and stops with
     it: the README's `codemode run` then `codemode artifacts` works with no server left up."""
-    from codemode.apps.cli.common import command_target, note, open_client, start_server
-    from codemode.worker.connection import server_answers, split_address
+    from codemode.apps.cli.common import open_client, start_server
+    from codemode.apps.command_line import note
+    from codemode.worker.connection import local_target, server_answers, split_address
 
-    target = command_target(address)
-    if server_answers(address) or not target.may_embed:
-        return await open_client(address, quick=True)
-    server = await start_server(split_address(address)[1], None, None, namespace=target.namespace)
+    if server_answers(target.address) or not target.may_embed:
+        return await open_client(target, quick=True)
+    server = await start_server(split_address(target.address)[1], None, None, namespace=target.namespace)
     stack.push_async_callback(server.stop)
-    note(f"No Temporal server at {address}: started the embedded one to read the execution (db {server.db}).")
-    return await open_client(server.address, quick=True)
+    note(f"No Temporal server at {target.address}: started the embedded one to read the execution (db {server.db}).")
+    return await open_client(local_target(server.address, target.namespace), quick=True)
 
 
 async def _artifacts_of(client: Any, execution_id: str, name: str | None, output: str | None, as_json: bool) -> int:
-    from codemode.apps.cli.common import EXIT_OK, Fail, existing_handle
+    from codemode.apps.cli.common import existing_handle
+    from codemode.apps.command_line import EXIT_OK, Fail
 
     handle, desc = await existing_handle(client, execution_id)
     from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
@@ -98,7 +103,7 @@ def _list(items: list[Any], as_json: bool) -> None:
 
 async def _load(client: Any, execution_id: str, artifact: Any) -> bytes:
     from codemode.activities.checkpoints import CheckpointUnusable
-    from codemode.apps.cli.common import Fail
+    from codemode.apps.command_line import Fail
     from codemode.client.artifacts import read_artifact
 
     try:

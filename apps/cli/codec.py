@@ -12,7 +12,8 @@ from collections.abc import Sequence
 
 import click
 
-from codemode.apps.cli.common import EXIT_OK, Fail, note, start_codec_server
+from codemode.apps.cli.common import start_codec_server
+from codemode.apps.command_line import EXIT_OK, Fail, note
 from codemode.storage.encryption import KEY_ID_PATTERN, KEYS_ENV, EncryptionKeyError, Keyring, new_key
 from codemode.worker.codec_server import DEFAULT_PORT, DEFAULT_UI_ORIGINS
 

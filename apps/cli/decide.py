@@ -14,18 +14,12 @@ from typing import TYPE_CHECKING
 
 import click
 
-from codemode.apps.cli.common import (
-    EXIT_OK,
-    Fail,
-    connection_options,
-    find_execution,
-    note,
-    open_client,
-    os_user,
-)
+from codemode.apps.cli.common import find_execution, open_client, os_user
+from codemode.apps.command_line import EXIT_OK, Fail, connection_options, note
 
 if TYPE_CHECKING:
     from codemode.client.signing import Signer
+    from codemode.worker.connection import Target
 
 
 def _json_option(text: str | None, flag: str) -> object:
@@ -63,7 +57,7 @@ def _decision_command(approve: bool) -> click.Command:
         by: str | None,
         key_file: str | None,
         text: str | None,
-        address: str,
+        target: Target,
         **extra: object,
     ) -> int:
         if call_id is not None and every:
@@ -75,7 +69,7 @@ def _decision_command(approve: bool) -> click.Command:
 
         signer = _signer(by or os_user(), key_file)
         return asyncio.run(
-            _decide(approve, execution_id, call_id, every, by or os_user(), text, address, signer, edits=edits)
+            _decide(approve, execution_id, call_id, every, by or os_user(), text, target, signer, edits=edits)
         )
 
     if approve:
@@ -116,7 +110,7 @@ def answer(
     by: str | None,
     key_file: str | None,
     text: str | None,
-    address: str,
+    target: Target,
 ) -> int:
     """Answer a tool call waiting for approval instead of the tool: the code gets RESULT as the
     call's result and the tool does not run (RESULT must fit what the tool returns)."""
@@ -127,7 +121,7 @@ def answer(
     value = _json_option(result, "--result")
     signer = _signer(by or os_user(), key_file)
     return asyncio.run(
-        _decide(True, execution_id, call_id, False, by or os_user(), text, address, signer, answer=Answer(value=value))
+        _decide(True, execution_id, call_id, False, by or os_user(), text, target, signer, answer=Answer(value=value))
     )
 
 
@@ -149,7 +143,7 @@ async def _decide(
     every: bool,
     by: str,
     text: str | None,
-    address: str,
+    target: Target,
     signer: Signer | None = None,
     *,
     edits: object = None,
@@ -160,11 +154,11 @@ async def _decide(
 
     from temporalio.client import WorkflowExecutionStatus
 
+    from codemode.client.backend import has_workers
     from codemode.client.following import DecisionRefused, closed_word, query_status, send_decision
     from codemode.client.signing import setup_hint, signing_required
-    from codemode.worker.connection import has_workers
 
-    client = await open_client(address, quick=True)
+    client = await open_client(target, quick=True)
     found = await find_execution(client, execution_id)
     if found.handle is None:
         raise Fail(
@@ -247,14 +241,14 @@ CANCEL_WAIT_SECONDS = 10.0
 @click.argument("execution_id", metavar="ID")
 @click.option("--reason", default=None, help="Why, recorded in the history [default: cancelled by the OS user].")
 @connection_options
-def cancel(execution_id: str, reason: str | None, address: str) -> int:
+def cancel(execution_id: str, reason: str | None, target: Target) -> int:
     """Cancel an execution: it stops where it is, even while it waits for approval."""
     import asyncio
 
-    return asyncio.run(_cancel(execution_id, reason or f"cancelled by {os_user()}", address))
+    return asyncio.run(_cancel(execution_id, reason or f"cancelled by {os_user()}", target))
 
 
-async def _cancel(execution_id: str, reason: str, address: str) -> int:
+async def _cancel(execution_id: str, reason: str, target: Target) -> int:
     import asyncio
 
     from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
@@ -262,10 +256,10 @@ async def _cancel(execution_id: str, reason: str, address: str) -> int:
 
     from codemode.apps.cli.common import existing_handle
     from codemode.client import display
+    from codemode.client.backend import has_workers
     from codemode.client.following import closed_word
-    from codemode.worker.connection import has_workers
 
-    client = await open_client(address, quick=True)
+    client = await open_client(target, quick=True)
     handle, desc = await existing_handle(client, execution_id)
     if desc.status != WorkflowExecutionStatus.RUNNING:
         raise Fail(f"execution {execution_id} is already closed ({closed_word(desc.status)}); nothing to cancel")

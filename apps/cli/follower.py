@@ -10,7 +10,8 @@ from typing import Any
 import click
 from temporalio.client import WorkflowHandle
 
-from codemode.apps.cli.common import note, os_user
+from codemode.apps.cli.common import os_user
+from codemode.apps.command_line import note
 from codemode.client import display
 from codemode.client.call_progress import ended_calls
 from codemode.client.following import PARKED_POLL_MAX_SECONDS, POLL_SECONDS, waiting_status

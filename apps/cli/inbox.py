@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from codemode.apps.cli.common import EXIT_OK, Fail, connection_options, note
+from codemode.apps.command_line import EXIT_OK, Fail, connection_options, note
+
+if TYPE_CHECKING:
+    from codemode.worker.connection import Target
 
 
 @click.command()
@@ -65,7 +70,7 @@ def inbox(
     notify_config: str | None,
     signing_key: str | None,
     signer_name: str,
-    address: str,
+    target: Target,
 ) -> int:
     """Serve the approvals inbox: every call waiting for approval, to approve, deny, edit then
     approve, or answer instead of the tool, as the signed-in person; until Ctrl-C."""
@@ -73,8 +78,7 @@ def inbox(
 
     from codemode.approvals.keys import ApproverKeyError
     from codemode.approvals.notify.config import NotifyConfigError, load_notify_config
-    from codemode.apps.inbox.auth import AuthConfigError, InboxAuth
-    from codemode.apps.inbox.signing import inbox_signer
+    from codemode.apps.inbox import AuthConfigError, InboxAuth, inbox_signer
 
     try:
         auth = InboxAuth.build(trusted_header, list(trusted_proxies), users_file)
@@ -83,15 +87,15 @@ def inbox(
     except (AuthConfigError, NotifyConfigError, ApproverKeyError) as err:
         raise Fail(str(err)) from None
     secret = config.links.secret if config and config.links else None
-    return asyncio.run(_serve(address, auth, host, port, secret, signer))
+    return asyncio.run(_serve(target, auth, host, port, secret, signer))
 
 
-async def _serve(address: str, auth: object, host: str, port: int, secret: str | None, signer: object = None) -> int:
+async def _serve(target: Target, auth: object, host: str, port: int, secret: str | None, signer: object = None) -> int:
     from codemode.apps.cli.common import open_client
     from codemode.apps.cli.serve import until_stopped
-    from codemode.apps.inbox.serve import start_inbox
+    from codemode.apps.inbox import start_inbox
 
-    client = await open_client(address)
+    client = await open_client(target)
     try:
         running = await start_inbox(
             client,

@@ -14,22 +14,15 @@ from typing import TYPE_CHECKING
 
 import click
 
-from codemode.apps.cli.common import (
-    EXIT_OK,
-    connection_options,
-    emit,
-    existing_handle,
-    find_execution,
-    json_option,
-    note,
-    open_client,
-)
+from codemode.apps.cli.common import emit, existing_handle, find_execution, json_option, open_client
+from codemode.apps.command_line import EXIT_OK, connection_options, note
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
     from temporalio.client import Client, WorkflowExecutionStatus
 
     from codemode.client.histories.audit import ExecutionAudit
+    from codemode.worker.connection import Target
     from codemode.workflows.models import ExecutionStatus
 
 
@@ -90,21 +83,21 @@ def status_from_audit(audit: ExecutionAudit) -> ExecutionStatus:
 @click.argument("execution_id", metavar="ID")
 @json_option
 @connection_options
-def status(execution_id: str, as_json: bool, address: str) -> int:
+def status(execution_id: str, as_json: bool, target: Target) -> int:
     """An execution's state, pending approvals, tool calls so far and stdout (the status query).
 
     ID is an execution's id, or a session's (session:NAME): then its running cell's status."""
     import asyncio
 
-    return asyncio.run(_status(execution_id, as_json, address))
+    return asyncio.run(_status(execution_id, as_json, target))
 
 
-async def _status(execution_id: str, as_json: bool, address: str) -> int:
+async def _status(execution_id: str, as_json: bool, target: Target) -> int:
     from codemode.client import display
+    from codemode.client.backend import has_workers
     from codemode.client.following import query_status
-    from codemode.worker.connection import has_workers
 
-    client = await open_client(address, quick=True)
+    client = await open_client(target, quick=True)
     waiting = await _queued_cell(client, execution_id)
     if waiting is not None:  # a session's cell that has not started: its session says why
         emit(
@@ -185,7 +178,7 @@ async def _queued_cell(client: Client, execution_id: str) -> BaseModel | None:
 )
 @connection_options
 def history(
-    execution_id: str, as_json: bool, verify: bool, approvers: str | None, history_file: str | None, address: str
+    execution_id: str, as_json: bool, verify: bool, approvers: str | None, history_file: str | None, target: Target
 ) -> int:
     """The audit timeline from the Temporal history: calls, attempts, approvals, timings."""
     import asyncio
@@ -193,15 +186,15 @@ def history(
     if verify or history_file:
         from codemode.apps.cli.verify import verify_command
 
-        return asyncio.run(verify_command(execution_id, as_json, approvers, history_file, address))
-    return asyncio.run(_history(execution_id, as_json, address))
+        return asyncio.run(verify_command(execution_id, as_json, approvers, history_file, target))
+    return asyncio.run(_history(execution_id, as_json, target))
 
 
-async def _history(execution_id: str, as_json: bool, address: str) -> int:
+async def _history(execution_id: str, as_json: bool, target: Target) -> int:
     from codemode.client import display
     from codemode.client.histories.audit import fetch_audit
 
-    client = await open_client(address, quick=True)
+    client = await open_client(target, quick=True)
     await existing_handle(client, execution_id)
     audit = await fetch_audit(client, execution_id)
     emit(audit, display.audit_lines(audit), as_json=as_json)

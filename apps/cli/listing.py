@@ -5,18 +5,23 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import click
 from pydantic import BaseModel
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from codemode.apps.cli.common import EXIT_OK, Fail, connection_options, emit, json_option, note, open_client
+from codemode.apps.cli.common import emit, json_option, open_client
+from codemode.apps.command_line import EXIT_OK, Fail, connection_options, note
 from codemode.client.executions import unplain
 from codemode.client.following import CLOSED_STATES
 from codemode.runtimes import RUNTIMES
 from codemode.storage.encryption import KEY_ID_METADATA, DecryptionFailed, UnknownEncryptionKey
 from codemode.workflows.models import RUNTIME_KEY, SA_RUNTIME, SA_STATUS, STATUS_KEY, WORKFLOW_TYPE
+
+if TYPE_CHECKING:
+    from codemode.worker.connection import Target
 
 #: The state words, the same in `status`, `list` and the CodeModeStatus search attribute.
 STATES = ("running", "awaiting_approval", "completed", "failed", "cancelled", "timed_out")
@@ -105,9 +110,9 @@ def list_lines(listing: ExecutionList) -> list[str]:
 )
 @json_option
 @connection_options
-def list_executions(state: str | None, runtime: str | None, limit: int, as_json: bool, address: str) -> int:
+def list_executions(state: str | None, runtime: str | None, limit: int, as_json: bool, target: Target) -> int:
     """Executions newest first, from the server's visibility index (no worker needed)."""
-    return asyncio.run(_list(state, runtime, limit, as_json, address))
+    return asyncio.run(_list(state, runtime, limit, as_json, target))
 
 
 #: Each state as Temporal's own status alone, for a namespace without our search attributes.
@@ -148,11 +153,11 @@ async def _list_unindexed(client: Client, state: str, limit: int) -> tuple[str, 
     return query, found, states
 
 
-async def _list(state: str | None, runtime: str | None, limit: int, as_json: bool, address: str) -> int:
+async def _list(state: str | None, runtime: str | None, limit: int, as_json: bool, target: Target) -> int:
     from codemode.client.requests import search_attributes_registered
     from codemode.worker.search_attributes import how_to_create
 
-    client = await open_client(address, quick=True)
+    client = await open_client(target, quick=True)
     query, states = list_query(state, runtime), {}
     try:
         if (state or runtime) and not await search_attributes_registered(client):

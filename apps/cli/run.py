@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import os
 import sys
 from dataclasses import dataclass
@@ -21,7 +20,9 @@ from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import CancelledError, WorkflowAlreadyStartedError
 
 from codemode.activities.tools import ToolRegistry
-from codemode.apps.cli.common import (
+from codemode.apps.cli.common import existing_handle, interactive_terminal, json_option, open_client
+from codemode.apps.cli.follower import Follower
+from codemode.apps.command_line import (
     EXIT_AWAITING_APPROVAL,
     EXIT_CODE_ERROR,
     EXIT_OK,
@@ -30,40 +31,19 @@ from codemode.apps.cli.common import (
     Fail,
     Size,
     cli_config_option,
-    command_target,
     connection_options,
-    existing_handle,
-    interactive_terminal,
-    json_option,
-    load_cli_config_file,
-    load_mcp_config_file,
-    load_tools,
+    load_tool_sources,
     mcp_config_option,
     note,
-    open_cli,
-    open_client,
-    open_mcp,
-    printed_address_flag,
-    start_server,
     task_queue_option,
     tools_option,
+    usage_errors,
 )
-from codemode.apps.cli.follower import Follower
 from codemode.client import display
 from codemode.client.executions import InputTooLarge, check_request_size, start_execution
-from codemode.client.following import (
-    cancel_reason,
-)
+from codemode.client.following import cancel_reason
 from codemode.runtimes import RUNTIMES
 from codemode.runtimes.types import ExecutionLimits
-from codemode.worker.connection import (
-    connect,
-    embedding_refused,
-    has_workers,
-    local_target,
-    server_answers,
-    split_address,
-)
 from codemode.workflows.models import (
     CODE_APPROVAL_ID,
     CodeExecutionRequest,
@@ -74,7 +54,9 @@ from codemode.workflows.models import (
 )
 
 if TYPE_CHECKING:
-    from codemode.activities.mcp_tools import McpConfig
+    from codemode.client.backend import Backend
+    from codemode.worker.connection import Target
+    from codemode.worker.tool_sources import Tools
 
 #: The defaults the help text shows (the models hold them; the flags only override).
 _LIMITS = ExecutionLimits()
@@ -284,9 +266,7 @@ async def follow(
 )
 @connection_options
 @task_queue_option
-@click.pass_context
 def run(
-    ctx: click.Context,
     file: str,
     tools_module: str | None,
     mcp_config: str | None,
@@ -310,7 +290,7 @@ def run(
     session_name: str | None,
     restart: bool,
     idle_timeout: timedelta | None,
-    address: str,
+    target: Target,
     task_queue: str,
 ) -> int:
     """Run a code file (or - for stdin) and show each tool call as it happens.
@@ -348,26 +328,19 @@ def run(
         )
     except ValidationError as err:
         raise Fail(f"bad request: {err.errors()[0]['msg']}") from None
-    registry = load_tools(tools_module) if tools_module else None
-    config = load_mcp_config_file(mcp_config)
-    registry = open_cli(registry, load_cli_config_file(cli_config))
-    if registry is not None and allowed_tools and config is None:
+    tools = load_tool_sources(tools_module, mcp_config, cli_config, required=False)
+    if tools.registry is not None and allowed_tools and tools.mcp_config is None:
         sources = " or ".join(s for s in (tools_module, cli_config and "the CLI tools") if s)
-        _check_allowed(registry, allowed_tools, sources)
+        _check_allowed(tools.registry, allowed_tools, sources)
     opts = RunOptions(
         request=request,
-        registry=registry,
-        mcp_config=config,
-        mcp_config_file=mcp_config,
-        cli_config_file=cli_config,
-        tools_module=tools_module,
+        tools=tools,
         execution_id=execution_id,
         as_json=as_json,
         no_wait=no_wait,
-        address=address,
+        target=target,
         task_queue=task_queue,
         interactive=file != "-" and not as_json and interactive_terminal(),
-        address_flag=printed_address_flag(ctx),
         session=session_name,
         restart=restart,
         idle_timeout=idle_timeout,
@@ -385,19 +358,14 @@ def _check_allowed(registry: ToolRegistry, allowed: list[str] | tuple[str, ...],
 @dataclass
 class RunOptions:
     request: CodeExecutionRequest
-    registry: ToolRegistry | None
-    tools_module: str | None
+    #: The tools loaded (the MCP servers of ``--mcp-config`` start only if this process runs the worker).
+    tools: Tools
     execution_id: str | None
     as_json: bool
     no_wait: bool
-    address: str
+    target: Target
     task_queue: str
     interactive: bool
-    address_flag: str
-    #: The checked ``--mcp-config`` (servers start only if this process runs the worker).
-    mcp_config: McpConfig | None = None
-    mcp_config_file: str | None = None
-    cli_config_file: str | None = None
     session: str | None = None
     restart: bool = False
     idle_timeout: timedelta | None = None
@@ -438,18 +406,15 @@ async def _run(opts: RunOptions) -> int:
     except InputTooLarge as err:
         raise Fail(str(err)) from None
     async with contextlib.AsyncExitStack() as stack:
-        client, own_worker, parked_extra = await _client_and_worker_for_run(opts, stack)
+        backend = await _open_backend(opts, stack)
+        client, flags, parked_extra = backend.client, backend.flags(), _parked_extra(opts, backend)
         if opts.session is not None:
             handle = await _start_cell(client, opts)
             if opts.no_wait:
                 click.echo(handle.id)
                 return EXIT_OK
             return await follow(
-                handle,
-                as_json=opts.as_json,
-                interactive=opts.interactive,
-                address_flag=opts.address_flag,
-                parked_extra=parked_extra,
+                handle, as_json=opts.as_json, interactive=opts.interactive, address_flag=flags, parked_extra=parked_extra
             )
         try:
             handle = await start_execution(
@@ -466,80 +431,58 @@ async def _run(opts: RunOptions) -> int:
             ) from None
         if opts.no_wait:
             click.echo(handle.id)
-            if own_worker:
+            if backend.own_worker:
                 note("note: no worker stays up after this command; the execution continues when one runs.")
             return EXIT_OK
         if not opts.as_json:
             note(f"Execution {handle.id} started.")
         return await follow(
-            handle,
-            as_json=opts.as_json,
-            interactive=opts.interactive,
-            address_flag=opts.address_flag,
-            parked_extra=parked_extra,
+            handle, as_json=opts.as_json, interactive=opts.interactive, address_flag=flags, parked_extra=parked_extra
         )
 
 
-async def _client_and_worker_for_run(
-    opts: RunOptions, stack: contextlib.AsyncExitStack
-) -> tuple[Client, bool, list[str]]:
-    """A client, plus whatever this process must run itself: the embedded server when nothing
-    answers at a local address, a worker when none polls the task queue. Returns the client,
-    whether a worker runs here, and what to add to the approval message."""
-    from codemode.worker.worker import CodeModeWorker
+async def _open_backend(opts: RunOptions, stack: contextlib.AsyncExitStack) -> Backend:
+    """The client, plus whatever this process must run itself (``client.backend.open_backend``):
+    the embedded server when nothing answers at a local address, a worker when none polls the
+    task queue and there are tools to serve."""
+    from codemode.client.backend import NothingToServe, open_backend
 
-    target, registry, parked_extra = command_target(opts.address), opts.registry, []
-    address = target.address
-    can_serve = registry is not None or opts.mcp_config is not None
-    if server_answers(address):
-        client = await open_client(address)
-        own_worker = not await has_workers(client, opts.task_queue)
-        if own_worker and not can_serve:
-            note(
-                f"warning: no worker polls task queue {opts.task_queue!r}; "
-                "start one with `codemode worker --tools MODULE`"
+    with usage_errors():
+        try:
+            backend = await stack.enter_async_context(
+                open_backend(opts.target, task_queue=opts.task_queue, tools=opts.tools, note=note)
             )
-            return client, False, parked_extra
-        if own_worker:
-            note(f"No worker polls task queue {opts.task_queue!r}: running one in this process.")
-    else:
-        if not target.may_embed:
-            raise Fail(f"no Temporal server answers at {target.describe()}{embedding_refused(target)}")
-        if not can_serve:
+        except NothingToServe:
             raise Fail(
-                f"no Temporal server answers at {address}; pass --tools MODULE "
+                f"no Temporal server answers at {opts.target.address}; pass --tools MODULE "
                 "(or --mcp-config, --cli-config) to start one here with a worker"
-            )
-        server = await start_server(split_address(address)[1], None, None, namespace=target.namespace)
-        stack.push_async_callback(server.stop)
-        note(f"No Temporal server at {address}: started the embedded one (UI {server.ui_url}, db {server.db}).")
-        client = await connect(target=local_target(server.address, target.namespace))
-        own_worker = True
-        flags = " ".join(
-            f
-            for f in (
-                opts.tools_module and f"--tools {opts.tools_module}",
-                opts.mcp_config_file and f"--mcp-config {opts.mcp_config_file}",
-                opts.cli_config_file and f"--cli-config {opts.cli_config_file}",
-            )
-            if f
+            ) from None
+    if not backend.own_worker and not backend.workers_elsewhere:
+        note(f"warning: no worker polls task queue {opts.task_queue!r}; start one with `codemode worker --tools MODULE`")
+    if backend.own_worker and opts.tools.mcp_servers is not None and opts.request.tools:
+        assert opts.tools.registry is not None
+        _check_allowed(opts.tools.registry, opts.request.tools, "the tools module, the CLI tools or the MCP servers")
+    return backend
+
+
+def _parked_extra(opts: RunOptions, backend: Backend) -> list[str]:
+    """What a parked run's message adds when the embedded server stops with this command."""
+    if backend.server is None:
+        return []
+    sources = opts.tools.sources
+    flags = " ".join(
+        f
+        for f in (
+            sources.tools_module and f"--tools {sources.tools_module}",
+            sources.mcp_config and f"--mcp-config {sources.mcp_config}",
+            sources.cli_config and f"--cli-config {sources.cli_config}",
         )
-        parked_extra = [
-            "The embedded server stops with this command; the execution is saved in its database.",
-            f"Run `codemode dev {flags}` first, so a server and a worker are up to act on the decision.",
-        ]
-    if own_worker:
-        # Tool failures are shown as call lines; the worker's tracebacks would only be noise here.
-        for name in ("temporalio.activity", "temporalio.workflow"):
-            logging.getLogger(name).setLevel(logging.ERROR)
-        registry, servers = await open_mcp(registry, opts.mcp_config)
-        if servers is not None:
-            stack.push_async_callback(servers.aclose)  # the worker closes them too; twice is harmless
-            if opts.request.tools:
-                _check_allowed(registry, opts.request.tools, "the tools module, the CLI tools or the MCP servers")
-        worker = CodeModeWorker(client, registry, task_queue=opts.task_queue, mcp=servers)
-        await stack.enter_async_context(worker.running())
-    return client, own_worker, parked_extra
+        if f
+    )
+    return [
+        "The embedded server stops with this command; the execution is saved in its database.",
+        f"Run `codemode dev {flags}` first, so a server and a worker are up to act on the decision.",
+    ]
 
 
 # -- result ---------------------------------------------------------------------------------------------
@@ -549,14 +492,14 @@ async def _client_and_worker_for_run(
 @click.argument("execution_id", metavar="ID")
 @json_option
 @connection_options
-@click.pass_context
-def result(ctx: click.Context, execution_id: str, as_json: bool, address: str) -> int:
+def result(execution_id: str, as_json: bool, target: Target) -> int:
     """Wait for an execution's outcome (same output and exit codes as run)."""
-    return asyncio.run(_result(execution_id, as_json, address, printed_address_flag(ctx)))
+    return asyncio.run(_result(execution_id, as_json, target))
 
 
-async def _result(execution_id: str, as_json: bool, address: str, address_flag: str) -> int:
-    client = await open_client(address, quick=True)
+async def _result(execution_id: str, as_json: bool, target: Target) -> int:
+    client = await open_client(target, quick=True)
+    address_flag = target.flags()
     handle, _ = await existing_handle(client, execution_id)
     interactive = not as_json and interactive_terminal()
     return await follow(handle, as_json=as_json, interactive=interactive, address_flag=address_flag, parked_extra=[])

@@ -14,33 +14,25 @@ import click
 from temporalio.client import Client
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
-from codemode.activities.tools import ToolRegistry
-from codemode.apps.cli.common import (
+from codemode.apps.cli.common import codec_port_option, open_client, port_option, start_server, ui_port_option
+from codemode.apps.command_line import (
     EXIT_OK,
     Fail,
     cli_config_option,
-    codec_port_option,
     connection_options,
-    load_cli_config_file,
-    load_mcp_config_file,
-    load_tools,
+    load_tool_sources,
     mcp_config_option,
     note,
-    open_cli,
-    open_client,
-    open_mcp,
-    port_option,
-    require_tools,
-    start_server,
     task_queue_option,
     tools_option,
-    ui_port_option,
+    usage_errors,
 )
 from codemode.worker.connection import connect, local_target
 from codemode.worker.dev_server import EmbeddedServer, default_db_path
 
 if TYPE_CHECKING:
-    from codemode.activities.mcp_tools import McpConfig
+    from codemode.worker.connection import Target
+    from codemode.worker.tool_sources import Tools
 
 
 class MetricsAddress(click.ParamType):
@@ -170,8 +162,7 @@ def server_banner(server: EmbeddedServer) -> list[str]:
 
 async def _serve_worker(
     client: Client,
-    registry: ToolRegistry | None,
-    mcp_config: McpConfig | None,
+    tools: Tools,
     task_queue: str,
     address: str,
     versioning: dict[str, str | None] | None = None,
@@ -179,12 +170,12 @@ async def _serve_worker(
 ) -> None:
     from codemode.worker.worker import CodeModeWorker
 
-    registry, servers = await open_mcp(registry, mcp_config)
+    with usage_errors():
+        registry = await tools.start_mcp()
     try:
-        w = CodeModeWorker(client, registry, task_queue=task_queue, mcp=servers, **(versioning or {}))
+        w = CodeModeWorker(client, registry, task_queue=task_queue, mcp=tools.mcp_servers, **(versioning or {}))
     except BaseException:
-        if servers is not None:
-            await servers.aclose()
+        await tools.aclose()
         raise
     async with w.running():  # closes the MCP servers when the worker stops
         if await w.ensure_sweep_schedule():
@@ -209,7 +200,7 @@ async def _serve_worker(
 def use_inbox_key(path: str | None) -> None:
     """Check the inbox's signing key now (a missing or bad file stops ``dev``), for the inbox."""
     from codemode.approvals.keys import ApproverKeyError
-    from codemode.apps.inbox.signing import SIGNING_KEY_ENV, inbox_signer
+    from codemode.apps.inbox import SIGNING_KEY_ENV, inbox_signer
 
     if not path:
         return
@@ -232,9 +223,7 @@ def _inbox_port(asked: int | None) -> int | None:
 async def _start_inbox(client: Client, port: int) -> Any:
     """``codemode dev``'s approvals inbox, on 127.0.0.1, signed in through the printed link."""
     from codemode.approvals.notify.config import load_notify_config
-    from codemode.apps.inbox.auth import InboxAuth
-    from codemode.apps.inbox.serve import start_inbox
-    from codemode.apps.inbox.signing import SIGNING_KEY_ENV, inbox_signer
+    from codemode.apps.inbox import SIGNING_KEY_ENV, InboxAuth, inbox_signer, start_inbox
 
     config = load_notify_config()
     secret = config.links.secret if config and config.links else None
@@ -306,7 +295,7 @@ def worker(
     mcp_config: str | None,
     cli_config: str | None,
     notify_config: str | None,
-    address: str,
+    target: Target,
     task_queue: str,
     metrics: str | None,
     approvers: str | None,
@@ -323,26 +312,19 @@ def worker(
     if deployment_name and "." in deployment_name:
         raise Fail(f"--deployment-name {deployment_name!r}: a deployment name has no '.'")
     use_notify_config(notify_config)
-    registry = load_tools(tools_module) if require_tools(tools_module, mcp_config, cli_config) else None
-    config = load_mcp_config_file(mcp_config)
-    registry = open_cli(registry, load_cli_config_file(cli_config))
+    tools = load_tool_sources(tools_module, mcp_config, cli_config)
     versioning = {"deployment_name": deployment_name, "build_id": build_id}
-    return asyncio.run(_worker(registry, config, address, task_queue, metrics, versioning))
+    return asyncio.run(_worker(tools, target, task_queue, metrics, versioning))
 
 
 async def _worker(
-    registry: ToolRegistry | None,
-    mcp_config: McpConfig | None,
-    address: str,
-    task_queue: str,
-    metrics: str | None,
-    versioning: dict[str, str | None],
+    tools: Tools, target: Target, task_queue: str, metrics: str | None, versioning: dict[str, str | None]
 ) -> int:
     runtime = metrics_runtime(metrics)
-    client = await open_client(address, **client_options(runtime))
+    client = await open_client(target, **client_options(runtime))
     for line in metrics_banner(metrics):
         note(line)
-    await _serve_worker(client, registry, mcp_config, task_queue, address, versioning)
+    await _serve_worker(client, tools, task_queue, target.address, versioning)
     return EXIT_OK
 
 
@@ -417,16 +399,13 @@ def dev(
     use_approvers(approvers)
     use_inbox_key(inbox_signing_key)
     use_notify_config(notify_config)
-    registry = load_tools(tools_module) if require_tools(tools_module, mcp_config, cli_config) else None
-    config = load_mcp_config_file(mcp_config)
-    registry = open_cli(registry, load_cli_config_file(cli_config))
+    tools = load_tool_sources(tools_module, mcp_config, cli_config)
     inbox = _inbox_port(inbox_port)
-    return asyncio.run(_dev(registry, config, port, ui_port, db, task_queue, metrics, codec_port, inbox))
+    return asyncio.run(_dev(tools, port, ui_port, db, task_queue, metrics, codec_port, inbox))
 
 
 async def _dev(
-    registry: ToolRegistry | None,
-    mcp_config: McpConfig | None,
+    tools: Tools,
     port: int,
     ui_port: int | None,
     db: str | None,
@@ -441,7 +420,7 @@ async def _dev(
         for line in [*server_banner(srv), *metrics_banner(metrics)]:
             note(line)
         client = await connect(target=local_target(srv.address), **client_options(runtime))
-        await _serve_worker(client, registry, mcp_config, task_queue, srv.address, inbox_port=inbox_port)
+        await _serve_worker(client, tools, task_queue, srv.address, inbox_port=inbox_port)
     finally:
         await srv.stop()
     return EXIT_OK

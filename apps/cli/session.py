@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from codemode.apps.cli.common import EXIT_OK, Fail, connection_options, emit, json_option, note, open_client
+from codemode.apps.cli.common import emit, json_option, open_client
+from codemode.apps.command_line import EXIT_OK, Fail, connection_options, note
 
 if TYPE_CHECKING:
     from temporalio.client import Client
 
+    from codemode.worker.connection import Target
     from codemode.workflows.session_models import CellRecord, SessionStatus
 
 
@@ -26,17 +28,17 @@ def session() -> None:
 @click.option("--open", "only_open", is_flag=True, help="Only sessions that are open.")
 @json_option
 @connection_options
-def list_command(only_open: bool, as_json: bool, address: str) -> int:
+def list_command(only_open: bool, as_json: bool, target: Target) -> int:
     """The sessions the server knows, newest first."""
     import asyncio
 
-    return asyncio.run(_list(only_open, as_json, address))
+    return asyncio.run(_list(only_open, as_json, target))
 
 
-async def _list(only_open: bool, as_json: bool, address: str) -> int:
+async def _list(only_open: bool, as_json: bool, target: Target) -> int:
     from codemode.client.sessions import list_sessions
 
-    client = await open_client(address, quick=True)
+    client = await open_client(target, quick=True)
     found = await list_sessions(client, include_closed=not only_open)
     if as_json:
         import json
@@ -62,15 +64,15 @@ async def _list(only_open: bool, as_json: bool, address: str) -> int:
 @click.argument("name")
 @json_option
 @connection_options
-def show(name: str, as_json: bool, address: str) -> int:
+def show(name: str, as_json: bool, target: Target) -> int:
     """A session's cells (running, waiting, the last ones), its variables and their types."""
     import asyncio
 
-    return asyncio.run(_show(name, as_json, address))
+    return asyncio.run(_show(name, as_json, target))
 
 
-async def _show(name: str, as_json: bool, address: str) -> int:
-    return await show_session(await open_client(address, quick=True), name, as_json=as_json)
+async def _show(name: str, as_json: bool, target: Target) -> int:
+    return await show_session(await open_client(target, quick=True), name, as_json=as_json)
 
 
 async def show_session(client: Client, name: str, *, as_json: bool) -> int:
@@ -138,17 +140,17 @@ def show_lines(status: SessionStatus) -> list[str]:
 @click.argument("name")
 @click.option("--reason", default=None, help="Why (recorded as the session's close reason).")
 @connection_options
-def close(name: str, reason: str | None, address: str) -> int:
+def close(name: str, reason: str | None, target: Target) -> int:
     """Close a session now: its running cell is cancelled, waiting ones dropped, its state deleted."""
     import asyncio
 
-    return asyncio.run(_close(name, reason, address))
+    return asyncio.run(_close(name, reason, target))
 
 
-async def _close(name: str, reason: str | None, address: str) -> int:
+async def _close(name: str, reason: str | None, target: Target) -> int:
     from codemode.client.sessions import InvalidSessionName, SessionError, close_session
 
-    client = await open_client(address, quick=True)
+    client = await open_client(target, quick=True)
     try:
         summary = await close_session(client, name, reason=reason)
     except (SessionError, InvalidSessionName) as err:
@@ -161,18 +163,18 @@ async def _close(name: str, reason: str | None, address: str) -> int:
 @click.argument("name")
 @click.option("--ipynb", "path", required=True, type=click.Path(dir_okay=False), help="The notebook file to write.")
 @connection_options
-def export(name: str, path: str, address: str) -> int:
+def export(name: str, path: str, target: Target) -> int:
     """Write a session as a Jupyter notebook: code, output, result and error per cell, the tool
     calls in each cell's metadata (validated with nbformat)."""
     import asyncio
 
-    return asyncio.run(_export(name, Path(path), address))
+    return asyncio.run(_export(name, Path(path), target))
 
 
-async def _export(name: str, path: Path, address: str) -> int:
+async def _export(name: str, path: Path, target: Target) -> int:
     from codemode.client.histories.notebook import export_ipynb
 
-    client = await open_client(address, quick=True)
+    client = await open_client(target, quick=True)
     status = await _describe(client, name)
     count = await export_ipynb(client, status, path)
     note(f"wrote {path} ({count} cells)")

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import click
 
 from codemode.activities.retention import SweepInput, SweepReport, sweep
-from codemode.apps.cli.common import EXIT_OK, Duration, connection_options, emit, json_option, open_client, open_store
+from codemode.apps.cli.common import emit, json_option, open_client, open_store
+from codemode.apps.command_line import EXIT_OK, Duration, connection_options
+
+if TYPE_CHECKING:
+    from codemode.worker.connection import Target
 
 
 @click.command()
@@ -22,13 +27,13 @@ from codemode.apps.cli.common import EXIT_OK, Duration, connection_options, emit
 @click.option("--dry-run", is_flag=True, help="Say what would be deleted; delete nothing.")
 @json_option
 @connection_options
-def gc(keep: timedelta | None, dry_run: bool, as_json: bool, address: str) -> int:
+def gc(keep: timedelta | None, dry_run: bool, as_json: bool, target: Target) -> int:
     """Delete what closed executions stored (payloads, checkpoints) past retention."""
-    return asyncio.run(_gc(keep, dry_run, as_json, address))
+    return asyncio.run(_gc(keep, dry_run, as_json, target))
 
 
-async def _gc(keep: timedelta | None, dry_run: bool, as_json: bool, address: str) -> int:
-    client = await open_client(address)
+async def _gc(keep: timedelta | None, dry_run: bool, as_json: bool, target: Target) -> int:
+    client = await open_client(target)
     store = await open_store()
     report = await sweep(client, store, SweepInput(namespace=client.namespace, keep=keep, dry_run=dry_run))
     emit(report, _lines(report, store.location()), as_json=as_json)

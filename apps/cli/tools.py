@@ -3,25 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 import click
 
 from codemode.activities.tools import ToolRegistry, ToolSpec
-from codemode.apps.cli.common import (
+from codemode.apps.command_line import (
     EXIT_OK,
     Fail,
     cli_config_option,
-    load_cli_config_file,
-    load_mcp_config_file,
-    load_tools,
+    load_tool_sources,
     mcp_config_option,
-    open_cli,
-    open_mcp,
-    require_tools,
     tools_option,
+    usage_errors,
 )
 from codemode.runtimes import RUNTIMES
 from codemode.runtimes.signatures import render_stubs
+
+if TYPE_CHECKING:
+    from codemode.worker.tool_sources import Tools
 
 
 @click.command()
@@ -40,16 +40,13 @@ def tools(tools_module: str | None, mcp_config: str | None, cli_config: str | No
     subcommand's help read, what get_schema shows) follow it."""
     from codemode.runtimes import get_runtime
 
-    registry = load_tools(tools_module) if require_tools(tools_module, mcp_config, cli_config) else None
-    config = load_mcp_config_file(mcp_config)
-    cli = load_cli_config_file(cli_config)
+    loaded = load_tool_sources(tools_module, mcp_config, cli_config)
+    config, cli = loaded.mcp_config, loaded.cli_config
     try:
         rt = get_runtime(runtime)
     except Exception as err:
         raise Fail(f"runtime {runtime!r} is not available here: {type(err).__name__}: {err}") from None
-    registry = open_cli(registry, cli)
-    if config is not None:
-        registry = asyncio.run(_with_mcp(registry, config))
+    registry = asyncio.run(_with_mcp(loaded)) if config is not None else loaded.registry
     assert registry is not None
     sources = [
         s
@@ -73,11 +70,13 @@ def tools(tools_module: str | None, mcp_config: str | None, cli_config: str | No
     return EXIT_OK
 
 
-async def _with_mcp(registry: ToolRegistry | None, config: object) -> ToolRegistry:
-    registry, servers = await open_mcp(registry, config)  # type: ignore[arg-type]
-    if servers is not None:
-        await servers.aclose()
-    return registry
+async def _with_mcp(tools: Tools) -> ToolRegistry:
+    """The registry with the MCP servers' tools (started to list them, and closed again)."""
+    try:
+        with usage_errors():
+            return await tools.start_mcp()
+    finally:
+        await tools.aclose()
 
 
 def _policy(spec: ToolSpec) -> str:

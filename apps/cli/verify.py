@@ -4,17 +4,22 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from codemode.apps.cli.common import EXIT_OK, Fail, emit, existing_handle, open_client
+from codemode.apps.cli.common import emit, existing_handle, open_client
+from codemode.apps.command_line import EXIT_OK, Fail
+
+if TYPE_CHECKING:
+    from codemode.worker.connection import Target
 
 #: Exit code when a decision does not verify.
 EXIT_NOT_VERIFIED = 1
 
 
 async def verify_command(
-    execution_id: str, as_json: bool, approvers_path: str | None, history_file: str | None, address: str
+    execution_id: str, as_json: bool, approvers_path: str | None, history_file: str | None, target: Target
 ) -> int:
     from temporalio.client import WorkflowHistory
 
@@ -39,7 +44,7 @@ async def verify_command(
 
         converter = data_converter(blob_store_for(None))
     else:
-        client = await open_client(address, quick=True)
+        client = await open_client(target, quick=True)
         await existing_handle(client, execution_id)
         runs, _ = await fetch_runs(client, execution_id)
         converter = client.data_converter

@@ -1,8 +1,9 @@
 """``codemode mcp``: serve durable code mode to any MCP client, over stdio or streamable HTTP.
 
-Registered as an entry point (``codemode.commands``), so the CLI in ``worker/`` finds it
-without importing this layer. Only click and the CLI's helpers are imported here; the MCP
-SDK is imported when the command runs, with an install hint when the extra is missing."""
+Registered as an entry point (``codemode.commands``), so the CLI in ``apps/cli`` finds it
+without importing this application. Only click and the applications' shared command-line
+helpers (``apps/command_line.py``) are imported here; the MCP SDK is imported when the command
+runs, with an install hint when the extra is missing."""
 
 from __future__ import annotations
 
@@ -18,24 +19,22 @@ from typing import Any
 
 import click
 
-from codemode.apps.cli.common import (
+from codemode.apps.command_line import (
     EXIT_OK,
     Duration,
     Fail,
     cli_config_option,
     connection_options,
-    load_cli_config_file,
-    load_mcp_config_file,
-    load_tools,
+    load_tool_sources,
     mcp_config_option,
     note,
-    open_cli,
-    open_mcp,
-    require_tools,
     task_queue_option,
     tools_option,
+    usage_errors,
 )
 from codemode.runtimes import RUNTIMES
+from codemode.worker.connection import Target
+from codemode.worker.tool_sources import ToolSources
 from codemode.workflows.models import TASK_QUEUE
 
 INSTALL_HINT = "codemode mcp needs the MCP SDK: pip install 'durable-codemode[mcp]'"
@@ -56,7 +55,7 @@ class McpOptions:
     approval_wait: float
     max_wait: float
     name: str
-    address: str
+    target: Target
     task_queue: str
 
 
@@ -123,7 +122,7 @@ def mcp(
     max_wait: timedelta,
     name: str,
     print_config: bool,
-    address: str,
+    target: Target,
     task_queue: str,
 ) -> int:
     """Serve durable code mode to MCP clients: tools search, get_schema, execute and result.
@@ -131,8 +130,10 @@ def mcp(
     Over stdio (what desktop and IDE clients start) or streamable HTTP. Approvals reach the
     person through the client's elicitation. Starts the embedded Temporal server and a worker
     in this process when none is there, like `codemode run`."""
+    with usage_errors():
+        ToolSources(tools_module, mcp_config, cli_config).require()
     opts = McpOptions(
-        tools_module=require_tools(tools_module, mcp_config, cli_config),
+        tools_module=tools_module,
         mcp_config=mcp_config,
         cli_config=cli_config,
         runtime=runtime,
@@ -144,7 +145,7 @@ def mcp(
         approval_wait=approval_wait.total_seconds(),
         max_wait=max_wait.total_seconds(),
         name=name,
-        address=address,
+        target=target,
         task_queue=task_queue,
     )
     try:
@@ -201,7 +202,7 @@ def _config(opts: McpOptions, tokens: list[Any], client_config: Any, http: Any) 
         args += ["--max-wait", f"{opts.max_wait:g}s"]
     # A client starts the server from a directory of its own: the tools module is found
     # through PYTHONPATH, the server and the queue through the same variables as here.
-    env = {"PYTHONPATH": os.getcwd(), "TEMPORAL_ADDRESS": opts.address, **_temporal_settings()}
+    env = {"PYTHONPATH": os.getcwd(), "TEMPORAL_ADDRESS": opts.target.address, **_temporal_settings(opts.target)}
     if opts.task_queue != TASK_QUEUE:
         env["CODEMODE_TASK_QUEUE"] = opts.task_queue
     if os.environ.get("CODEMODE_DATA_DIR"):
@@ -209,11 +210,11 @@ def _config(opts: McpOptions, tokens: list[Any], client_config: Any, http: Any) 
     return client_config.snippet(opts.name, client_config.stdio_entry(args, env))
 
 
-def _temporal_settings() -> dict[str, str]:
+def _temporal_settings(target: Target) -> dict[str, str]:
     """Temporal's configuration of this command (flags, else the environment's variables), as
     the variables the client's copy of it reads. Not the API key: the client's config file
     would hold it in plain text; set TEMPORAL_API_KEY there yourself, or use a profile."""
-    ctx = click.get_current_context()
+    given = target.given
     names = {
         "namespace": "TEMPORAL_NAMESPACE",
         "profile": "TEMPORAL_PROFILE",
@@ -225,10 +226,10 @@ def _temporal_settings() -> dict[str, str]:
     }
     env = {}
     for param, var in names.items():
-        value = ctx.params.get(param) or os.environ.get(var)
+        value = getattr(given, param) or os.environ.get(var)
         if value:
             env[var] = os.path.abspath(value) if param.endswith(("_path", "_file")) else value
-    tls = ctx.params.get("tls")
+    tls = given.tls
     if tls is not None or os.environ.get("TEMPORAL_TLS"):
         env["TEMPORAL_TLS"] = ("true" if tls else "false") if tls is not None else os.environ["TEMPORAL_TLS"]
     return env
@@ -247,16 +248,15 @@ async def _serve(opts: McpOptions, tokens: list[Any]) -> int:
     except ImportError as err:
         raise Fail(f"{INSTALL_HINT} ({err})") from None
 
-    registry = load_tools(opts.tools_module) if opts.tools_module else None
-    registry = open_cli(registry, load_cli_config_file(opts.cli_config))
+    tools = load_tool_sources(opts.tools_module, opts.mcp_config, opts.cli_config)
     # The MCP servers of --mcp-config start first: their tools are part of what clients are shown.
-    registry, servers = await open_mcp(registry, load_mcp_config_file(opts.mcp_config))
+    with usage_errors():
+        registry = await tools.start_mcp()
+    servers = tools.mcp_servers
     catalog = ToolCatalog.of(registry, runtime=opts.runtime)
     # The client is answered at once; Temporal (maybe the embedded server) comes up meanwhile.
     slot, stop = BackendSlot(), asyncio.Event()
-    backend_task = asyncio.ensure_future(
-        slot.run(opts.address, registry, task_queue=opts.task_queue, stop=stop, mcp=servers)
-    )
+    backend_task = asyncio.ensure_future(slot.run(opts.target, tools, task_queue=opts.task_queue, stop=stop))
     executions = Executions(slot, runtime=opts.runtime, approval_wait=opts.approval_wait, max_wait=opts.max_wait)
     sources = " and ".join(
         s

@@ -18,10 +18,11 @@ from temporalio.exceptions import CancelledError
 from temporalio.service import RPCError, RPCStatusCode
 
 from codemode.apps.mcp import approvals, reports
-from codemode.apps.mcp.backend import Backend, BackendSlot, BackendUnavailable
+from codemode.apps.mcp.backend import BackendSlot, BackendUnavailable
 from codemode.apps.mcp.catalog import MAX_CODE_CHARS
 from codemode.apps.mcp.reports import ExecutionReport
 from codemode.client import display
+from codemode.client.backend import Backend, has_workers
 from codemode.client.call_progress import ended_calls
 from codemode.client.executions import start_execution
 from codemode.client.following import (
@@ -36,7 +37,7 @@ from codemode.client.following import (
 from codemode.client.histories.audit import fetch_audit
 from codemode.client.sessions import SessionError, describe_session, submit_cell
 from codemode.runtimes import RUNTIMES
-from codemode.worker.connection import has_workers, server_answers
+from codemode.worker.connection import server_answers
 from codemode.workflows.models import (
     WORKFLOW_TYPE,
     CodeExecutionRequest,
@@ -287,11 +288,11 @@ class Executions:
             if (unsigned := await approvals.cannot_sign(handle, got.pending)) is not None:
                 return (await self._snapshot(handle)).model_copy(update={"note": unsigned})
             if approvals.asks_by_input_required(ctx):
-                return approvals.input_required(handle.id, got.pending, self.backend.address_flag)
+                return approvals.input_required(handle.id, got.pending, self.backend.flags())
             for p in got.pending:
                 remaining = deadline - time.monotonic()
                 wait = max(0.0, min(self.approval_wait, remaining))
-                answer = await approvals.ask(ctx, handle.id, p, wait, self.backend.address_flag)
+                answer = await approvals.ask(ctx, handle.id, p, wait, self.backend.flags())
                 if answer is None:
                     return await self._snapshot(handle)
                 await self._apply(handle, p.call_id, answer, approvals.decider(ctx))
@@ -421,7 +422,7 @@ class Executions:
 
     async def _snapshot(self, handle: WorkflowHandle[Any, ExecutionOutcome]) -> ExecutionReport:
         """Where a run stands now: its status query, or its history when no worker answers."""
-        flag = self.backend.address_flag
+        flag = self.backend.flags()
         status: ExecutionStatus | None = await query_status(handle)
         if status is not None:
             if status.state not in ("running", "awaiting_approval"):  # it ended meanwhile

@@ -160,11 +160,12 @@ def test_every_command_is_in_the_table() -> None:
 
 def test_the_help_constants_are_the_real_ones() -> None:
     """``common`` names them without importing their modules (so --help need not)."""
+    from codemode.apps import command_line
     from codemode.apps.cli import common
     from codemode.worker.codec_server import DEFAULT_PORT
     from codemode.workflows.models import TASK_QUEUE
 
-    assert (common.TASK_QUEUE, common.DEFAULT_CODEC_PORT) == (TASK_QUEUE, DEFAULT_PORT)
+    assert (command_line.TASK_QUEUE, common.DEFAULT_CODEC_PORT) == (TASK_QUEUE, DEFAULT_PORT)
 
 
 @pytest.mark.usefixtures("cli_worker")

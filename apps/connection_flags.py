@@ -2,12 +2,13 @@
 server: ``--address``, ``--namespace``, ``--api-key``, ``--tls``, ``--tls-cert-path``,
 ``--tls-key-path``, ``--tls-ca-path``, ``--tls-server-name``, ``--profile``, ``--config-file``.
 What a flag leaves unset comes from the ``TEMPORAL_*`` variables, then from the profile
-(``worker/connection.py``): flag > environment > file, as in the ``temporal`` CLI.
+(``worker/connection.py``): flag > environment > file, as in the ``temporal`` CLI. Shared by
+the applications' commands (``codemode ...`` and ``codemode mcp``).
 
-Adopting them is one line, ``@connection_options``, on a command with an ``address: str``
-parameter: the flags are resolved when the command runs, the resolved target is kept on the
-click context, the command receives its address, and ``open_client(address)`` connects to the
-target with every setting (TLS, certificate, API key, namespace). Imports click and the
+Adopting them is one line, ``@connection_options``, on a command with a ``target: Target``
+parameter: the flags are resolved when the command runs and the command receives the resolved
+settings as that value, which it hands on (``open_client(target)``, ``open_backend(target)``);
+``target.flags()`` prints them back for a command shown to a person. Imports click and the
 standard library only (``--help`` must not load Temporal)."""
 
 from __future__ import annotations
@@ -22,9 +23,6 @@ if TYPE_CHECKING:
     from codemode.worker.connection import Target
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-#: Where a command's resolved target is kept (``click.Context.meta``).
-TARGET_KEY = "codemode.connection.target"
 
 #: (parameter, flag, help) of the flags that take a value, in the order ``--help`` lists them.
 _VALUE_FLAGS = (
@@ -43,14 +41,12 @@ _METAVARS = {"address": "HOST:PORT", "namespace": "NAME", "api_key": "KEY", "pro
 
 
 def connection_options(command: F) -> F:
-    """Add the connection flags to ``command``, which keeps one ``address: str`` parameter."""
+    """Add the connection flags to ``command``, which takes the resolved ``target: Target``."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         given = {name: kwargs.pop(name, None) for name in PARAMS}
-        target = resolve_flags(given)
-        click.get_current_context().meta[TARGET_KEY] = target
-        kwargs["address"] = target.address
+        kwargs["target"] = resolve_flags(given)
         return command(*args, **kwargs)
 
     decorated: Any = wrapper
@@ -79,31 +75,3 @@ def resolve_flags(given: dict[str, Any]) -> Target:
         failure = click.ClickException(str(err))
         failure.exit_code = 2  # a usage error, as ``common.Fail`` makes them
         raise failure from None
-
-
-def command_target(address: str | None = None) -> Target:
-    """The target of the running command (its flags resolved), or the configuration's for
-    ``address`` when the command has none (or it asks for another address)."""
-    from codemode.worker.connection import ConnectionOptions
-
-    ctx = click.get_current_context(silent=True)
-    while ctx is not None:
-        target = ctx.meta.get(TARGET_KEY)
-        if target is not None and (address is None or target.address == address):
-            return target  # type: ignore[no-any-return]
-        ctx = ctx.parent
-    return resolve_flags(vars(ConnectionOptions(address=address)))
-
-
-def printed_flags(ctx: click.Context) -> str:
-    """The connection flags typed on this command line, to print in commands a person copies
-    (`` --address X --namespace N``). The API key is never printed: a profile or
-    ``TEMPORAL_API_KEY`` carries it."""
-    parts = []
-    for name, flag, _ in _VALUE_FLAGS:
-        if name != "api_key" and ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE:
-            parts.append(f" {flag} {ctx.params[name]}")
-    if ctx.get_parameter_source("tls") == click.core.ParameterSource.COMMANDLINE:
-        parts.append(" --tls" if ctx.params["tls"] else " --no-tls")
-    return "".join(parts)
-
