@@ -33,7 +33,7 @@ from codemode.runtimes.errors import SandboxError
 from codemode.runtimes.journal_replay import JournalEntry, replay
 from codemode.runtimes.runner.owner import SandboxOwner, owned_by
 from codemode.runtimes.session import CodeSession
-from codemode.runtimes.types import CheckpointTier
+from codemode.runtimes.types import CheckpointTier, compact_json
 
 from . import names
 from .artifacts import ArtifactLimits, ArtifactStore
@@ -285,7 +285,7 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching, Swep
     async def save_state(self, inp: SaveStateInput) -> SegmentRef:
         """Store a segment of a long execution's state (journal and call records) before it
         continues as new: the next run carries only the reference."""
-        blob = inp.segment.model_dump_json().encode()
+        blob = compact_json(inp.segment)
         ref = await self.checkpoints.save(step_scope(inp.execution_id, inp.first_run_id), blob, kind="seg")
         return SegmentRef(sha256=ref.sha256, size=ref.size, calls=len(inp.segment.calls))
 
@@ -505,14 +505,14 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching, Swep
         start carries stays bounded however long the session."""
         scope = session_scope(inp.scope)
         if len(inp.segments) + 1 <= RECIPE_SEGMENTS:
-            ref = await self.checkpoints.save(scope, inp.recipe.model_dump_json().encode(), kind="seg")
+            ref = await self.checkpoints.save(scope, compact_json(inp.recipe), kind="seg")
             added = SegmentRef(sha256=ref.sha256, size=ref.size, calls=len(inp.recipe.cells))
             return SessionRecipeRefs(segments=[*inp.segments, added])
         cells: list[CellRecipe] = []
         for old in inp.segments:
             cells.extend(SessionRecipe.model_validate_json(await self._load_blob(scope, old)).cells)
         merged = SessionRecipe(cells=[*cells, *inp.recipe.cells])
-        ref = await self.checkpoints.save(scope, merged.model_dump_json().encode(), kind="seg")
+        ref = await self.checkpoints.save(scope, compact_json(merged), kind="seg")
         if ref not in inp.segments:  # (a retry after the deletes finds them gone: no matter)
             with contextlib.suppress(Exception):
                 await self.checkpoints.delete(scope, *inp.segments, kind="seg")

@@ -10,6 +10,7 @@ import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from codemode.client.decision_hints import decide_command
 from codemode.workflows.models import ExecutionOutcome, ExecutionStatus, PendingApproval, ToolCallRecord
 
 if TYPE_CHECKING:  # (the audit is read only by `history`: `status` does without it)
@@ -54,10 +55,9 @@ def approval_help(execution_id: str, pending: list[PendingApproval], address_fla
     lines = [f"⏸ {execution_id} is waiting for approval:"]
     for p in pending:
         lines.append(f"    call {p.call_id}: {p.summary or p.tool}")
-    for p in pending:
-        by = " --by NAME" if p.signed else ""  # signed with NAME's key (an approvers file)
-        lines.append(f"  approve: codemode approve {execution_id} {p.call_id}{by}{address_flag}")
-        lines.append(f"  deny:    codemode deny {execution_id} {p.call_id}{by}{address_flag}")
+    for p in pending:  # (signed: with NAME's key, under an approvers file)
+        lines.append(f"  approve: {decide_command('approve', execution_id, p.call_id, signed=p.signed, flags=address_flag)}")
+        lines.append(f"  deny:    {decide_command('deny', execution_id, p.call_id, signed=p.signed, flags=address_flag)}")
     return lines
 
 

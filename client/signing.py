@@ -19,6 +19,7 @@ from temporalio.service import RPCError
 
 from codemode.approvals import keys
 from codemode.approvals.signing import DecisionKind, DecisionSignature, sign_decision
+from codemode.client.decision_hints import decide_command
 from codemode.workflows.models import PendingApproval
 
 #: The approver a door decides as (a name in the approvers file) and their private key file
@@ -106,7 +107,7 @@ def setup_hint(door: str, execution_id: str = "ID", call_id: str = "CALL") -> st
         f"this call needs a signed decision (the worker has an approvers file) and {door} has no key: make one "
         f"with `codemode keygen --approver NAME`, list its public key for NAME in the approvers file, and set "
         f"{APPROVER_ENV}=NAME (and {APPROVER_KEY_ENV}=FILE for a key kept elsewhere) for {door}; "
-        f"or decide with `codemode approve {execution_id} {call_id} --by NAME`"
+        f"or decide with `{decide_command('approve', execution_id, call_id, signed=True)}`"
     )
 
 

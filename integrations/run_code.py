@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from temporalio import workflow
 from typing_extensions import TypedDict
 
+from codemode.client.decision_hints import decide_all_hint
 from codemode.runtimes import ExecutionLimits, code_mode_prompt
 from codemode.workflows.child_execution import execute_code
 from codemode.workflows.child_session import run_session_cell
@@ -363,5 +364,5 @@ def pending_summary(execution_id: str, status: ExecutionStatus) -> dict[str, Any
     return {
         "execution_id": execution_id,
         "pending_approvals": [p.model_dump(mode="json") for p in status.pending_approvals],
-        "decide": f"codemode approve {execution_id} --all --by NAME (or codemode deny ...)",
+        "decide": decide_all_hint(execution_id),
     }

@@ -40,6 +40,7 @@ from codemode.apps.command_line import (
     usage_errors,
 )
 from codemode.client import display
+from codemode.client.decision_hints import decide_command
 from codemode.client.executions import InputTooLarge, check_request_size, start_execution
 from codemode.client.following import cancel_reason
 from codemode.runtimes import RUNTIMES
@@ -127,8 +128,8 @@ def report_parked(
                     "execution_id": execution_id,
                     "state": "awaiting_approval",
                     "pending_approvals": [p.model_dump(mode="json") for p in pending],
-                    "approve": [f"codemode approve {execution_id} {p.call_id}{address_flag}" for p in pending],
-                    "deny": [f"codemode deny {execution_id} {p.call_id}{address_flag}" for p in pending],
+                    "approve": [decide_command("approve", execution_id, p.call_id, signed=p.signed, flags=address_flag) for p in pending],
+                    "deny": [decide_command("deny", execution_id, p.call_id, signed=p.signed, flags=address_flag) for p in pending],
                 }
             )
         )

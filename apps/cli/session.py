@@ -81,7 +81,10 @@ async def show_session(client: Client, name: str, *, as_json: bool) -> int:
     emit(status, show_lines(status), as_json=as_json)
     if status.running is not None and status.running.state == "awaiting_approval" and not as_json:
         cell = status.running.execution_id
-        note(f"Decide with: codemode approve {cell} CALL_ID (or --all), or codemode deny {cell} CALL_ID")
+        from codemode.client.decision_hints import decide_command
+
+        approve, deny = decide_command("approve", cell, "CALL_ID"), decide_command("deny", cell, "CALL_ID")
+        note(f"Decide with: {approve} (or --all), or {deny}")
     return EXIT_OK
 
 

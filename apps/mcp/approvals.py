@@ -30,6 +30,7 @@ from mcp_types.version import is_version_at_least
 from pydantic import BaseModel, Field
 from temporalio.client import WorkflowHandle
 
+from codemode.client.decision_hints import decide_command
 from codemode.client.following import DecisionRefused, send_decision
 from codemode.client.signing import Signer, setup_hint, sign_pending, signer_from_env, signing_required
 from codemode.workflows.models import Answer as ModelAnswer
@@ -118,8 +119,8 @@ def question(execution_id: str, p: PendingApproval, address_flag: str = "") -> s
         f"Code running in execution {execution_id} wants to call {p.tool} (call {p.call_id}), "
         f"which needs a person's approval:\n\n{p.summary or p.tool}\n\nArguments:\n{args}\n\n"
         "Approve or deny it. Closing this without an answer leaves the run waiting; decide later "
-        f"with `codemode approve {execution_id} {p.call_id}{address_flag}` or "
-        f"`codemode deny {execution_id} {p.call_id}{address_flag}`."
+        f"with `{decide_command('approve', execution_id, p.call_id, flags=address_flag)}` or "
+        f"`{decide_command('deny', execution_id, p.call_id, flags=address_flag)}`."
     )
 
 

@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from codemode.client import display
+from codemode.client.decision_hints import decide_command
 from codemode.workflows.models import (
     ApprovalRecord,
     Artifact,
@@ -112,8 +113,8 @@ def pending(
                 summary=p.summary,
                 args=p.args,
                 kwargs=p.kwargs,
-                approve=f"codemode approve {execution_id} {p.call_id}{' --by NAME' if p.signed else ''}{address_flag}",
-                deny=f"codemode deny {execution_id} {p.call_id}{' --by NAME' if p.signed else ''}{address_flag}",
+                approve=decide_command("approve", execution_id, p.call_id, signed=p.signed, flags=address_flag),
+                deny=decide_command("deny", execution_id, p.call_id, signed=p.signed, flags=address_flag),
             )
             for p in waiting
         ],

@@ -44,6 +44,7 @@ from pydantic_ai.tools import Tool
 from pydantic_ai.toolsets import FunctionToolset
 from temporalio import workflow
 
+from codemode.client.decision_hints import decide_all_hint
 from codemode.integrations.run_code import child_execution_id
 from codemode.runtimes import ExecutionLimits, code_mode_prompt
 from codemode.workflows.child_execution import execute_code
@@ -248,7 +249,7 @@ class DurableCodeMode(AbstractCapability[Any]):
 
         cell, notice = await self._submit_cell(self.session_name(ctx), self.request(code, restart=restart))
         where = {"execution_id": cell.execution_id, "session": cell.session, "cell": cell.index}
-        decide = f"codemode approve {cell.execution_id} --all --by NAME (or codemode deny ...)"
+        decide = decide_all_hint(cell.execution_id)
         if self.wait_for_approval:
             handle = await cell.started()
         else:
@@ -326,7 +327,7 @@ class DurableCodeMode(AbstractCapability[Any]):
                 metadata={
                     "execution_id": handle.id,
                     "pending_approvals": [p.model_dump(mode="json") for p in got.pending_approvals],
-                    "decide": f"codemode approve {handle.id} --all --by NAME (or codemode deny ...)",
+                    "decide": decide_all_hint(handle.id),
                 }
             )
         return await with_images(client, got, run_code_return(got))
