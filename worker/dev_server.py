@@ -308,14 +308,15 @@ async def start_dev_server(
     process, which the web UI is pointed at (``--ui-codec-endpoint``) so it shows plaintext.
     Raises ``ServerStartError`` (or ``FileNotFoundError`` without the ``temporal`` binary)."""
     from codemode.storage.encryption import Keyring
-    from codemode.worker.codec_server import serve_codec
+    from codemode.worker.codec_server import CodecSettings, serve_codec
     from codemode.worker.converter import default_store
 
     server = EmbeddedServer(port=port, ui_port=ui_port, db=db, namespace=namespace)
     if Keyring.from_env() is not None and server.ui_url:
         ui = server.ui_url
         origins = [ui, ui.replace("//localhost:", "//127.0.0.1:")]
-        codec = await serve_codec(await default_store(), codec_port, sorted(set(origins)), notify=notify)
+        settings = CodecSettings(port=codec_port, ui_origins=sorted(set(origins)))
+        codec = await serve_codec(await default_store(), settings, notify=notify)
         server.codec_endpoint = codec.url
         server.on_stop.append(codec.stop)
     try:

@@ -95,8 +95,10 @@ def codec_server(port: int, host: str, token: str | None, ui_origins: Sequence[s
 
 async def _codec_server(port: int, host: str, token: str | None, origins: list[str], namespaces: Sequence[str]) -> int:
     from codemode.apps.cli.serve import until_stopped
+    from codemode.worker.codec_server import CodecSettings
 
-    server = await start_codec_server(port, origins, host=host, token=token, namespaces=namespaces, fallback=False)
+    settings = CodecSettings(port=port, host=host, ui_origins=origins, token=token, namespaces=tuple(namespaces))
+    server = await start_codec_server(settings, fallback=False)
     try:
         note(f"Codec server:    {server.url} (keys: {', '.join(require_keys().key_ids)})")
         note(f"Web UI origins:  {', '.join(origins)}")

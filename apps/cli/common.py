@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +23,7 @@ if TYPE_CHECKING:
 
     from codemode.storage import BlobStore
     from codemode.storage.encryption import Keyring
-    from codemode.worker.codec_server import CodecServer
+    from codemode.worker.codec_server import CodecServer, CodecSettings
     from codemode.worker.connection import Target
     from codemode.worker.dev_server import EmbeddedServer
 
@@ -178,22 +177,13 @@ async def start_server(
         return await start_embedded(port, ui_port, db, codec_port, namespace=namespace, note=note)
 
 
-async def start_codec_server(
-    port: int,
-    ui_origins: Sequence[str],
-    *,
-    host: str = "127.0.0.1",
-    token: str | None = None,
-    namespaces: Sequence[str] = (),
-    fallback: bool = True,
-) -> CodecServer:
+async def start_codec_server(settings: CodecSettings, *, fallback: bool = True) -> CodecServer:
     """A running codec server over this process's data converter (see ``serve_codec``)."""
     from codemode.worker.codec_server import serve_codec
 
     store = await open_store()
     try:
-        return await serve_codec(
-            store, port, ui_origins, host=host, token=token, namespaces=namespaces, fallback=fallback, notify=note
-        )
+        return await serve_codec(store, settings, fallback=fallback, notify=note)
     except OSError as err:
-        raise Fail(f"cannot serve the codec server on {host}:{port}: {err.strerror or err}") from None
+        where = f"{settings.host}:{settings.port}"
+        raise Fail(f"cannot serve the codec server on {where}: {err.strerror or err}") from None
