@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from codemode.worker.tool_sources import Tools
 
 __all__ = ["connection_options"]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 #: The task queue workers poll unless told otherwise (``codemode.workflows.models.TASK_QUEUE``;
 #: a test keeps them equal, so that ``--help`` need not import the workflow's models).
@@ -68,6 +70,12 @@ cli_config_option = click.option(
     show_envvar=True,
     help='Command-line tools the code may run (a {"cliTools": ...} JSON or TOML file).',
 )
+
+
+def tool_source_options(command: F) -> F:
+    """``--tools``, ``--mcp-config`` and ``--cli-config``, in that order: where a command's tools
+    come from (``load_tool_sources`` loads them)."""
+    return tools_option(mcp_config_option(cli_config_option(command)))
 
 
 class Size(click.ParamType):

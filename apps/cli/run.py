@@ -30,13 +30,11 @@ from codemode.apps.command_line import (
     Duration,
     Fail,
     Size,
-    cli_config_option,
     connection_options,
     load_tool_sources,
-    mcp_config_option,
     note,
     task_queue_option,
-    tools_option,
+    tool_source_options,
     usage_errors,
 )
 from codemode.client import display
@@ -172,9 +170,7 @@ async def follow(
 
 @click.command()
 @click.argument("file", metavar="FILE|-")
-@tools_option
-@mcp_config_option
-@cli_config_option
+@tool_source_options
 @click.option("--runtime", type=click.Choice(sorted(RUNTIMES)), default="monty", show_default=True)
 @click.option("--input", "inputs", multiple=True, metavar="NAME=JSON", help="A variable for the code (repeatable).")
 @click.option("--id", "execution_id", help="Execution id [default: exec-<random>].")

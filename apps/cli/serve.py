@@ -18,13 +18,11 @@ from codemode.apps.cli.common import codec_port_option, open_client, port_option
 from codemode.apps.command_line import (
     EXIT_OK,
     Fail,
-    cli_config_option,
     connection_options,
     load_tool_sources,
-    mcp_config_option,
     note,
     task_queue_option,
-    tools_option,
+    tool_source_options,
     usage_errors,
 )
 from codemode.worker.connection import connect, local_target
@@ -263,9 +261,7 @@ def use_notify_config(path: str | None) -> None:
 
 
 @click.command()
-@tools_option
-@mcp_config_option
-@cli_config_option
+@tool_source_options
 @notify_config_option
 @connection_options
 @task_queue_option
@@ -352,9 +348,7 @@ async def _server(port: int, ui_port: int | None, db: str | None, codec_port: in
 
 
 @click.command()
-@tools_option
-@mcp_config_option
-@cli_config_option
+@tool_source_options
 @notify_config_option
 @click.option(
     "--inbox-port",

@@ -11,10 +11,8 @@ from codemode.activities.tools import ToolRegistry, ToolSpec
 from codemode.apps.command_line import (
     EXIT_OK,
     Fail,
-    cli_config_option,
     load_tool_sources,
-    mcp_config_option,
-    tools_option,
+    tool_source_options,
     usage_errors,
 )
 from codemode.runtimes import RUNTIMES
@@ -25,9 +23,7 @@ if TYPE_CHECKING:
 
 
 @click.command()
-@tools_option
-@mcp_config_option
-@cli_config_option
+@tool_source_options
 @click.option("--runtime", type=click.Choice(sorted(RUNTIMES)), default="monty", show_default=True)
 def tools(tools_module: str | None, mcp_config: str | None, cli_config: str | None, runtime: str) -> int:
     """The tools, their policies, and the prompt (with stubs) as an LLM would see it.

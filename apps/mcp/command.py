@@ -23,13 +23,11 @@ from codemode.apps.command_line import (
     EXIT_OK,
     Duration,
     Fail,
-    cli_config_option,
     connection_options,
     load_tool_sources,
-    mcp_config_option,
     note,
     task_queue_option,
-    tools_option,
+    tool_source_options,
     usage_errors,
 )
 from codemode.runtimes import RUNTIMES
@@ -60,9 +58,7 @@ class McpOptions:
 
 
 @click.command(name="mcp")
-@tools_option
-@mcp_config_option
-@cli_config_option
+@tool_source_options
 @click.option(
     "--runtime",
     type=click.Choice(sorted(RUNTIMES)),
