@@ -18,9 +18,9 @@ SANDBOX_LOAD_STATE = "sandbox_load_state"
 #: Steps of a session's workflow (``activities/sandbox_steps.py``).
 SESSION_SAVE_RECIPE = "session_save_recipe"
 SESSION_RELEASE = "session_release"
-#: Who may decide a call, from the worker's approvers file (``activities/approvers/activity.py``).
+#: Who may decide a call, from the worker's approvers file (``activities/approval_gate.py``).
 APPROVAL_GATE = "approval_gate"
-#: The activity that starts an approval event's notify workflow (activities/notify/; a local
+#: The activity that starts an approval event's notify workflow (``activities/notify.py``; a local
 #: activity in runs recorded before issue 43).
 NOTIFY_START = "codemode.notify.start"
 #: The notify workflow's own activities.

@@ -14,9 +14,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from codemode.approvals.signing import DecisionSignature
 from codemode.runtimes.types import CompactModel
-
-from .approvers.signing import DecisionSignature
 
 #: The workflow type of a code execution: its executions own what the activities store
 #: (payloads, checkpoints), which the retention sweep finds by it.

@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from codemode.activities.notify.config import NotifyConfig  # noqa: E402
+from codemode.approvals.notify.config import NotifyConfig  # noqa: E402
 from codemode.worker.dev_server import start_local_environment  # noqa: E402
 from tests.approvals.receivers import Receiver  # noqa: E402
 from tests.approvers.helpers import Person, people_toml  # noqa: E402

@@ -20,8 +20,8 @@ from tests import replay_all
 # against the final code when it stops (tests/replay_all.py).
 _dev_server.start_local_environment = replay_all.track(_dev_server.start_local_environment)
 
-from codemode.activities.storage import BlobStore, FileBlobStore  # noqa: E402
 from codemode.runtimes.paths import cache_dir  # noqa: E402
+from codemode.storage import BlobStore, FileBlobStore  # noqa: E402
 from codemode.worker.converter import data_converter  # noqa: E402
 from codemode.worker.dev_server import start_local_environment  # noqa: E402
 from tests.s3_local import S3Endpoint, SeaweedS3  # noqa: E402

@@ -49,19 +49,19 @@ from temporalio.worker import (
 )
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from codemode.activities.approvers.activity import ApproverActivities, resolve_path
+from codemode.activities.approval_gate import ApproverActivities, resolve_path
 from codemode.activities.checkpoints import CheckpointStore
-from codemode.activities.encryption import Keyring
-from codemode.activities.notify.activities import NotifyActivities
-from codemode.activities.notify.config import NotifyConfig, load_notify_config
+from codemode.activities.notify import NotifyActivities
 from codemode.activities.retention import RetentionActivities
 from codemode.activities.sandbox_steps import SandboxActivities
 from codemode.activities.sandbox_sweep import SandboxSweepActivities, report_lines
-from codemode.activities.storage import BlobStore, StorageSettings, blob_store_for
 from codemode.activities.tool_activity import tool_activities
 from codemode.activities.tools import ToolRegistry
+from codemode.approvals.notify.config import NotifyConfig, load_notify_config
 from codemode.runtimes import CodeRuntime
 from codemode.runtimes.exit_settle import settle_at_exit
+from codemode.storage import BlobStore, StorageSettings, blob_store_for
+from codemode.storage.encryption import Keyring
 from codemode.worker import telemetry
 from codemode.worker.converter import CannotCompose, composed_data_converter, data_converter, keyring_of, store_of
 from codemode.worker.reachability import watch_reachability
@@ -126,7 +126,7 @@ class CodeModePlugin(SimplePlugin):
     :param runtimes: runtime instances by name (``{"docker": DockerRuntime(image=...)}``);
         the others are built with their defaults on first use.
     :param store: the object store for large payloads and checkpoints (default: the one the
-        environment configures, ``activities/storage.py``; on a worker whose client already
+        environment configures, ``storage/__init__.py``; on a worker whose client already
         carries our converter, that converter's store).
     :param encryption_keys: a ``Keyring``, ``"env"`` (``CODEMODE_ENCRYPTION_KEYS``, the
         default) or None (no encryption).
@@ -149,7 +149,7 @@ class CodeModePlugin(SimplePlugin):
     :param mcp: started MCP servers (``codemode.activities.mcp_tools.McpServers``): their tools join
         the registry (a namespace per server), image and blob results go to the object store
         (sealed under the keys), and the servers are closed when the worker stops.
-    :param approvers: the approvers file (``activities/approvers/config.py``): who may decide
+    :param approvers: the approvers file (``approvals/approvers_file.py``): who may decide
         which call, with signed decisions only; ``"env"`` (the default) reads
         ``CODEMODE_APPROVERS``; None: no file (any decision counts, as any name).
     """
@@ -422,7 +422,13 @@ async def _sweep_orphans(client: Client, sandbox: SandboxActivities) -> None:
 
 #: Our modules that workflow code may import but that hold no workflow state: imported once
 #: from the host, not again inside every workflow run's sandbox (the workflows/ modules are).
-PASSTHROUGH_MODULES = ("codemode.runtimes", "codemode.activities", "codemode.integrations")
+PASSTHROUGH_MODULES = (
+    "codemode.runtimes",
+    "codemode.storage",
+    "codemode.approvals",
+    "codemode.activities",
+    "codemode.integrations",
+)
 
 
 def _workflow_runner(existing: WorkflowRunner | None) -> WorkflowRunner:

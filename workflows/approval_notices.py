@@ -25,8 +25,8 @@ from temporalio.common import RetryPolicy
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from codemode.activities.notify.activities import START, StartNotice
-    from codemode.activities.notify.events import DecidedInfo, EventName, NotifyRequest, excerpt
+    from codemode.activities.notify import START, StartNotice
+    from codemode.approvals.notify.events import DecidedInfo, EventName, NotifyRequest, excerpt
     from codemode.workflows.models import CODE_APPROVAL_ID, ApprovalRecord, PendingApproval
     from codemode.workflows.notify_workflow import NOTIFY_WORKFLOW
     from codemode.workflows.versions import Versions

@@ -15,11 +15,11 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from codemode.activities import names
-    from codemode.activities.approvers.gate import ApprovalGate, GateInput
-    from codemode.activities.approvers.signing import DecisionSignature
-    from codemode.activities.approvers.tally import CallTally, Offer
-    from codemode.activities.decision_checks import approved_arguments, check_answer, conform_answer
     from codemode.activities.models import CallRequest
+    from codemode.approvals.decision_checks import approved_arguments, check_answer, conform_answer
+    from codemode.approvals.gate import ApprovalGate, GateInput
+    from codemode.approvals.signing import DecisionSignature
+    from codemode.approvals.tally import CallTally, Offer
     from codemode.workflows.approval_notices import Notices
     from codemode.workflows.early_decisions import EarlyDecisions
     from codemode.workflows.models import (

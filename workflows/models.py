@@ -14,8 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 from temporalio.common import SearchAttributeKey
 
-from codemode.activities.approvers.signing import DecisionSignature
-from codemode.activities.artifact_refs import Artifact
+from codemode.activities.artifact_refs import Artifact  # noqa: F401 (re-exported for clients)
 from codemode.activities.models import CellEnd, CellStart
 from codemode.activities.records import (  # noqa: F401 (shared with the activities; re-exported for clients)
     EXECUTION_WORKFLOW_TYPE,
@@ -24,6 +23,7 @@ from codemode.activities.records import (  # noqa: F401 (shared with the activit
     ErrorInfo,
     ToolCallRecord,
 )
+from codemode.approvals.signing import DecisionSignature
 from codemode.runtimes.types import CompactModel, ExecutionLimits, NetworkPolicy, SandboxOptions
 from codemode.workflows.usage import SandboxUsage
 
@@ -79,7 +79,7 @@ class CodeExecutionRequest(CompactModel):
     packages: list[str] = Field(default_factory=list)
     """Packages the code needs beyond what the sandbox has (runtimes that install them)."""
     session: str | None = None
-    """Run the code as the next cell of this session (``worker/client/sessions.py``): it sees the
+    """Run the code as the next cell of this session (``client/sessions.py``): it sees the
     globals the session's earlier cells left. Created by its first cell."""
     restart: bool = False
     """Clear the session's namespace before this cell (a fresh interpreter)."""
@@ -188,7 +188,7 @@ class ApproveSignal(BaseModel):
     call_id: str
     by: str | None = None
     comment: str | None = None
-    #: Required when the worker has an approvers file (``activities/approvers/signing.py``).
+    #: Required when the worker has an approvers file (``approvals/signing.py``).
     signature: DecisionSignature | None = None
 
 

@@ -23,7 +23,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from codemode.activities.notify.activities import (
+    from codemode.activities.notify import (
         ATTEMPT_TIMEOUT,
         DELIVER,
         PLAN,
@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
         NotifyPlan,
         PendingInput,
     )
-    from codemode.activities.notify.events import NotifyRequest
+    from codemode.approvals.notify.events import NotifyRequest
     from codemode.workflows.summary import in_words
     from codemode.workflows.versions import Versions
 

@@ -51,7 +51,7 @@ from temporalio.worker import (
 )
 
 from codemode.activities import ToolRegistry
-from codemode.worker.client.executions import start_execution
+from codemode.client.executions import start_execution
 from codemode.worker.plugin import CodeModePlugin
 from codemode.worker.workflow_runner import CodeModeWorkflowRunner
 from codemode.workflows.execution_workflow import CodeExecutionWorkflow

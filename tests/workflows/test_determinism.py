@@ -23,7 +23,7 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer, Worker
 
 from codemode.activities import ToolRegistry
-from codemode.worker.client.sessions import close_session, run_cell
+from codemode.client.sessions import close_session, run_cell
 from codemode.worker.plugin import CodeModePlugin
 from codemode.worker.workflow_runner import CodeModeWorkflowRunner
 from codemode.workflows.execution_workflow import CodeExecutionWorkflow
@@ -81,7 +81,7 @@ FORBIDDEN_MODULES = frozenset(
         "codemode.runtimes.monty",
         "codemode.runtimes.python",
         "codemode.activities.sandbox_steps",
-        "codemode.activities.storage",
+        "codemode.storage",
     }
 )
 #: Calls a workflow module may not make, whatever it imported: (object, attribute).

@@ -7,9 +7,9 @@ import asyncio
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 
+from codemode.client.executions import start_execution
+from codemode.client.histories.audit import fetch_audit
 from codemode.runtimes import ExecutionLimits
-from codemode.worker.audit import fetch_audit
-from codemode.worker.client.executions import start_execution
 from codemode.workflows.models import CodeExecutionRequest
 
 from .conftest import read_events

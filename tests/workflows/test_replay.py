@@ -38,7 +38,7 @@ from pathlib import Path
 from temporalio.client import WorkflowFailureError, WorkflowHistory
 from temporalio.worker import Replayer
 
-from codemode.worker.client.executions import start_execution
+from codemode.client.executions import start_execution
 from codemode.workflows.execution_workflow import CodeExecutionWorkflow
 from codemode.workflows.models import (
     Answer,

@@ -17,7 +17,7 @@ import uuid
 import pytest
 from temporalio.client import WorkflowUpdateFailedError
 
-from codemode.worker.client.executions import start_execution
+from codemode.client.executions import start_execution
 from codemode.workflows.models import ApprovalRecord, ApproveSignal, CodeExecutionRequest, Decision, ExecutionStatus
 
 from .replay_stress import (
