@@ -19,7 +19,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from codemode.activities.models import CallRequest
 from codemode.workflows.early_decisions import MAX_HELD
 from codemode.workflows.models import CODE_APPROVAL_ID, IgnoredSignal
-from codemode.workflows.versions import GENERATION_PATCH
+from codemode.workflows.versions import GENERATION_PATCH, GENERATIONS
 
 PATCH_MARKER = "core_patch"
 #: Call states after which a call runs nothing more.
@@ -63,7 +63,8 @@ class HeldDecisions:
             self.expected.add(CODE_APPROVAL_ID)
 
     def saw_marker(self, event: HistoryEvent) -> None:
-        if patch_id(event) == GENERATION_PATCH:
+        marker = patch_id(event)
+        if marker in GENERATIONS and GENERATIONS.index(marker) >= GENERATIONS.index(GENERATION_PATCH):
             self.generation = True
 
     def stepping(self) -> bool:
