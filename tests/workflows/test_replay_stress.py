@@ -12,7 +12,9 @@ same harness hundreds of times over every approval path.
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
+from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowUpdateFailedError
@@ -38,6 +40,14 @@ from .replay_stress import (
 pytestmark = pytest.mark.slow
 
 TRANSFER = "transfer('bob', 1)['to']"
+HISTORIES = Path(__file__).parent / "histories"
+
+
+def _keep(history, name: str) -> None:
+    """With CODEMODE_RECORD_HISTORIES=PREFIX, keep ``history`` beside the committed ones
+    (``PREFIX-NAME.json``), which tests/workflows/test_replay.py replays from then on."""
+    if prefix := os.environ.get("CODEMODE_RECORD_HISTORIES"):
+        (HISTORIES / f"{prefix}-{name}.json").write_text(history.to_json())
 
 
 def _failed_tasks(history) -> list[str]:
@@ -106,6 +116,7 @@ async def test_a_decision_sent_while_its_gate_runs_counts(client, cached, events
     history = await handle.fetch_history()
     assert _failed_tasks(history) == []
     assert await replay_failures(client, [history]) == {}
+    _keep(history, f"held-gathered-{'cached' if cached else 'uncached'}")
 
 
 async def _events(handle) -> list[str]:
@@ -137,6 +148,44 @@ async def test_an_update_for_a_call_under_review_answers_when_it_waits(client, e
     history = await handle.fetch_history()
     assert _failed_tasks(history) == []
     assert await replay_failures(client, [history]) == {}
+    _keep(history, "held-update")
+
+
+async def test_notices_start_as_activities_only_where_a_channel_is(client, events_file) -> None:
+    """A run of this generation starts each notice's notify workflow with an activity, and only
+    when the worker's gate said the worker has a channel: none at all without a notify config."""
+    from codemode.approvals.notify.config import NotifyConfig
+    from codemode.worker.dev_server import free_port
+    from tests.approvals.receivers import Receiver
+
+    receiver = Receiver(secret="s", port=free_port())
+    await receiver.up()
+    try:
+        for notify, name in (
+            (NotifyConfig.model_validate({"webhooks": [{"url": receiver.url, "secret": "s"}]}), "on"),
+            (None, "off"),
+        ):
+            task_queue = f"tq-{uuid.uuid4().hex[:8]}"
+            async with stress_worker(client, task_queue, cached=True, slow=SlowActivities(), notify=notify):
+                handle = await start_execution(client, SCENARIOS["one"].request(3), task_queue=task_queue)
+                await _approve_when_waiting(handle)
+                assert (await asyncio.wait_for(handle.result(), 30)).output == "bob"
+            history = await handle.fetch_history()
+            starts = [
+                e
+                for e in history.events
+                if e.activity_task_scheduled_event_attributes.activity_type.name == "codemode.notify.start"
+            ]
+            assert len(starts) == (2 if name == "on" else 0), name  # requested, decided
+            assert _failed_tasks(history) == [] and await replay_failures(client, [history]) == {}
+            _keep(history, f"notices-{name}")
+        for _ in range(100):
+            if len(receiver.events()) >= 2:
+                break
+            await asyncio.sleep(0.1)
+        assert receiver.events() == ["approval.requested", "approval.decided"]
+    finally:
+        await receiver.down()
 
 
 @pytest.mark.parametrize("cached", [True, False], ids=["cached", "uncached"])
