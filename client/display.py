@@ -114,6 +114,8 @@ def status_lines(execution_id: str, status: ExecutionStatus) -> list[str]:
         lines += ["    " + ln for ln in status.stdout.rstrip("\n").splitlines()]
     for ignored in status.ignored_signals:
         lines.append(f"  ⚠ {ignored.signal} ignored: {ignored.reason} (input {ignored.payload})")
+    for held in status.held_decisions:
+        lines.append(f"  ⏳ {held.signal} for call {held.call_id} held: it applies when the call waits (input {held.payload})")
     if status.pending_approvals:
         lines += ["", *approval_help(execution_id, status.pending_approvals)]
     return lines
