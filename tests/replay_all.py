@@ -28,6 +28,8 @@ from temporalio.client import Client, WorkflowHistory
 
 #: Set to 0 to skip the net (a quick local run).
 ENV = "CODEMODE_REPLAY_ALL"
+#: A folder: every history that does not replay is written there as JSON (to read its events).
+DUMP_ENV = "CODEMODE_REPLAY_DUMP"
 #: A replay that fails for one of these could not read the history's payloads here (a test's own
 #: object store or S3 driver, keys this process does not hold, payloads a retention test deleted
 #: on purpose): counted as unreadable, not as a history that does not replay.
@@ -77,9 +79,38 @@ class Failure:
     workflow_id: str
     run_id: str
     why: str
+    #: The history's events, one short word each (``events_in_brief``): the CI log alone shows
+    #: the shape of a run that did not replay.
+    events: str = ""
 
     def __str__(self) -> str:
-        return f"{self.test}: {self.workflow_id} (run {self.run_id}): {self.why[:400]}"
+        brief = f"\n    events: {self.events}" if self.events else ""
+        return f"{self.test}: {self.workflow_id} (run {self.run_id}): {self.why[:400]}{brief}"
+
+
+def events_in_brief(history: WorkflowHistory) -> str:
+    """``1:Started 2:TaskScheduled ... 36:TimerCanceled(1)``: each event's number and type, with
+    the activity, timer, marker, signal or update it names."""
+    from google.protobuf.json_format import MessageToDict
+
+    out = []
+    for event in history.events:
+        data = MessageToDict(event)
+        kind = data.get("eventType", "").removeprefix("EVENT_TYPE_").title().replace("_", "")
+        kind = kind.removeprefix("WorkflowExecution").removeprefix("Workflow") or kind
+        attrs = next((v for k, v in data.items() if k.endswith("Attributes")), {})
+        what = (
+            attrs.get("activityType", {}).get("name")
+            or attrs.get("timerId")
+            or attrs.get("markerName")
+            or attrs.get("signalName")
+            or attrs.get("acceptedRequest", {}).get("input", {}).get("name")
+            or attrs.get("timeoutType")
+            or attrs.get("cause")
+            or ("continued" if attrs.get("continuedExecutionRunId") else None)
+        )
+        out.append(f"{event.event_id}:{kind}" + (f"({what})" if what else ""))
+    return " ".join(out)
 
 
 @dataclass
@@ -169,17 +200,29 @@ async def replay_everything(client: Client, windows: TestWindows = WINDOWS) -> S
     )
     results = await replayer.replay_workflows(histories(), raise_on_replay_failure=False)
     summary.replayed = len(runs)
+    dump = os.environ.get(DUMP_ENV)
     for run_id, err in results.replay_failures.items():
         wf, window = by_run.get(run_id, (None, None))
         if any(marker in str(err) for marker in UNREADABLE):
             summary.unreadable += 1
             continue
+        events = ""
+        if wf is not None:
+            try:
+                history = await client.get_workflow_handle(wf.id, run_id=run_id).fetch_history()
+                events = events_in_brief(history)
+                if dump:
+                    Path(dump).mkdir(parents=True, exist_ok=True)
+                    (Path(dump) / f"{wf.id}-{run_id}.json").write_text(history.to_json())
+            except Exception:  # noqa: BLE001 - the net still reports the failure
+                pass
         summary.failures.append(
             Failure(
                 test=window.nodeid if window else "(outside any test)",
                 workflow_id=wf.id if wf else "?",
                 run_id=run_id,
                 why=str(err),
+                events=events,
             )
         )
     summary.seconds = time.monotonic() - began
