@@ -5,13 +5,34 @@ replay (and ``codemode history --verify``) checks decisions against the same key
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from codemode.approvals.signing import StartSignature
+
 Verdict = Literal["ask", "allow", "deny"]
-#: Who may decide when a rule lists this: every person in the file.
+#: Who may decide when a rule lists this: every person in the file (never a service).
 EVERYONE = "*"
+
+
+class RecheckedOffer(BaseModel):
+    """A decision that passed the checks when it came, judged again against the file as it is
+    when the run reads it again (``GateInput.recheck``): revocation applies to waiting calls.
+    Carried in the activity's input, so the audit judges exactly what the workflow judged."""
+
+    kind: Literal["approve", "deny", "answer"]
+    signature: dict[str, Any] | None = None
+    edited: dict[str, Any] | None = None
+    answer: Any = None
+    answered: bool = False
+    comment: str | None = None
+    door: str | None = None
+    by: str = ""
+    #: ``signal`` (its name ``approve``/``deny``) or ``update`` (the ``decide`` Update's id).
+    source: str = "signal"
+    update_id: str | None = None
 
 
 class GateInput(BaseModel):
@@ -20,6 +41,19 @@ class GateInput(BaseModel):
     tool: str
     args: list[Any] = Field(default_factory=list)
     kwargs: dict[str, Any] = Field(default_factory=dict)
+    #: (Runs of generation-45.) The approvers file's SHA-256 the run pinned when it first saw
+    #: one: a worker without a file, or with another (that does not supersede it), does not
+    #: answer for this run (it fails the attempt, so another worker retries).
+    pinned: str | None = None
+    #: Who the run says started it, the start's signature, and the code's SHA-256: the gate
+    #: authenticates the starter (``ApprovalGate.starter``).
+    started_by: str | None = None
+    start_signature: StartSignature | None = None
+    code_sha256: str | None = None
+    #: Decisions judged again now (None: the call asks for the first time).
+    recheck: list[RecheckedOffer] | None = None
+    #: Runs of generation-45: the gate says what it judged with (``strict`` rules).
+    strict: bool = False
 
 
 class ApprovalGate(BaseModel):
@@ -58,6 +92,57 @@ class ApprovalGate(BaseModel):
     #: The policy rule that decided (``policy.own-domain-mail``), and its reason.
     policy_rule: str = ""
     policy_reason: str = ""
+    #: (Since issue 45.) The people ``"*"`` means: those listed in ``[people]`` who are not a
+    #: service (a service signs for others, and never decides itself).
+    people: list[str] = Field(default_factory=list)
+    #: Every name a person is known by (their aliases and their name, casefolded) -> the person.
+    aliases: dict[str, str] = Field(default_factory=dict)
+    #: Who started the run, as the gate authenticated them (a start signed by a listed key, or
+    #: by a service for a person it may sign for), and how; None: not authenticated.
+    starter: str | None = None
+    starter_how: str = ""
+    #: Who the run says started it (resolved), when that is not authenticated.
+    starter_claimed: str | None = None
+    #: When the worker read the file for this answer (a signature dated later than this, beyond
+    #: the clock skew, is refused), and the hashes of files this one replaces.
+    checked_at: datetime | None = None
+    supersedes: list[str] = Field(default_factory=list)
+    #: A policy condition that could not be judged (the rule then decided the safe way).
+    policy_unjudged: str = ""
+    #: The validated arguments could not be had (the rules judged nothing but deny and ask).
+    unvalidated: str = ""
 
-    def may_decide(self, person: str) -> bool:
-        return EVERYONE in self.approvers or person in self.approvers
+    def resolve(self, name: str | None) -> str | None:
+        """The person ``name`` means (a name, or an alias: an email, the proxy's identity)."""
+        if name is None:
+            return None
+        return self.aliases.get(name.casefold(), name)
+
+    def is_service(self, name: str) -> bool:
+        """A signer with ``signs_for``: it signs for others and decides nothing itself."""
+        return name in self.signs_for
+
+    def may_decide(self, person: str, *, strict: bool = False) -> bool:
+        """Whether ``person`` may decide this call. ``strict`` (runs of generation-45): the
+        person resolved; ``"*"`` means the listed people only; a service never."""
+        if not strict:
+            return EVERYONE in self.approvers or person in self.approvers
+        person = self.resolve(person) or ""
+        if self.is_service(person):
+            return False
+        if EVERYONE in self.approvers:
+            return person in self.people
+        return person in self.approvers
+
+    def may_sign_for(self, service: str, person: str, *, strict: bool = False) -> bool:
+        allowed = self.signs_for.get(service, [])
+        if not strict:
+            return EVERYONE in allowed or person in allowed
+        person = self.resolve(person) or ""
+        if self.is_service(person):
+            return False
+        return person in self.people if EVERYONE in allowed else person in allowed
+
+    def same_file(self, pinned: str | None) -> bool:
+        """Whether this answer comes from the file a run pinned (or one that supersedes it)."""
+        return pinned is None or (self.configured and (self.file_sha256 == pinned or pinned in self.supersedes))
