@@ -31,6 +31,7 @@ class Person:
             decision=decision,  # type: ignore[arg-type]
             args=kw.pop("args", call.args),
             kwargs=kw.pop("kwargs", call.kwargs),
+            run_id=kw.pop("run_id", call.run_id or None),
             **kw,
         )
 
