@@ -71,7 +71,9 @@ class ApproverActivities:
         gate = file.gate(inp.tool, received, unvalidated=unvalidated)
         gate.execution_id, gate.call_id, gate.notify = inp.execution_id, inp.call_id, self.notify
         if inp.strict:
-            person, how = file.authenticate_start(inp.started_by, inp.start_signature, inp.execution_id, inp.code_sha256)
+            person, how = gate.authenticate_start(
+                inp.started_by, inp.start_signature, inp.execution_id, inp.code_sha256
+            )
             gate.starter, gate.starter_how = person, how
             if person is None and inp.started_by:
                 gate.starter_claimed = file.person(inp.started_by) or inp.started_by
@@ -106,7 +108,10 @@ class ApproverActivities:
         if inp.tool == config.CODE_TOOL:
             return {"code": inp.args[0] if inp.args else "", **{f"arg{i}": v for i, v in enumerate(inp.args)}}, ""
         if self.registry is None or inp.tool not in self.registry:
-            return {**{f"arg{i}": v for i, v in enumerate(inp.args)}, **inp.kwargs}, "this worker does not know the tool"
+            return {
+                **{f"arg{i}": v for i, v in enumerate(inp.args)},
+                **inp.kwargs,
+            }, "this worker does not know the tool"
         try:
             return self.registry[inp.tool].received(inp.args, inp.kwargs), ""
         except (TypeError, ValueError) as err:

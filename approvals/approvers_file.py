@@ -43,7 +43,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from codemode.approvals import conditions, keys, policy
 from codemode.approvals.gate import EVERYONE, ApprovalGate
-from codemode.approvals.signing import StartSignature, verify_start
 
 #: The environment variable naming the approvers file (``--approvers`` sets it too).
 ENV = "CODEMODE_APPROVERS"
@@ -218,9 +217,7 @@ class ApproversFile(_Strict):
                 group = entry.removeprefix("group:")
                 if group not in groups:
                     raise ApproversFileError(f"{where}: no person is in group {group!r}")
-                out += [
-                    n for n, p in self.people.items() if group in p.groups and n not in out and not p.signs_for
-                ]
+                out += [n for n, p in self.people.items() if group in p.groups and n not in out and not p.signs_for]
             elif entry in self.people:
                 if entry not in out:
                     out.append(entry)
@@ -301,38 +298,11 @@ class ApproversFile(_Strict):
                 gate.policy_reason = pol.reason
                 if verdict.unjudged:
                     gate.policy_unjudged = verdict.unjudged
-                    gate.policy_reason = f"{pol.reason + ': ' if pol.reason else ''}{verdict.unjudged}, so the rule applies"
+                    gate.policy_reason = (
+                        f"{pol.reason + ': ' if pol.reason else ''}{verdict.unjudged}, so the rule applies"
+                    )
                 break
         return gate
-
-    def authenticate_start(
-        self, claimed: str | None, signature: StartSignature | None, execution_id: str, code_sha256: str | None
-    ) -> tuple[str | None, str]:
-        """Who started a run, authenticated: ``(person, how)`` when ``signature`` is a start
-        signed by a key the file lists now (a person's own, or a service's for a person it may
-        sign for) over this execution and code; ``(None, why not)`` otherwise."""
-        if signature is None:
-            return None, "the start is not signed"
-        holder = next((n for n, p in self.people.items() if signature.key in p.keys), None)
-        if holder is None or holder != signature.signer:
-            return None, f"the start is signed with a key the approvers file does not list for {signature.signer}"
-        if not verify_start(signature):
-            return None, "the start's signature does not verify"
-        if signature.execution_id != execution_id or (code_sha256 and signature.code_sha256 != code_sha256):
-            return None, "the start's signature is for another execution or other code"
-        if signature.on_behalf_of is None:
-            if holder in self.services:
-                return None, f"{holder} signs for others: a start it signs names the person"
-            return holder, f"signed by {holder}'s key"
-        person = self.person(signature.on_behalf_of)
-        allowed = self._resolve(self.people[holder].signs_for) if self.people[holder].signs_for else []
-        if person is None or person in self.services:
-            return None, f"{signature.on_behalf_of} is not a person of the approvers file"
-        if not (person in allowed or (EVERYONE in allowed and person in self.people)):
-            return None, f"{holder} may not sign for {person}"
-        if claimed is not None and self.person(claimed) not in (None, person):
-            return None, f"the start names {claimed}, its signature {person}"
-        return person, f"signed by {holder} for {person}"
 
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")

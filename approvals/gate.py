@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from codemode.approvals.signing import StartSignature
+from codemode.approvals.signing import StartSignature, verify_start
 
 Verdict = Literal["ask", "allow", "deny"]
 #: Who may decide when a rule lists this: every person in the file (never a service).
@@ -143,6 +143,53 @@ class ApprovalGate(BaseModel):
             return False
         return person in self.people if EVERYONE in allowed else person in allowed
 
+    def authenticate_start(
+        self, claimed: str | None, signature: StartSignature | None, execution_id: str, code_sha256: str | None
+    ) -> tuple[str | None, str]:
+        """Who started the run, authenticated by this gate's keys: ``(person, how)`` when
+        ``signature`` is a start signed by a key listed now (a person's own, or a service's for
+        a person it may sign for) over this execution and code; ``(None, why not)`` otherwise.
+        The gate activity asks it, and ``--verify`` asks it again from the history."""
+        if signature is None:
+            return None, "the start is not signed"
+        holder = self.keys.get(signature.key)
+        if holder is None or holder != signature.signer:
+            return None, f"the start is signed with a key the approvers file does not list for {signature.signer}"
+        if not verify_start(signature):
+            return None, "the start's signature does not verify"
+        if signature.execution_id != execution_id or (code_sha256 and signature.code_sha256 != code_sha256):
+            return None, "the start's signature is for another execution or other code"
+        if signature.on_behalf_of is None:
+            if self.is_service(holder):
+                return None, f"{holder} signs for others: a start it signs names the person"
+            return holder, f"signed by {holder}'s key"
+        person = self.aliases.get(signature.on_behalf_of.casefold())
+        if person is None or not self.may_sign_for(holder, person, strict=True):
+            return None, f"{holder} may not sign for {signature.on_behalf_of}"
+        if claimed is not None and self.aliases.get(claimed.casefold(), person) != person:
+            return None, f"the start names {claimed}, its signature {person}"
+        return person, f"signed by {holder} for {person}"
+
     def same_file(self, pinned: str | None) -> bool:
         """Whether this answer comes from the file a run pinned (or one that supersedes it)."""
         return pinned is None or (self.configured and (self.file_sha256 == pinned or pinned in self.supersedes))
+
+
+def pin_problem(pinned: str | None, gate: ApprovalGate, *, recheck: bool) -> str | None:
+    """Why a run that pinned the approvers file ``pinned`` does not take ``gate`` (None: it
+    does): a worker without the file answered, or (a call's first gate) one with another file
+    that does not supersede it. A recheck takes any file: the run counts a decision only when
+    the call's gate allows it too. Shared by the workflow and the audit."""
+    if pinned is None:
+        return None
+    if not gate.configured:
+        return (
+            f"a worker without the approvers file answered, and this run checks its decisions against the "
+            f"file it pinned (sha256 {pinned[:16]}…): refused"
+        )
+    if not recheck and not gate.same_file(pinned):
+        return (
+            f"a worker's approvers file (sha256 {gate.file_sha256[:16]}…) is not the one this run pinned "
+            f"(sha256 {pinned[:16]}…) and does not supersede it: refused"
+        )
+    return None

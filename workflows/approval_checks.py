@@ -30,13 +30,15 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from codemode.activities import names
-    from codemode.approvals.gate import ApprovalGate, GateInput, RecheckedOffer
+    from codemode.approvals.gate import ApprovalGate, GateInput, RecheckedOffer, pin_problem
     from codemode.approvals.tally import Offer
     from codemode.workflows.models import ApprovalRecord, CodeExecutionRequest, PendingApproval
 
 GATE_TIMEOUT = timedelta(seconds=30)
 #: A worker that must not answer for the run fails the attempt: another worker retries soon.
-GATE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_interval=timedelta(minutes=1))
+GATE_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_interval=timedelta(minutes=1)
+)
 #: How long a recheck may take at least (a call about to time out still gets its answer).
 RECHECK_AT_LEAST = timedelta(minutes=1)
 #: What a decision refused by the run's own check of its gate is recorded as coming through.
@@ -107,7 +109,9 @@ class Checks:
             strict=True,
         )
 
-    async def ask(self, review: PendingApproval, timeout: timedelta, recheck: list[Queued] | None = None) -> ApprovalGate | str:
+    async def ask(
+        self, review: PendingApproval, timeout: timedelta, recheck: list[Queued] | None = None
+    ) -> ApprovalGate | str:
         """The worker's gate for ``review`` (a recheck with ``recheck``), or why there is none
         a run may take (a refusal, said in the call's record)."""
         try:
@@ -136,24 +140,14 @@ class Checks:
 
     def problem(self, gate: ApprovalGate, *, recheck: bool) -> str | None:
         """Why the run does not take ``gate`` (the pin), or None."""
-        if self.pinned is None:
-            return None
-        if not gate.configured:
-            return (
-                f"a worker without the approvers file answered, and this run checks its decisions against the "
-                f"file it pinned (sha256 {self.pinned[:16]}…): refused"
-            )
-        if not recheck and not gate.same_file(self.pinned):
-            return (
-                f"a worker's approvers file (sha256 {gate.file_sha256[:16]}…) is not the one this run pinned "
-                f"(sha256 {self.pinned[:16]}…) and does not supersede it: refused"
-            )
-        return None
+        return pin_problem(self.pinned, gate, recheck=recheck)
 
 
 def refused_by_approvers(review: PendingApproval, why: str) -> ApprovalRecord:
     """The record of a call the run refused because no gate it may take answered."""
-    return ApprovalRecord(decision="denied", by="approvers file", comment=why, asked_arguments=review.arguments, door=APPROVERS_DOOR)
+    return ApprovalRecord(
+        decision="denied", by="approvers file", comment=why, asked_arguments=review.arguments, door=APPROVERS_DOOR
+    )
 
 
 def recheck_timeout(left: timedelta) -> timedelta:

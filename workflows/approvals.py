@@ -348,7 +348,7 @@ class Approvals:
             args=review.args,
             kwargs=review.kwargs,
             gate=gate,
-            asked_at=workflow.now(),
+            asked_at=(gate.checked_at or workflow.now()) if self.strict else workflow.now(),
             starter=self.starter,
             strict=self.strict,
             run_id=self.run_id if self.strict else None,
