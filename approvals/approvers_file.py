@@ -15,6 +15,7 @@ how many must, defaults by tool source, and policy rules that decide a call with
     approvers = ["group:finance", "bob"]
     required = 2                       # distinct approvers
     four_eyes = true                   # whoever started the run may not decide its calls
+    links = false                      # no decision through an emailed link counts
 
     [defaults]                         # tools without a rule; by source: [defaults.mcp],
     approvers = ["*"]                  # [defaults.cli], [defaults.python], [defaults.code]
@@ -75,6 +76,8 @@ class ToolRule(_Strict):
     approvers: list[str] | None = None
     required: int | None = Field(default=None, ge=1)
     four_eyes: bool | None = None
+    #: False: no decision through a signed link counts for the tool (the inbox, signed in).
+    links: bool | None = None
 
 
 class Defaults(ToolRule):
@@ -230,7 +233,7 @@ class ApproversFile(_Strict):
     def rule_for(self, tool: str) -> tuple[str, ToolRule]:
         """The rule that says who decides ``tool``, with its name: the tool's own, else the
         longest matching glob, else the defaults of its source, else the defaults."""
-        base = ToolRule(approvers=[EVERYONE], required=1, four_eyes=False)
+        base = ToolRule(approvers=[EVERYONE], required=1, four_eyes=False, links=True)
         name, found = "built-in default (anyone in the approvers file)", None
         if tool in self.tools:
             name, found = f"tools.{tool}", self.tools[tool]
@@ -248,7 +251,7 @@ class ApproversFile(_Strict):
         for layer in layers:
             if layer is None:
                 continue
-            for field in ("approvers", "required", "four_eyes"):
+            for field in ("approvers", "required", "four_eyes", "links"):
                 value = getattr(layer, field)
                 if value is not None:
                     setattr(merged, field, value)
@@ -273,6 +276,7 @@ class ApproversFile(_Strict):
             approvers_listed=list(rule.approvers),
             required=rule.required or 1,
             four_eyes=bool(rule.four_eyes),
+            links=rule.links is not False,
             keys={k: n for n, p in self.people.items() for k in p.keys},
             retired_keys={k: n for n, p in self.people.items() for k in p.retired_keys},
             signs_for={n: self._resolve(p.signs_for) for n, p in self.people.items() if p.signs_for},
@@ -309,7 +313,7 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def _set(rule: ToolRule) -> bool:
-    return any(getattr(rule, f) is not None for f in ("approvers", "required", "four_eyes"))
+    return any(getattr(rule, f) is not None for f in ("approvers", "required", "four_eyes", "links"))
 
 
 def source_of(tool: str) -> str:

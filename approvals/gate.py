@@ -77,6 +77,8 @@ class ApprovalGate(BaseModel):
     approvers_listed: list[str] = Field(default_factory=list)
     required: int = 1
     four_eyes: bool = False
+    #: Whether a decision through a signed link (door ``link``) may count (strict runs).
+    links: bool = True
     #: Every key that may sign now -> its holder.
     keys: dict[str, str] = Field(default_factory=dict)
     #: Keys kept only to verify older decisions -> their holder.

@@ -173,6 +173,8 @@ class CallTally:
             return "signed over another comment than the one this decision carries"
         if sig.door != offer.door:
             return f"signed for the door {sig.door}, sent through {offer.door}"
+        if offer.door == "link" and not all(g.links for g in gates):
+            return f"rule {gate.rule} takes no decision through a link: decide in the inbox or with codemode approve"
         if _aware(sig.signed_at) < _aware(self.asked_at) - CLOCK_SKEW:
             return f"signed at {_aware(sig.signed_at).isoformat()}, before call {self.call_id} asked (replayed?)"
         if now is not None and _aware(sig.signed_at) > _aware(now) + CLOCK_SKEW:

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from codemode.approvals.notify.config import Email, NotifyConfig, Webhook
+from codemode.approvals.signing import sha256_of
 from codemode.approvals.notify.events import NotifyRequest, code_text, event_body, headline
 from codemode.approvals.notify.signing import SIGNATURE_HEADER, LinkClaim, make_link_token, sign_webhook
 
@@ -32,21 +33,37 @@ class ChannelRefused(Exception):
 
 def links_for(config: NotifyConfig, req: NotifyRequest, approver: str | None) -> dict[str, str]:
     """The inbox link and, for an event that asks for a decision and a named approver, signed
-    approve/deny links that name them. Deterministic per event and approver (same on retries)."""
+    approve/deny links that name them, the run and the call's arguments. Each lives at most the
+    links' ``ttl`` from when its event was due (a reminder's: its point before the deadline),
+    and never past the deadline. Deterministic per event and approver (same on retries)."""
     if not config.inbox_url:
         return {}
     links = {"inbox": f"{config.inbox_url}/calls/{req.execution_id}/{req.call_id}"}
     if approver is None or config.links is None or req.event not in ("approval.requested", "approval.reminder"):
         return links
+    if config.links.refuses(req.tool) or not req.run_id:
+        return links  # no link decides this tool's calls (or the run is too old to be named)
     start = req.asked_at.timestamp() if req.asked_at else 0.0
+    if req.event == "approval.reminder" and req.deadline is not None and req.reminder is not None:
+        if 0 <= req.reminder < len(config.reminders):
+            start = max(start, req.deadline.timestamp() - config.reminders[req.reminder])
     expires = start + config.links.ttl
     if req.deadline is not None:
-        expires = (
-            min(expires, req.deadline.timestamp()) if req.event == "approval.requested" else req.deadline.timestamp()
-        )
+        expires = min(expires, req.deadline.timestamp())
+    digest = sha256_of(req.arguments) if req.arguments is not None else ""
     for action in ("approve", "deny"):
         nonce = hashlib.sha256(f"{req.idempotency_key}|{approver}|{action}".encode()).hexdigest()[:16]
-        claim = LinkClaim(req.execution_id, req.call_id, action, approver, int(expires), nonce)
+        claim = LinkClaim(
+            req.execution_id,
+            req.call_id,
+            action,
+            approver,
+            int(expires),
+            nonce,
+            run_id=req.run_id,
+            arguments_sha256=digest,
+            issued=int(start),
+        )
         links[action] = f"{config.inbox_url}/link/{make_link_token(config.links.secret, claim)}"
     return links
 
