@@ -39,6 +39,7 @@ lets a call through: a ``deny`` or ``ask`` rule with such a condition counts as 
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Iterable, Mapping
 from datetime import date, datetime, time
@@ -256,8 +257,8 @@ def _op(op: str, arg: Any, value: Any) -> bool:
             raise CannotJudge(f"cannot compare a {type(value).__name__} with a {type(arg).__name__}")
         try:
             return {"lt": value < arg, "le": value <= arg, "gt": value > arg, "ge": value >= arg}[op]
-        except TypeError as err:  # e.g. an aware and a naive datetime
-            raise CannotJudge(str(err)) from None
+        except (TypeError, ArithmeticError) as err:  # an aware and a naive datetime; a Decimal NaN
+            raise CannotJudge(f"{type(err).__name__}: {err}") from None
     raise CannotJudge(f"unknown operator {op!r}")
 
 
@@ -265,10 +266,16 @@ def _comparable(a: Any, b: Any) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
         return False
     if isinstance(a, _NUMBERS) and isinstance(b, _NUMBERS):
-        return not (isinstance(a, float) and a != a) and not (isinstance(b, float) and b != b)  # NaN: no
+        return not any(_nan(x) for x in (a, b))  # NaN compares with nothing
     if isinstance(a, str) and isinstance(b, str):
         return True
     for kind in (datetime, date, time):  # (a datetime is a date: checked first)
         if isinstance(a, kind) or isinstance(b, kind):
             return isinstance(a, kind) and isinstance(b, kind)
     return False
+
+
+def _nan(x: Any) -> bool:
+    if isinstance(x, float):
+        return math.isnan(x)
+    return isinstance(x, Decimal) and x.is_nan()

@@ -164,13 +164,15 @@ class ApprovalGate(BaseModel):
         if signature.on_behalf_of is None:
             if self.is_service(holder):
                 return None, f"{holder} signs for others: a start it signs names the person"
-            return holder, f"signed by {holder}'s key"
-        person = self.aliases.get(signature.on_behalf_of.casefold())
-        if person is None or not self.may_sign_for(holder, person, strict=True):
-            return None, f"{holder} may not sign for {signature.on_behalf_of}"
-        if claimed is not None and self.aliases.get(claimed.casefold(), person) != person:
+            person, how = holder, f"signed by {holder}'s key"
+        else:
+            person = self.aliases.get(signature.on_behalf_of.casefold()) or ""
+            if not person or not self.may_sign_for(holder, person, strict=True):
+                return None, f"{holder} may not sign for {signature.on_behalf_of}"
+            how = f"signed by {holder} for {person}"
+        if claimed is not None and self.aliases.get(claimed.casefold(), claimed) != person:
             return None, f"the start names {claimed}, its signature {person}"
-        return person, f"signed by {holder} for {person}"
+        return person, how
 
     def same_file(self, pinned: str | None) -> bool:
         """Whether this answer comes from the file a run pinned (or one that supersedes it)."""
