@@ -200,6 +200,7 @@ async def send_email(config: NotifyConfig, mail: Email, req: NotifyRequest) -> i
             msg["Idempotency-Key"] = header_value(req.idempotency_key)
             msg["Date"] = datetime.now().astimezone().strftime("%a, %d %b %Y %H:%M:%S %z")
             msg.set_content(email_text(req, links_for(config, req, rcpt)))
+            msg.as_bytes()  # what sending would do with it: a message that cannot be is refused here
             messages.append(msg)
     except (ValueError, TypeError, LookupError) as err:  # built again on a retry, the same way: never retried
         raise ChannelRefused(f"email: the message cannot be built: {type(err).__name__}: {err}") from None

@@ -113,7 +113,7 @@ class Inbox:
             return views.page(
                 "login.html", status=401, title="Sign in", identity=None, error="That token is not known here."
             )
-        response = web.HTTPSeeOther("/")
+        response = web.Response(status=303, headers={"Location": "/"})
         self.auth.set_session(response, request, identity)  # a session, never the token itself
         return response
 
@@ -224,7 +224,9 @@ class Inbox:
         arguments = sha256_of(asked) if asked is not None else ""
         run = view.audit.first_run_id
         if (run and claim.run_id != run) or claim.arguments_sha256 != arguments:
-            return views.message(refused, "This link was made for another run or other arguments.", status=403, back=None)
+            return views.message(
+                refused, "This link was made for another run or other arguments.", status=403, back=None
+            )
         if isinstance(self.links, Links) and self.links.refuses(tool):
             return views.message(refused, f"Calls of {tool} are decided in the inbox only.", status=403, back=None)
         if self.auth.configured:
@@ -270,7 +272,9 @@ class Inbox:
             claim = self._claim(request.match_info["token"])
         except LinkError as err:
             return views.message("This link decides nothing", str(err), status=403, back=None)
-        refusal = self._link_refusal(request, claim, await data.call_view(self.client, claim.execution_id, claim.call_id))
+        refusal = self._link_refusal(
+            request, claim, await data.call_view(self.client, claim.execution_id, claim.call_id)
+        )
         if refusal is not None:
             return refusal
         form = await request.post()

@@ -150,7 +150,9 @@ async def test_each_call_ends_as_the_rules_say_for_what_the_tool_receives(
     request = _call_request(call, spec, received)
     assert request.requires_approval and request.received_sha256
     verdict = (
-        await ActivityEnvironment().run(gate.gate, GateInput(execution_id="x", call_id="1", tool=tool, args=args, kwargs=kwargs))
+        await ActivityEnvironment().run(
+            gate.gate, GateInput(execution_id="x", call_id="1", tool=tool, args=args, kwargs=kwargs)
+        )
     ).verdict
     assert verdict == _oracle(tool, received), (name, received)
     if verdict != "allow":
@@ -221,7 +223,9 @@ def test_one_language_one_meaning() -> None:
         conditions.Condition.make("amount", "~", 1)
 
 
-async def test_a_value_from_an_input_is_judged_as_the_tool_receives_it(client, task_queue, tmp_path, events_file) -> None:
+async def test_a_value_from_an_input_is_judged_as_the_tool_receives_it(
+    client, task_queue, tmp_path, events_file
+) -> None:
     """End to end, the finding as reported: deny "amount > 10000", then allow our own domain;
     code passes the amount as the string "20000" from an input (the type check cannot see it).
     The call is denied by the first rule, and nothing moves."""
@@ -238,7 +242,9 @@ async def test_a_value_from_an_input_is_judged_as_the_tool_receives_it(client, t
             client, CodeExecutionRequest(code=code, inputs={"amt": "20000"}), task_queue=task_queue
         )
         outcome = await handle.result()
-        small = await start_execution(client, CodeExecutionRequest(code=code, inputs={"amt": "200"}), task_queue=task_queue)
+        small = await start_execution(
+            client, CodeExecutionRequest(code=code, inputs={"amt": "200"}), task_queue=task_queue
+        )
         allowed = await small.result()
     assert "denied by policy.big" in outcome.output
     assert allowed.output == "sent"

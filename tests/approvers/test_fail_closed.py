@@ -184,7 +184,9 @@ async def test_a_starter_who_lies_about_who_they_are_cannot_approve_alone(
         (call,) = (await wait_parked(handle)).pending_approvals
         own = cy.sign(handle.id, call, "approve", door="cli")
         counted = await handle.execute_update(
-            "decide", Decision(call_id=call.call_id, approve=True, by="cy", door="cli", signature=own), result_type=ApprovalRecord
+            "decide",
+            Decision(call_id=call.call_id, approve=True, by="cy", door="cli", signature=own),
+            result_type=ApprovalRecord,
         )
         assert counted.decision == "counted" and counted.needed == 1  # not decided by the starter alone
         await _refused(_decide(handle, call, ana), "this run says ana started it")
@@ -197,7 +199,9 @@ async def test_a_starter_who_lies_about_who_they_are_cannot_approve_alone(
         (call,) = (await wait_parked(signed)).pending_approvals
         own = cy.sign(signed.id, call, "approve", door="cli")
         await _refused(
-            signed.execute_update("decide", Decision(call_id=call.call_id, approve=True, by="cy", door="cli", signature=own)),
+            signed.execute_update(
+                "decide", Decision(call_id=call.call_id, approve=True, by="cy", door="cli", signature=own)
+            ),
             "cy started this run",
         )
         alone = await _decide(signed, call, bob)
