@@ -75,7 +75,8 @@ async def differing(client: Client, task_queue: str, own: str) -> dict[str, str]
 
 def describe(workers: dict[str, str]) -> str:
     return ", ".join(
-        f"{ident} ({'no approvers file' if tag == 'none' else f'approvers file {tag}…'})" for ident, tag in workers.items()
+        f"{ident} ({'no approvers file' if tag == 'none' else f'approvers file {tag}…'})"
+        for ident, tag in workers.items()
     )
 
 

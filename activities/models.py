@@ -8,7 +8,6 @@ in the object store and the history holds its ``CheckpointRef``.
 from __future__ import annotations
 
 import json
-
 import os
 from typing import Any, Literal
 

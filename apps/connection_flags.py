@@ -26,49 +26,19 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 #: (parameter, flag, help) of the flags that take a value, in the order ``--help`` lists them.
 _VALUE_FLAGS = (
-    (
-        "address",
-        "--address",
-        "Temporal frontend HOST:PORT [env TEMPORAL_ADDRESS; default: the profile's, else localhost:7233].",
-    ),
+    ("address", "--address", "Temporal frontend HOST:PORT [env TEMPORAL_ADDRESS; default: the profile's, else localhost:7233]."),
     ("namespace", "--namespace", "Temporal namespace [env TEMPORAL_NAMESPACE; default: the profile's, else default]."),
-    (
-        "api_key_file",
-        "--api-key-file",
-        "File holding the API key, sent as a bearer token over TLS [env TEMPORAL_API_KEY_FILE].",
-    ),
-    (
-        "api_key",
-        "--api-key",
-        "API key itself: visible in ps and shell history, prefer --api-key-file [env TEMPORAL_API_KEY].",
-    ),
+    ("api_key_file", "--api-key-file", "File holding the API key, sent as a bearer token over TLS [env TEMPORAL_API_KEY_FILE]."),
+    ("api_key", "--api-key", "API key itself: visible in ps and shell history, prefer --api-key-file [env TEMPORAL_API_KEY]."),
     ("tls_cert_path", "--tls-cert-path", "Client certificate (PEM) for mTLS [env TEMPORAL_TLS_CLIENT_CERT_PATH]."),
     ("tls_key_path", "--tls-key-path", "The client certificate's private key [env TEMPORAL_TLS_CLIENT_KEY_PATH]."),
-    (
-        "tls_ca_path",
-        "--tls-ca-path",
-        "CA certificate the server's is checked against [env TEMPORAL_TLS_SERVER_CA_CERT_PATH].",
-    ),
-    (
-        "tls_server_name",
-        "--tls-server-name",
-        "Server name the certificate must carry (SNI) [env TEMPORAL_TLS_SERVER_NAME].",
-    ),
+    ("tls_ca_path", "--tls-ca-path", "CA certificate the server's is checked against [env TEMPORAL_TLS_SERVER_CA_CERT_PATH]."),
+    ("tls_server_name", "--tls-server-name", "Server name the certificate must carry (SNI) [env TEMPORAL_TLS_SERVER_NAME]."),
     ("profile", "--profile", "Profile of Temporal's config file [env TEMPORAL_PROFILE; default: default]."),
-    (
-        "config_file",
-        "--config-file",
-        "Temporal's TOML config file [env TEMPORAL_CONFIG_FILE; default: ~/.config/temporalio/temporal.toml].",
-    ),
+    ("config_file", "--config-file", "Temporal's TOML config file [env TEMPORAL_CONFIG_FILE; default: ~/.config/temporalio/temporal.toml]."),
 )
 PARAMS = (*(name for name, _, _ in _VALUE_FLAGS), "tls", "allow_plaintext_api_key")
-_METAVARS = {
-    "address": "HOST:PORT",
-    "namespace": "NAME",
-    "api_key": "KEY",
-    "profile": "NAME",
-    "tls_server_name": "NAME",
-}
+_METAVARS = {"address": "HOST:PORT", "namespace": "NAME", "api_key": "KEY", "profile": "NAME", "tls_server_name": "NAME"}
 
 
 def connection_options(command: F) -> F:

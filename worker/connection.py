@@ -156,9 +156,7 @@ class Target:
 
     def describe(self) -> str:
         """``ADDRESS (namespace NS, TLS, api key)``: for messages; holds no secret."""
-        return (
-            f"{self.address} (namespace {self.namespace}, {'TLS' if self.uses_tls else 'plaintext'}, {self.credential})"
-        )
+        return f"{self.address} (namespace {self.namespace}, {'TLS' if self.uses_tls else 'plaintext'}, {self.credential})"
 
     @property
     def may_embed(self) -> bool:
