@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from codemode.approvals.signing import DecisionSignature
     from codemode.approvals.tally import CallTally, Offer
     from codemode.workflows.approval_checks import Checks, Queued, recheck_timeout, refused_by_approvers
+    from codemode.workflows.approval_memo import show_pending, summary
     from codemode.workflows.approval_notices import Notices
     from codemode.workflows.early_decisions import EarlyDecisions
     from codemode.workflows.models import (
@@ -528,60 +529,7 @@ class Approvals:
     def show_pending(self, execution_id: str) -> None:
         """What waits for a person, where anyone can see it without a worker: the memo
         (UI "Memo", ``temporal workflow describe``) and the current details."""
-        pending = self.waiting_calls()
-        if not pending:
-            workflow.upsert_memo({"pending_approvals": None})
-            return
-        entries = [self._memo_entry(execution_id, p) for p in pending]
-        workflow.upsert_memo({"pending_approvals": entries})
-        lines = [f"**Awaiting approval** ({len(pending)} call{'s' if len(pending) != 1 else ''}):", ""]
-        signed = False
-        for p in pending:
-            tally = self.tallies.get(p.call_id)
-            by = " --by NAME" if tally is not None else ""
-            signed = signed or tally is not None
-            progress = f" ({tally.progress()})" if tally is not None and tally.progress() else ""
-            lines.append(
-                f"- call `{p.call_id}`: `{summary(p)}`{progress} — approve with "
-                f"`codemode approve {execution_id} {p.call_id}{by}` or deny with `codemode deny {execution_id} {p.call_id}{by}`"
-            )
-        first = pending[0].call_id
-        lines.append("")
-        if signed:
-            lines.append(
-                "Decisions must be signed by a person the approvers file allows (`codemode keygen --approver NAME`)."
-            )
-        else:
-            lines.append(
-                f'Or use *Send a Signal*: name `approve` (or `deny`), input `{{"call_id": "{first}", "by": "your name"}}`.'
-            )
-        workflow.set_current_details("\n".join(lines))
-
-    def _memo_entry(self, execution_id: str, p: PendingApproval) -> dict[str, Any]:
-        tally = self.tallies.get(p.call_id)
-        by = " --by NAME" if tally is not None else ""
-        entry: dict[str, Any] = {
-            "call_id": p.call_id,
-            "tool": p.tool,
-            "summary": summary(p),
-            "line": p.line,
-            "asked_at": p.asked_at.isoformat() if p.asked_at else None,
-            "deadline": p.deadline.isoformat() if p.deadline else None,
-            "approve_command": f"codemode approve {execution_id} {p.call_id}{by}",
-            "deny_command": f"codemode deny {execution_id} {p.call_id}{by}",
-        }
-        if tally is None:
-            entry["signal_input"] = {"call_id": p.call_id, "by": "your name"}
-        else:  # who may decide, and who did so far (the verified approvers)
-            gate = tally.gate
-            entry.update(
-                signed=True,
-                rule=gate.rule,
-                approvers=gate.approvers_listed,
-                required=gate.required,
-                approved_by=tally.approvers(),
-            )
-        return entry
+        show_pending(execution_id, self.waiting_calls(), self.tallies)
 
 
 def _offer(decision: Decision, edited: dict[str, Any] | None) -> Offer:
@@ -611,10 +559,6 @@ def _shown(value: Any, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def summary(call: CallRequest | PendingApproval) -> str:
-    """How a call is named in summaries, details and the memo (all encrypted by the
-    payload codec when keys are set)."""
-    return call.summary or f"{call.tool}(...)"
 
 
 def permission_error(what: str, decision: ApprovalRecord) -> ErrorInfo:
