@@ -92,6 +92,12 @@ def _utc(at: datetime) -> str:
     return at.astimezone(UTC).isoformat(timespec="microseconds")
 
 
+def _check_names(signer: str, on_behalf_of: str | None) -> None:
+    keys.check_name(signer)
+    if on_behalf_of is not None:
+        keys.check_name(on_behalf_of)
+
+
 def signed_document(sig: DecisionSignature) -> bytes:
     """The bytes a signature signs, from its claims (in the shape of its version)."""
     document: dict[str, Any] = {
@@ -133,9 +139,7 @@ def sign_decision(
     ``answered=True`` or ``decision="answer"`` when the person answers instead of the tool;
     ``run_id``, ``comment`` and ``door`` exactly as the decision carries them). The inbox
     signs with its service key and ``on_behalf_of`` the person it authenticated."""
-    keys.check_name(signer)
-    if on_behalf_of is not None:
-        keys.check_name(on_behalf_of)
+    _check_names(signer, on_behalf_of)
     has_answer = answered or decision == "answer"
     unsigned = DecisionSignature(
         signer=signer,
@@ -207,9 +211,7 @@ def sign_start(
     signed_at: datetime | None = None,
 ) -> StartSignature:
     """Sign that ``on_behalf_of`` (else ``signer``) starts ``execution_id`` with ``code``."""
-    keys.check_name(signer)
-    if on_behalf_of is not None:
-        keys.check_name(on_behalf_of)
+    _check_names(signer, on_behalf_of)
     unsigned = StartSignature(
         signer=signer,
         key=keys.public_text(private_key.public_key()),

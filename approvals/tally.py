@@ -104,19 +104,9 @@ class CallTally:
         holder = gate.keys[sig.key]
         if holder != sig.signer:
             return f"the key {_short(sig.key)} belongs to {holder}, not {sig.signer}"
-        if not verify_signature(sig):
-            return f"the signature of {sig.signer} does not verify (forged or altered)"
-        if sig.execution_id != self.execution_id:
-            return f"signed for execution {sig.execution_id}, not {self.execution_id} (replayed?)"
-        if sig.call_id != self.call_id:
-            return f"signed for call {sig.call_id}, not call {self.call_id} (replayed from another call?)"
-        if sig.decision != offer.kind:
-            return f"signed as {sig.decision}, sent as {offer.kind}"
-        if sig.arguments_sha256 != arguments_sha256(self.args, self.kwargs, offer.edited):
-            return "signed over other arguments than the ones this decision approves"
-        has_answer = offer.answered or offer.kind == "answer"
-        if sig.answer_sha256 != (answer_sha256(offer.answer) if has_answer else None):
-            return "signed over another answer than the one this decision gives"
+        claims = self._claims_refusal(sig, offer)
+        if claims is not None:
+            return claims
         if _aware(sig.signed_at) < _aware(self.asked_at) - CLOCK_SKEW:
             return f"signed at {_aware(sig.signed_at).isoformat()}, before call {self.call_id} asked (replayed?)"
         if sig.on_behalf_of is not None:
@@ -134,6 +124,23 @@ class CallTally:
                 return f"four eyes: {person} started this run and may not decide its calls (rule {gate.rule})"
         if person in self.approvers():
             return f"{person} already decided call {self.call_id}: it needs {gate.required} distinct approvers"
+        return None
+
+    def _claims_refusal(self, sig: DecisionSignature, offer: Offer) -> str | None:
+        """Whether the signature holds, over this execution, call, decision, arguments and answer."""
+        if not verify_signature(sig):
+            return f"the signature of {sig.signer} does not verify (forged or altered)"
+        if sig.execution_id != self.execution_id:
+            return f"signed for execution {sig.execution_id}, not {self.execution_id} (replayed?)"
+        if sig.call_id != self.call_id:
+            return f"signed for call {sig.call_id}, not call {self.call_id} (replayed from another call?)"
+        if sig.decision != offer.kind:
+            return f"signed as {sig.decision}, sent as {offer.kind}"
+        if sig.arguments_sha256 != arguments_sha256(self.args, self.kwargs, offer.edited):
+            return "signed over other arguments than the ones this decision approves"
+        has_answer = offer.answered or offer.kind == "answer"
+        if sig.answer_sha256 != (answer_sha256(offer.answer) if has_answer else None):
+            return "signed over another answer than the one this decision gives"
         return None
 
     def _strict_refusal(self, offer: Offer, now: datetime | None) -> str | None:
@@ -154,21 +161,11 @@ class CallTally:
                 return f"signed with a key the approvers file does not list ({_short(sig.key)}){since}"
             if g.keys[sig.key] != sig.signer:
                 return f"the key {_short(sig.key)} belongs to {g.keys[sig.key]}, not {sig.signer}"
-        if not verify_signature(sig):
-            return f"the signature of {sig.signer} does not verify (forged or altered)"
-        if sig.execution_id != self.execution_id:
-            return f"signed for execution {sig.execution_id}, not {self.execution_id} (replayed?)"
+        claims = self._claims_refusal(sig, offer)
+        if claims is not None:
+            return claims
         if self.run_id and sig.run_id != self.run_id:
             return f"signed for run {sig.run_id} of {sig.execution_id}, not this run {self.run_id} (replayed?)"
-        if sig.call_id != self.call_id:
-            return f"signed for call {sig.call_id}, not call {self.call_id} (replayed from another call?)"
-        if sig.decision != offer.kind:
-            return f"signed as {sig.decision}, sent as {offer.kind}"
-        if sig.arguments_sha256 != arguments_sha256(self.args, self.kwargs, offer.edited):
-            return "signed over other arguments than the ones this decision approves"
-        has_answer = offer.answered or offer.kind == "answer"
-        if sig.answer_sha256 != (answer_sha256(offer.answer) if has_answer else None):
-            return "signed over another answer than the one this decision gives"
         if sig.comment != offer.comment:
             return "signed over another comment than the one this decision carries"
         if sig.door != offer.door:

@@ -18,9 +18,9 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from codemode.approvals.notify.config import Email, NotifyConfig, Webhook
-from codemode.approvals.signing import sha256_of
 from codemode.approvals.notify.events import NotifyRequest, code_text, event_body, headline
 from codemode.approvals.notify.signing import SIGNATURE_HEADER, LinkClaim, make_link_token, sign_webhook
+from codemode.approvals.signing import sha256_of
 
 #: How long one attempt at a receiver may take.
 ATTEMPT_SECONDS = 10.0

@@ -90,13 +90,7 @@ class Inbox:
                 request[IDENTITY] = identity
             return await handler(request)
         if identity is None:
-            return views.page(
-                "login.html",
-                status=401,
-                title="Sign in",
-                identity=None,
-                error="You are not signed in: open the inbox through your sign-in proxy, or sign in with your token.",
-            )
+            return _sign_in("You are not signed in: open the inbox through your sign-in proxy, or sign in with your token.")
         request[IDENTITY] = identity
         return await handler(request)
 
@@ -110,9 +104,7 @@ class Inbox:
         token = str(form.get("token", "")).strip()
         identity = self.auth.user_of(token) if token else None
         if identity is None:
-            return views.page(
-                "login.html", status=401, title="Sign in", identity=None, error="That token is not known here."
-            )
+            return _sign_in("That token is not known here.")
         response = web.Response(status=303, headers={"Location": "/"})
         self.auth.set_session(response, request, identity)  # a session, never the token itself
         return response
@@ -232,13 +224,7 @@ class Inbox:
         if self.auth.configured:
             identity = request.get(IDENTITY)
             if identity is None:
-                return views.page(
-                    "login.html",
-                    status=401,
-                    title="Sign in",
-                    identity=None,
-                    error=f"Sign in as {claim.approver} to use this link.",
-                )
+                return _sign_in(f"Sign in as {claim.approver} to use this link.")
             if identity.casefold() != claim.approver.casefold():
                 return views.message(
                     refused,
@@ -283,6 +269,11 @@ class Inbox:
             call_id=claim.call_id, approve=claim.action == "approve", by=claim.approver, comment=comment, door="link"
         )
         return await self._send(request, claim.execution_id, decision)
+
+
+def _sign_in(error: str) -> web.StreamResponse:
+    """The sign-in page (401), saying why."""
+    return views.page("login.html", status=401, title="Sign in", identity=None, error=error)
 
 
 async def _security_headers(request: web.Request, response: web.StreamResponse) -> None:

@@ -5,8 +5,6 @@ the inbox loads, and a reminder's link past ``ttl``."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,24 +17,17 @@ from codemode.approvals.notify.events import NotifyRequest
 from codemode.apps.inbox.auth import COOKIE
 from codemode.client.executions import start_execution
 from codemode.workflows.models import CodeExecutionRequest
-from tests.browser import CHROMIUM, CHROMIUM_FLAGS
+from tests.browser import CHROMIUM, CHROMIUM_FLAGS, skip_without_a_browser
 
 from .inbox_fixtures import LINKS_SECRET, TOKEN, link
 from .test_decisions import SEND, parked
 
 try:
     from playwright.async_api import async_playwright, expect
-except ImportError:  # CI installs it: there a missing browser fails the test
-    async_playwright = None
+except ImportError:  # skipped below (CI installs it)
+    async_playwright = expect = None
 
-_missing = (
-    "PyPI playwright is not installed"
-    if async_playwright is None
-    else f"{CHROMIUM} not found"
-    if not shutil.which(CHROMIUM)
-    else None
-)
-pytestmark = pytest.mark.skipif(_missing is not None and not os.environ.get("CI"), reason=_missing or "")
+pytestmark = skip_without_a_browser()
 
 
 async def test_the_inbox_is_not_framed_and_signs_in_by_post(client, task_queue, worker, inbox, tmp_path: Path) -> None:
