@@ -190,3 +190,13 @@ def test_runs_recorded_before_keep_their_rules() -> None:
     v1 = p["cy"].sign("x", CALL, "approve").model_copy()
     assert old.refusal(Offer("approve", v1)) is None and old.needed() == 1
     assert "ana started this run" in (old.refusal(offer(p["ana"])) or "")
+
+
+def test_a_tool_may_refuse_decisions_through_links() -> None:
+    """``links = false`` on a tool's rule: a decision signed for the door ``link`` (the inbox's
+    signed links) does not count, whoever signed it; the inbox's own pages still do."""
+    p = people()
+    tally = tally_of(file_of(p, "required = 1\nlinks = false").gate("transfer", {}))
+    by_link = offer(p["inbox"], on_behalf_of="ana", door="link")
+    assert "takes no decision through a link" in (tally.refusal(by_link) or "")
+    assert tally.refusal(offer(p["inbox"], on_behalf_of="ana", door="inbox")) is None
