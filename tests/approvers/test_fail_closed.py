@@ -209,3 +209,48 @@ async def test_a_starter_who_lies_about_who_they_are_cannot_approve_alone(
         await signed.result()
         await replay_and_keep(client, signed, "gen45-signed-start", plain=True)
     assert len(read_events(events_file)) == 2
+
+
+async def test_a_worker_with_another_file_answers_nothing_for_a_pinned_run(
+    client, task_queue, tmp_path, events_file
+) -> None:
+    """A run pinned file A. A worker whose file B allows transfers to cy without asking (and is
+    not declared to supersede A) answers none of its gates: the second call neither runs nor is
+    decided while B is the only worker, and B says why. Workers of the queue with different
+    files are named. A file that lists A's hash in ``supersedes`` takes over."""
+    import hashlib
+
+    ana = Person("ana")
+    a_text = people_toml((ana, [])) + '\n[tools.transfer]\napprovers = ["ana"]\n'
+    looser = '\n[[policy]]\nname = "cy-ok"\ntool = "transfer"\ndecision = "allow"\nwhen = { to = "cy" }\n'
+    a_path = write_file(tmp_path / "a.toml", a_text)
+    b_path = write_file(tmp_path / "b.toml", a_text + looser)
+    a_sha = hashlib.sha256(a_path.read_bytes()).hexdigest()
+    code = "a = transfer('bob', 1)['to']\nb = transfer('cy', 2)['to']\n[a, b]"
+    async with worker(client, task_queue, a_path).running():
+        handle = await start_execution(client, CodeExecutionRequest(code=code), task_queue=task_queue)
+        (first,) = (await wait_parked(handle)).pending_approvals
+        assert first.signed
+        async with worker(await other_client(client), task_queue, b_path).running():
+            await _polling(client, task_queue, approvers_peers.tag_of_file(b_path))
+            named = await approvers_peers.differing(client, task_queue, approvers_peers.tag_of_file(a_path))
+            assert approvers_peers.tag_of_file(b_path) in named.values(), named
+    async with worker(client, task_queue, b_path).running():
+        sig = ana.sign(handle.id, first)
+        await handle.signal("approve", ApproveSignal(call_id=first.call_id, signature=sig))
+        why = ""
+        for _ in range(300):  # B ran call 1 (ana is listed in B too), then refused to gate call 2
+            pending = (await handle.describe()).raw_description.pending_activities
+            why = " ".join(p.last_failure.message for p in pending if p.last_failure.message)
+            if "not the one execution" in why:
+                break
+            await asyncio.sleep(0.1)
+        assert "does not supersede it" in why, why
+        assert len(read_events(events_file)) == 1  # call 2 neither ran nor was allowed by B's policy
+        assert not (await status_of(handle)).pending_approvals
+    c_path = write_file(tmp_path / "c.toml", f'supersedes = ["{a_sha}"]\n' + a_text + looser)
+    async with worker(client, task_queue, c_path).running():
+        outcome = await asyncio.wait_for(handle.result(), 60)
+    assert outcome.output == ["bob", "cy"]
+    assert outcome.tool_calls[1].approval.rule == "policy.cy-ok"
+    assert len(read_events(events_file)) == 2
