@@ -134,3 +134,55 @@ async def test_a_webhook_is_named_by_its_number_and_host_never_its_url(caplog) -
         await runner.cleanup()
     ours = [r.getMessage() for r in caplog.records if r.name.startswith(("codemode", "temporalio"))]
     assert ours and not [m for m in ours if "XXXXsecretXXXX" in m]
+
+
+async def test_the_notify_history_never_holds_a_webhooks_url(client, task_queue, events_file) -> None:
+    """End to end: a call parks, its webhook's receiver is down (a Slack-like URL whose path is
+    the credential); the notify workflow retries. The failure the server shows for its delivery
+    names webhook:0 and the host, and neither its history (plan, inputs) nor the run's holds
+    the URL."""
+    import asyncio
+
+    from codemode.activities import ToolRegistry
+    from codemode.client.executions import start_execution
+    from codemode.client.following import send_decision
+    from codemode.worker.dev_server import free_port
+    from codemode.worker.worker import CodeModeWorker
+    from codemode.workflows.models import CodeExecutionRequest
+
+    from .conftest import TOOLS_MODULE
+    from .test_decisions import parked
+
+    dead = free_port()
+    config = NotifyConfig.model_validate(
+        {
+            "webhooks": [{"url": f"http://127.0.0.1:{dead}{SECRET_PATH}", "secret": "whsec-test"}],
+            "retry": {"initial_interval": "0.2s", "maximum_interval": "0.5s"},
+        }
+    )
+    code = "r = send_money('bob', 900)\nr['amount']"
+    worker = CodeModeWorker(client, ToolRegistry.from_module(TOOLS_MODULE), task_queue=task_queue, notify=config)
+    async with worker.running():
+        handle = await start_execution(client, CodeExecutionRequest(code=code), task_queue=task_queue)
+        (pending,) = (await parked(handle)).pending_approvals
+        run_id = (await handle.describe()).raw_description.workflow_execution_info.first_run_id or handle.result_run_id
+        notify = client.get_workflow_handle(f"codemode-notify:{run_id}:{pending.call_id}:requested")
+        failure = ""
+        for _ in range(300):
+            try:
+                acts = (await notify.describe()).raw_description.pending_activities
+            except Exception:  # not started yet
+                acts = []
+            failure = " ".join(a.last_failure.message for a in acts if a.attempt >= 2)
+            if failure:
+                break
+            await asyncio.sleep(0.1)
+        assert "webhook:0" in failure and "127.0.0.1" in failure and "XXXXsecretXXXX" not in failure, failure
+        await send_decision(handle, pending.call_id, approve=True, by="ana", door="cli")
+        assert (await handle.result()).output == 900
+        await notify.terminate("the test is done")
+    for h in (notify, handle):  # every event's bytes: payloads (inputs, results) and failures
+        raw = b"".join(e.SerializeToString() for e in (await h.fetch_history()).events)
+        assert b"XXXXsecretXXXX" not in raw and b"/services/" not in raw
+    raw = b"".join(e.SerializeToString() for e in (await notify.fetch_history()).events)
+    assert b"webhook:0" in raw  # the plan and the delivery name the channel by its number
