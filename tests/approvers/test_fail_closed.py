@@ -254,3 +254,33 @@ async def test_a_worker_with_another_file_answers_nothing_for_a_pinned_run(
     assert outcome.output == ["bob", "cy"]
     assert outcome.tool_calls[1].approval.rule == "policy.cy-ok"
     assert len(read_events(events_file)) == 2
+
+
+async def test_a_pinned_call_no_worker_with_the_file_answers_is_refused(
+    client, task_queue, tmp_path, events_file
+) -> None:
+    """Only a worker with another file is left: the run's second call is refused when its
+    approval time is up (said in its record, door ``approvers``), never decided by that file's
+    looser rule, and ``--verify`` holds the refusal as the history shows it."""
+    from datetime import timedelta
+
+    ana = Person("ana")
+    a_text = people_toml((ana, [])) + '\n[tools.transfer]\napprovers = ["ana"]\n'
+    looser = '\n[[policy]]\nname = "cy-ok"\ntool = "transfer"\ndecision = "allow"\nwhen = { to = "cy" }\n'
+    a_path = write_file(tmp_path / "a.toml", a_text)
+    b_path = write_file(tmp_path / "b.toml", a_text + looser)
+    code = "a = transfer('bob', 1)['to']\ntry:\n    b = transfer('cy', 2)['to']\nexcept PermissionError as e:\n    b = str(e)\n[a, b]"
+    request = CodeExecutionRequest(code=code, approval_timeout=timedelta(seconds=12))
+    async with worker(client, task_queue, a_path).running():
+        handle = await start_execution(client, request, task_queue=task_queue)
+        (first,) = (await wait_parked(handle)).pending_approvals
+    async with worker(client, task_queue, b_path).running():
+        await handle.signal("approve", ApproveSignal(call_id=first.call_id, signature=ana.sign(handle.id, first)))
+        outcome = await asyncio.wait_for(handle.result(), 90)
+    assert outcome.output[0] == "bob" and "denied" in outcome.output[1], outcome.output
+    record = outcome.tool_calls[1].approval
+    assert record.decision == "denied" and record.by == "approvers file" and record.door == "approvers"
+    assert "no worker could check the call against the approvers file in time" in (record.comment or "")
+    assert [e["arg"] for e in read_events(events_file)] == ["bob"]  # cy's transfer never ran
+    runs, _ = await fetch_runs(client, handle.id)
+    assert (await verify_runs(handle.id, runs, client.data_converter)).ok
