@@ -1,10 +1,21 @@
 """The activity that tells the workflow who may decide one call: the worker reads its
 approvers file (each time: an edited file applies to the next call that asks) and evaluates
-the policy rules on the call's named arguments. Its result is recorded in the history, so the
-check of every decision replays identically and stays verifiable offline."""
+the policy rules on the call's validated arguments (the values the tool receives). Its result
+is recorded in the history, so the check of every decision replays identically and stays
+verifiable offline.
+
+Fail closed across workers (issue 45): a run that saw an approvers file pins its SHA-256 and
+sends it with every later gate (``GateInput.pinned``). A worker without the file, or with
+another one that does not supersede it, does not answer for that run: it fails the attempt
+(logging why) and the retry goes to another worker, until one with the pinned file answers or
+the run refuses the call. A worker without a file also stays silent for a run that pinned
+nothing while a worker with a file polls the same task queue (``approvers_peers.py``). A
+recheck (``GateInput.recheck``: decisions judged again as they arrive) takes any worker with a
+file: the run counts a decision only when both the call's gate and the recheck allow it."""
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -12,14 +23,19 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from codemode.activities import names
+from codemode.activities import approvers_peers, names
 from codemode.activities.tools import ToolRegistry
 from codemode.approvals import approvers_file as config
 from codemode.approvals.gate import ApprovalGate, GateInput
 
+log = logging.getLogger(__name__)
+
 #: Failure type while the approvers file cannot be read: retried until it is fixed (the call
 #: keeps waiting; nothing is decided on a broken file).
 BROKEN_FILE = "ApproversFileError"
+#: Failure types of a worker that must not answer for the run (retried: another worker may).
+FILE_MISSING = "ApproversFileMissing"
+FILE_DIFFERS = "ApproversFileDiffers"
 
 
 class ApproverActivities:
@@ -36,30 +52,70 @@ class ApproverActivities:
     @activity.defn(name=names.APPROVAL_GATE)
     async def gate(self, inp: GateInput) -> ApprovalGate:
         if self.path is None:
+            await self._without_a_file(inp)
             return ApprovalGate(tool=inp.tool, notify=self.notify)
         try:
             file = config.load(self.path)
         except config.ApproversFileError as err:
             raise ApplicationError(str(err), type=BROKEN_FILE) from None
-        gate = file.gate(inp.tool, self._named(inp))
+        pinned = inp.pinned
+        if pinned and inp.recheck is None and file.sha256 != pinned and pinned not in file.supersedes:
+            why = (
+                f"this worker's approvers file {self.path} (sha256 {file.sha256[:16]}…) is not the one execution "
+                f"{inp.execution_id} pinned (sha256 {pinned[:16]}…), and does not supersede it: leaving call "
+                f"{inp.call_id} to a worker with the pinned file (or list the old hash in `supersedes`)"
+            )
+            log.warning("%s", why)
+            raise ApplicationError(why, type=FILE_DIFFERS)
+        received, unvalidated = self._received(inp)
+        gate = file.gate(inp.tool, received, unvalidated=unvalidated)
         gate.execution_id, gate.call_id, gate.notify = inp.execution_id, inp.call_id, self.notify
+        if inp.strict:
+            person, how = gate.authenticate_start(
+                inp.started_by, inp.start_signature, inp.execution_id, inp.code_sha256
+            )
+            gate.starter, gate.starter_how = person, how
+            if person is None and inp.started_by:
+                gate.starter_claimed = file.person(inp.started_by) or inp.started_by
         return gate
 
-    def _named(self, inp: GateInput) -> dict[str, Any]:
-        """The call's arguments by parameter name (positional ones bound to the tool's
-        signature when the registry knows it)."""
-        if self.registry is not None and inp.tool in self.registry:
-            signature = self.registry[inp.tool].signature
-            try:
-                bound = signature.bind(inp.args, inp.kwargs)
-            except (TypeError, ValueError):
-                bound = None
-            if bound is not None:
-                for p in signature.parameters:  # **flags: its names are arguments too
-                    if p.kind == "var_keyword" and isinstance(bound.get(p.name), dict):
-                        bound = {**bound.pop(p.name), **bound}
-                return bound
-        return {**{f"arg{i}": v for i, v in enumerate(inp.args)}, **inp.kwargs}
+    async def _without_a_file(self, inp: GateInput) -> None:
+        """Refuse to answer "no approvers file" where that would weaken a run: it pinned one,
+        or a worker with a file polls this task queue."""
+        if inp.pinned or inp.recheck is not None:
+            why = (
+                f"this worker has no approvers file, and execution {inp.execution_id} pinned one (sha256 "
+                f"{(inp.pinned or '?')[:16]}…): leaving call {inp.call_id} to a worker that has it"
+            )
+            log.warning("%s", why)
+            raise ApplicationError(why, type=FILE_MISSING)
+        try:
+            info = activity.info()
+            others = await approvers_peers.differing(activity.client(), info.task_queue, "none")
+        except RuntimeError:  # not in an activity with a client (a test calling it directly)
+            others = {}
+        if others:
+            why = (
+                f"this worker has no approvers file, while workers of task queue {activity.info().task_queue} have "
+                f"one: {approvers_peers.describe(others)}; leaving call {inp.call_id} of {inp.execution_id} to them"
+            )
+            log.warning("%s", why)
+            raise ApplicationError(why, type=FILE_MISSING)
+
+    def _received(self, inp: GateInput) -> tuple[dict[str, Any], str]:
+        """The call's arguments as the tool receives them (validated by its schema), and why
+        not when they cannot be had (then no ``allow`` rule can match)."""
+        if inp.tool == config.CODE_TOOL:
+            return {"code": inp.args[0] if inp.args else "", **{f"arg{i}": v for i, v in enumerate(inp.args)}}, ""
+        if self.registry is None or inp.tool not in self.registry:
+            return {
+                **{f"arg{i}": v for i, v in enumerate(inp.args)},
+                **inp.kwargs,
+            }, "this worker does not know the tool"
+        try:
+            return self.registry[inp.tool].received(inp.args, inp.kwargs), ""
+        except (TypeError, ValueError) as err:
+            return {}, f"{type(err).__name__}: {err}"
 
 
 def resolve_path(approvers: str | os.PathLike[str] | None) -> Path | None:

@@ -8,7 +8,6 @@ in the object store and the history holds its ``CheckpointRef``.
 from __future__ import annotations
 
 import json
-
 import os
 from typing import Any, Literal
 
@@ -232,6 +231,10 @@ class CallRequest(CompactModel):
     returns_schema: dict[str, Any] | None = None
     #: Why the call waits (a rule or predicate that decided so), for the person.
     approval_reason: str | None = None
+    #: A call a rule or predicate judged (or that waits for a person): the SHA-256 of the
+    #: values the tool receives (``ToolSpec.received``). Its activity runs the call only when
+    #: its own validation gives the same values (issue 45).
+    received_sha256: str | None = None
 
     def function_call(self) -> FunctionCall:
         """The call as the code made it (what its journal entry records)."""
@@ -403,6 +406,8 @@ class ToolInput(CompactModel):
     then: NextStep | None = None
     #: The tool's own timeout, kept inside the activity when ``then`` lengthens the activity's.
     timeout_seconds: float | None = None
+    #: The SHA-256 of the values the rules judged (``CallRequest.received_sha256``).
+    received_sha256: str | None = None
 
 
 class ToolOutput(CompactModel):

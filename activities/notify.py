@@ -13,7 +13,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 
 from codemode.activities import names
-from codemode.approvals.notify.channels import ChannelRefused, send_email, send_webhook
+from codemode.approvals.notify.channels import ChannelRefused, scrub, send_email, send_webhook, webhook_label
 from codemode.approvals.notify.config import NotifyConfig
 from codemode.approvals.notify.events import NotifyRequest
 
@@ -99,20 +99,22 @@ class NotifyActivities:
                 return f"{sent} message(s) sent"
             kind, _, index = inp.channel.partition(":")
             if kind == "webhook" and index.isdigit() and int(index) < len(c.webhooks):
-                status = await send_webhook(c, c.webhooks[int(index)], req)
+                status = await send_webhook(c, c.webhooks[int(index)], req, int(index))
                 return f"HTTP {status}"
         except ChannelRefused as err:
-            raise ApplicationError(str(err), type="ChannelRefused", non_retryable=True) from None
+            raise ApplicationError(_scrubbed(c, str(err)), type="ChannelRefused", non_retryable=True) from None
         except Exception as err:
+            # (send_webhook's errors name the webhook as webhook:N and its host, never its URL)
+            said = _scrubbed(c, f"{type(err).__name__}: {err}")
             log.info(
                 "%s for %s on %s failed (attempt %s): %s",
                 req.event,
                 req.idempotency_key,
                 inp.channel,
                 activity.info().attempt,
-                err,
+                said,
             )
-            raise ApplicationError(f"{inp.channel}: {type(err).__name__}: {err}", type="ChannelDown") from None
+            raise ApplicationError(f"{inp.channel}: {said}", type="ChannelDown") from None
         return f"channel {inp.channel} is no longer configured on this worker"
 
     @activity.defn(name=STILL_PENDING)
@@ -127,6 +129,13 @@ class NotifyActivities:
 
     def activities(self) -> list[object]:
         return [self.start, self.plan, self.deliver, self.still_pending]
+
+
+def _scrubbed(config: NotifyConfig, text: str) -> str:
+    """``text`` without any webhook's URL (a Slack webhook's URL is its credential)."""
+    for i, hook in enumerate(config.webhooks):
+        text = scrub(text, hook, webhook_label(i, hook))
+    return text
 
 
 #: How long one attempt may run (the channel's own timeouts are shorter).

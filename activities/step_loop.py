@@ -33,7 +33,7 @@ from .models import (
 )
 from .records import ErrorInfo
 from .sandbox_host import SandboxHost
-from .tools import ToolSpec
+from .tools import ToolSpec, received_sha256
 
 log = logging.getLogger(__name__)
 
@@ -132,14 +132,14 @@ class StepLoop:
                             raise NameError(f"name '{call.function_name}' is not defined")
                         if too_big is not None:  # (before validating: megabytes of arguments)
                             raise ValueError(too_big)
-                        spec.validate(call.args, call.kwargs)
+                        received = spec.received(call.args, call.kwargs)
                     except (TypeError, ValueError, NameError) as err:
                         refused = JournalEntry.refused_oversized if too_big is not None else JournalEntry.raised
                         entry = refused(call, type(err).__name__, clip(str(err)))
                         rejected.append(entry)
                         await answer(execution, entry)
                         continue
-                    calls.append(_call_request(call, spec))
+                    calls.append(_call_request(call, spec, received))
                 if not calls:
                     continue
                 stdout = execution.stdout
@@ -230,10 +230,13 @@ def _oversize(what: str, value: Any, verb: str = "is") -> str | None:
     return f"{what} {verb} {human_bytes(size)}, over the {human_bytes(MAX_VALUE_BYTES)} limit for one value"
 
 
-def _call_request(call: FunctionCall, spec: ToolSpec) -> CallRequest:
+def _call_request(call: FunctionCall, spec: ToolSpec, received: dict[str, Any]) -> CallRequest:
     """The call for the workflow, with the tool's policy. Whether it waits for a person is
     decided here, on the host (a predicate or rule of its arguments), and recorded with the
-    step, so a replay of the workflow never asks again."""
+    step, so a replay of the workflow never asks again. ``received``: the call's arguments as
+    the tool receives them (validated by its own schema, defaults included): what a predicate
+    or an ``approval_when`` judges, what a person is shown, and (by their SHA-256) what the
+    tool's activity checks it runs with (issue 45)."""
     opts = spec.options
     request = CallRequest(
         call_id=call.call_id,
@@ -248,14 +251,11 @@ def _call_request(call: FunctionCall, spec: ToolSpec) -> CallRequest:
     )
     if opts.requires_approval is False and spec.approval_rules is None:
         return request
-    try:
-        arguments = spec.signature.bind(call.args, call.kwargs)  # validated before: binds
-    except TypeError:  # a signature that only lists (a CLI command's): its keywords
-        arguments = {**{str(i): a for i, a in enumerate(call.args)}, **call.kwargs}
-    needed, reason = spec.needs_approval(arguments)
+    request.received_sha256 = received_sha256(received)
+    needed, reason = spec.needs_approval(received)
     if needed:
         request.requires_approval = True
-        request.arguments = to_jsonable_python(arguments, fallback=repr)
+        request.arguments = to_jsonable_python(received, fallback=repr)
         request.parameters_schema = parameters_schema(spec)
         request.returns_schema = spec.returns_schema
         request.approval_reason = reason

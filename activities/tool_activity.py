@@ -44,6 +44,7 @@ def make_tool_activity(spec: ToolSpec, sandbox: SandboxActivities | None = None)
         info = activity.info()
         attempt = info.attempt
         token = _current.set(CallContext(info.workflow_id or "", inp.call_id, spec.name, attempt))
+        _judged_values(spec, inp)
         beating = asyncio.create_task(_heartbeat())
         try:
             if inp.then is not None and inp.timeout_seconds:
@@ -114,6 +115,25 @@ def make_tool_activity(spec: ToolSpec, sandbox: SandboxActivities | None = None)
         return out
 
     return run_tool
+
+
+def _judged_values(spec: ToolSpec, inp: ToolInput) -> None:
+    """A call a rule judged runs only with the values the rule judged (issue 45): the tool's
+    validation here must give what it gave in the step that judged the call (a validator that
+    gives something else each time, or a tool changed between the two, is refused)."""
+    if inp.received_sha256 is None:
+        return
+    try:
+        same = spec.received_sha256(inp.args, inp.kwargs) == inp.received_sha256
+    except (TypeError, ValueError) as err:
+        raise ApplicationError(clip(str(err)), type=type(err).__name__, non_retryable=True) from None
+    if not same:
+        log.warning("call %s of %s: its arguments validate to other values than the rules judged", inp.call_id, spec.name)
+        raise ApplicationError(
+            f"{spec.name}(): the arguments validate to other values than the approval rules judged: not run",
+            type="PermissionError",
+            non_retryable=True,
+        )
 
 
 async def _within(spec: ToolSpec, inp: ToolInput, seconds: float, attempt: int) -> Any:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import hashlib
 import importlib
 import inspect
+import json
 import types
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -19,6 +21,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from pydantic import ConfigDict, ValidationError, create_model
+from pydantic_core import to_jsonable_python
 
 from codemode.runtimes import artifacts
 from codemode.runtimes.signatures import ToolSignature, signature_from_callable
@@ -207,6 +210,35 @@ class ToolSpec:
         out.update({k: getattr(model, k) for k in fixed})
         return out
 
+    def received(self, args: list[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """What the tool receives, by parameter name, as rules judge it (issue 45): the call's
+        arguments validated by the tool's own schema (a ``"20000"`` passed for ``amount: int``
+        is the number 20000), the defaults of parameters the call left out included, and the
+        names a ``**kwargs`` parameter takes as arguments of their own. Raises like
+        ``validate``."""
+        validated = self.validate(args, kwargs)
+        if self._validator is not None and self.check is None:
+            fields = self._validator.model_fields
+            defaults = {
+                k: f.get_default(call_default_factory=True) for k, f in fields.items() if k not in validated and not f.is_required()
+            }
+            validated = {**defaults, **validated}
+        elif self.check is not None:
+            props = (self.signature.parameters_schema or {}).get("properties") or {}
+            for name, prop in props.items():
+                if name not in validated and isinstance(prop, Mapping) and "default" in prop:
+                    validated[name] = prop["default"]
+        for p in self.signature.parameters:
+            if p.kind == "var_keyword" and isinstance(validated.get(p.name), dict):
+                extra = validated.pop(p.name)
+                validated = {**extra, **validated}
+        return validated
+
+    def received_sha256(self, args: list[Any], kwargs: Mapping[str, Any]) -> str:
+        """The SHA-256 of ``received`` as JSON: the tool's activity runs the call only when the
+        values it validates to are the ones the rules judged (issue 45)."""
+        return received_sha256(self.received(args, kwargs))
+
     def prepare(self, args: list[Any], kwargs: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
         """Validated ``(positional, keyword)`` arguments for calling the function."""
         validated = self.validate(args, kwargs)
@@ -232,6 +264,13 @@ class ToolSpec:
         if self.is_async:
             return await self.fn(*positional, **keywords)
         return await asyncio.to_thread(self.fn, *positional, **keywords)
+
+
+def received_sha256(received: Mapping[str, Any]) -> str:
+    """SHA-256 of validated arguments as canonical JSON (objects as their JSON form)."""
+    value = to_jsonable_python(dict(received), fallback=repr)
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _validator_for(fn: Callable[..., Any], name: str) -> Any:

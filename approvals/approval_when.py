@@ -1,109 +1,64 @@
 """Approval as a function of the call for tools described by a config (MCP servers' tools, CLI
-commands): ``approval_when``, a list of simple conditions on the call's arguments, any of
-which sends the call to a person::
+commands): ``approval_when``, a list of conditions on the call's arguments, any of which sends
+the call to a person::
 
     "approval_when": [{"argument": "amount", "op": ">", "value": 500},
                       {"argument": "to", "op": "not_endswith", "value": "@example.com"}]
 
-Operators: ``==``, ``!=``, ``>``, ``>=``, ``<``, ``<=``, ``in``, ``not_in``, ``contains``,
-``startswith``, ``endswith``, ``not_endswith``, ``matches`` (a regular expression, searched),
-``present``, ``absent``. A condition that cannot be evaluated (an argument of the wrong type)
-sends the call to a person, the safe side. Like ``@tool(requires_approval=predicate)``, the
-rules run on the host in the step's activity and what they said is recorded with the call."""
+One spelling of the one condition language (``approvals/conditions.py``, where every operator
+is defined once, with ``[[policy]] when``): ``matches`` is a whole-value match there too
+(``search`` finds a pattern anywhere). The conditions are judged on the validated arguments the
+tool runs with; an ``approval_when`` is an ``ask`` rule, so a condition that cannot be judged
+sends the call to a person. Like ``@tool(requires_approval=predicate)``, the rules run on the
+host in the step's activity and what they said is recorded with the call."""
 
 from __future__ import annotations
 
-import operator
-import re
-from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-Op = Literal[
-    "==",
-    "!=",
-    ">",
-    ">=",
-    "<",
-    "<=",
-    "in",
-    "not_in",
-    "contains",
-    "startswith",
-    "endswith",
-    "not_endswith",
-    "matches",
-    "present",
-    "absent",
-]
-
-_OPS: dict[str, Callable[[Any, Any], bool]] = {
-    "==": operator.eq,
-    "!=": operator.ne,
-    ">": operator.gt,
-    ">=": operator.ge,
-    "<": operator.lt,
-    "<=": operator.le,
-    "in": lambda a, v: a in v,
-    "not_in": lambda a, v: a not in v,
-    "contains": lambda a, v: v in a,
-    "startswith": lambda a, v: str(a).startswith(v),
-    "endswith": lambda a, v: str(a).endswith(v),
-    "not_endswith": lambda a, v: not str(a).endswith(v),
-    "matches": lambda a, v: re.search(v, str(a)) is not None,
-}
+from codemode.approvals import conditions
 
 
 class Condition(BaseModel):
+    """An ``approval_when`` entry as a config spells it (``{"argument", "op", "value"}``)."""
+
     model_config = ConfigDict(extra="forbid")
 
     argument: str
-    op: Op
+    op: str
     value: Any = None
 
     @model_validator(mode="after")
     def _usable(self) -> Condition:
-        if self.op in ("in", "not_in") and not isinstance(self.value, list):
-            raise ValueError(f"{self.op} takes a list as value")
-        if self.op == "matches":
-            try:
-                re.compile(str(self.value))
-            except re.error as err:
-                raise ValueError(f"matches: not a regular expression: {err}") from None
+        try:
+            self.condition()
+        except conditions.ConditionError as err:
+            raise ValueError(str(err)) from None
         return self
 
-    def holds(self, arguments: Mapping[str, Any]) -> bool:
-        if self.op == "present":
-            return self.argument in arguments
-        if self.op == "absent":
-            return self.argument not in arguments
-        if self.argument not in arguments:
-            return False
-        return bool(_OPS[self.op](arguments[self.argument], self.value))
+    def condition(self) -> conditions.Condition:
+        """The condition in the one language."""
+        return conditions.Condition.make(self.argument, self.op, self.value)
 
     def __str__(self) -> str:
-        tail = "" if self.op in ("present", "absent") else f" {self.value!r}"
-        return f"{self.argument} {self.op}{tail}"
+        return str(self.condition())
 
 
 class ApprovalRules:
     """Conditions any of which sends a call to a person (``ToolSpec.approval_rules``)."""
 
-    def __init__(self, conditions: list[Condition]) -> None:
-        self.conditions = conditions
+    def __init__(self, entries: list[Condition]) -> None:
+        self.conditions = entries
 
     def decide(self, arguments: Mapping[str, Any]) -> tuple[bool, str | None]:
-        for c in self.conditions:
-            try:
-                if c.holds(arguments):
-                    return True, f"approval_when: {c}"
-            except Exception as err:  # noqa: BLE001 - cannot tell: a person decides
-                return (
-                    True,
-                    f"approval_when: {c} could not be checked ({type(err).__name__}: {err}), so a person decides",
-                )
-        return False, None
+        """Whether the call (its validated arguments by name) waits for a person, and why."""
+        verdict = conditions.judge((c.condition() for c in self.conditions), arguments, "ask", combine="any")
+        if verdict.unjudged:
+            return True, f"approval_when: {verdict.unjudged}, so a person decides"
+        return (True, f"approval_when: {verdict.because}") if verdict.matched else (False, None)
 
     def __str__(self) -> str:
         return " or ".join(str(c) for c in self.conditions)

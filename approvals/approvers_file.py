@@ -5,6 +5,7 @@ how many must, defaults by tool source, and policy rules that decide a call with
     keys = ["ed25519:BASE64"]          # keys that sign now
     retired_keys = ["ed25519:OLD"]     # verify older decisions only
     groups = ["finance"]
+    aliases = ["ana@ourco.com"]        # the same person elsewhere (the inbox's sign-in, a login)
 
     [people.inbox]                     # a service: signs for the people it authenticated
     keys = ["ed25519:..."]
@@ -14,9 +15,11 @@ how many must, defaults by tool source, and policy rules that decide a call with
     approvers = ["group:finance", "bob"]
     required = 2                       # distinct approvers
     four_eyes = true                   # whoever started the run may not decide its calls
+    links = false                      # no decision through an emailed link counts
 
     [defaults]                         # tools without a rule; by source: [defaults.mcp],
     approvers = ["*"]                  # [defaults.cli], [defaults.python], [defaults.code]
+                                       # ("*": the people listed, never a service)
 
     [[policy]]
     name = "own-domain-mail"
@@ -30,13 +33,16 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import os
+import re
 import tomllib
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from codemode.approvals import keys, policy
+from codemode.approvals import conditions, keys, policy
 from codemode.approvals.gate import EVERYONE, ApprovalGate
 
 #: The environment variable naming the approvers file (``--approvers`` sets it too).
@@ -59,13 +65,19 @@ class Person(_Strict):
     retired_keys: list[str] = Field(default_factory=list)
     groups: list[str] = Field(default_factory=list)
     #: A service key (the inbox) may sign decisions for these people (names, ``group:``, ``*``).
+    #: A service decides nothing itself: ``*`` and groups never mean it.
     signs_for: list[str] = Field(default_factory=list)
+    #: Other names of the same person (an email, the identity a sign-in proxy gives, a login):
+    #: four eyes, distinct approvers and ``signs_for`` compare the person, whatever the name.
+    aliases: list[str] = Field(default_factory=list)
 
 
 class ToolRule(_Strict):
     approvers: list[str] | None = None
     required: int | None = Field(default=None, ge=1)
     four_eyes: bool | None = None
+    #: False: no decision through a signed link counts for the tool (the inbox, signed in).
+    links: bool | None = None
 
 
 class Defaults(ToolRule):
@@ -100,6 +112,9 @@ class ApproversFile(_Strict):
     tools: dict[str, ToolRule] = Field(default_factory=dict)
     defaults: Defaults = Field(default_factory=Defaults)
     policy: list[PolicyRule] = Field(default_factory=list)
+    #: SHA-256s (hex) of files this one replaces: a run that pinned one of them takes this one
+    #: (without, a worker whose file differs from the run's never answers for it).
+    supersedes: list[str] = Field(default_factory=list)
     #: Filled in by ``load``: where the file is and its SHA-256.
     path: str = ""
     sha256: str = ""
@@ -125,6 +140,13 @@ class ApproversFile(_Strict):
     def _check(self, path: str) -> None:
         seen: dict[str, str] = {}
         groups = {g for p in self.people.values() for g in p.groups}
+        try:
+            self._check_names()
+        except ApproversFileError as err:
+            raise ApproversFileError(f"{path}: {err}") from None
+        for sha in self.supersedes:
+            if not _SHA256.fullmatch(sha):
+                raise ApproversFileError(f"{path}: supersedes: {sha!r} is not a SHA-256 in hex")
         for name, person in self.people.items():
             try:
                 keys.check_name(name)
@@ -144,14 +166,47 @@ class ApproversFile(_Strict):
             if rule is not None and rule.approvers is not None:
                 try:
                     self._resolve(rule.approvers, groups, f"{where}.approvers")
+                    services = [e for e in rule.approvers if e in self.services]
+                    if services:
+                        raise ApproversFileError(
+                            f"{where}.approvers: {services[0]} signs for others (signs_for): a service is never an approver"
+                        )
                 except ApproversFileError as err:
                     raise ApproversFileError(f"{path}: {err}") from None
         for rule in self.policy:
             for arg, cond in rule.when.items():
                 try:
-                    policy.check_condition(f"policy {rule.name!r}, argument {arg!r}", cond)
+                    policy.check_condition(f"policy {rule.name!r}", cond, arg)
                 except policy.ConditionError as err:
                     raise ApproversFileError(f"{path}: {err}") from None
+
+    @property
+    def services(self) -> set[str]:
+        """People who sign for others (``signs_for``): they never decide themselves."""
+        return {n for n, p in self.people.items() if p.signs_for}
+
+    def _check_names(self) -> None:
+        """Every name and alias means one person (compared casefolded: ``Ana@OurCo.com`` is
+        ``ana@ourco.com``)."""
+        owner: dict[str, str] = {}
+        for name, person in self.people.items():
+            for alias in [name, *person.aliases]:
+                try:
+                    keys.check_name(alias)
+                except keys.ApproverKeyError as err:
+                    raise ApproversFileError(f"people.{name}.aliases: {err}") from None
+                folded = alias.casefold()
+                if owner.get(folded, name) != name:
+                    raise ApproversFileError(f"{alias!r} names both {owner[folded]} and {name} (people.{name}.aliases)")
+                owner[folded] = name
+
+    def aliases(self) -> dict[str, str]:
+        """Every name a person is known by, casefolded -> the person."""
+        return {a.casefold(): n for n, p in self.people.items() for a in [n, *p.aliases]}
+
+    def person(self, name: str | None) -> str | None:
+        """The person ``name`` means (their name or an alias), or None when nobody listed."""
+        return self.aliases().get(name.casefold()) if name else None
 
     def _resolve(self, entries: list[str], groups: set[str] | None = None, where: str = "") -> list[str]:
         """Names, ``group:NAME`` and ``*`` to the people they mean (``["*"]`` for everyone)."""
@@ -165,7 +220,7 @@ class ApproversFile(_Strict):
                 group = entry.removeprefix("group:")
                 if group not in groups:
                     raise ApproversFileError(f"{where}: no person is in group {group!r}")
-                out += [n for n, p in self.people.items() if group in p.groups and n not in out]
+                out += [n for n, p in self.people.items() if group in p.groups and n not in out and not p.signs_for]
             elif entry in self.people:
                 if entry not in out:
                     out.append(entry)
@@ -178,7 +233,7 @@ class ApproversFile(_Strict):
     def rule_for(self, tool: str) -> tuple[str, ToolRule]:
         """The rule that says who decides ``tool``, with its name: the tool's own, else the
         longest matching glob, else the defaults of its source, else the defaults."""
-        base = ToolRule(approvers=[EVERYONE], required=1, four_eyes=False)
+        base = ToolRule(approvers=[EVERYONE], required=1, four_eyes=False, links=True)
         name, found = "built-in default (anyone in the approvers file)", None
         if tool in self.tools:
             name, found = f"tools.{tool}", self.tools[tool]
@@ -196,16 +251,21 @@ class ApproversFile(_Strict):
         for layer in layers:
             if layer is None:
                 continue
-            for field in ("approvers", "required", "four_eyes"):
+            for field in ("approvers", "required", "four_eyes", "links"):
                 value = getattr(layer, field)
                 if value is not None:
                     setattr(merged, field, value)
         return name, merged
 
-    def gate(self, tool: str, arguments: dict[str, Any]) -> ApprovalGate:
-        """The file as it applies to a call of ``tool`` with these named arguments."""
+    def gate(
+        self, tool: str, arguments: Mapping[str, Any], *, unvalidated: str = "", at: datetime | None = None
+    ) -> ApprovalGate:
+        """The file as it applies to a call of ``tool`` with these named arguments (validated:
+        the values the tool runs with). ``unvalidated``: why there are no validated arguments
+        (then no ``allow`` rule can match; a ``deny``/``ask`` rule that names the tool does)."""
         rule_name, rule = self.rule_for(tool)
         assert rule.approvers is not None
+        services = self.services
         gate = ApprovalGate(
             configured=True,
             file_sha256=self.sha256,
@@ -216,20 +276,44 @@ class ApproversFile(_Strict):
             approvers_listed=list(rule.approvers),
             required=rule.required or 1,
             four_eyes=bool(rule.four_eyes),
+            links=rule.links is not False,
             keys={k: n for n, p in self.people.items() for k in p.keys},
             retired_keys={k: n for n, p in self.people.items() for k in p.retired_keys},
             signs_for={n: self._resolve(p.signs_for) for n, p in self.people.items() if p.signs_for},
+            people=[n for n in self.people if n not in services],
+            aliases=self.aliases(),
+            checked_at=(at or datetime.now(UTC)),
+            supersedes=list(self.supersedes),
+            unvalidated=unvalidated,
         )
         for pol in self.policy:
-            if pol.applies_to(tool) and policy.holds(pol.when, arguments):
+            if not pol.applies_to(tool):
+                continue
+            if unvalidated:
+                if pol.decision == "allow":
+                    continue
+                verdict = conditions.Judgement(
+                    matched=True, unjudged=f"the arguments could not be validated ({unvalidated})"
+                )
+            else:
+                verdict = policy.judge(pol.when, arguments, pol.decision)
+            if verdict.matched:
                 gate.verdict, gate.policy_rule = pol.decision, f"policy.{pol.name}"
                 gate.policy_reason = pol.reason
+                if verdict.unjudged:
+                    gate.policy_unjudged = verdict.unjudged
+                    gate.policy_reason = (
+                        f"{pol.reason + ': ' if pol.reason else ''}{verdict.unjudged}, so the rule applies"
+                    )
                 break
         return gate
 
 
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
 def _set(rule: ToolRule) -> bool:
-    return any(getattr(rule, f) is not None for f in ("approvers", "required", "four_eyes"))
+    return any(getattr(rule, f) is not None for f in ("approvers", "required", "four_eyes", "links"))
 
 
 def source_of(tool: str) -> str:

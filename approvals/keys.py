@@ -13,8 +13,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 PREFIX = "ed25519:"
-#: An approver's name: what the approvers file, signatures and records call a person.
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
+#: An approver's name: what the approvers file, signatures and records call a person (an
+#: email address a sign-in proxy gives, ``ana+ops@ourco.com``, is one).
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@+-]{0,199}")
 
 
 class ApproverKeyError(ValueError):
@@ -24,7 +25,7 @@ class ApproverKeyError(ValueError):
 def check_name(name: str) -> str:
     if not isinstance(name, str) or not NAME.fullmatch(name):
         raise ApproverKeyError(
-            f"invalid approver name {name!r}: use 1 to 64 letters, digits, '.', '_', '@' or '-', "
+            f"invalid approver name {name!r}: use 1 to 200 letters, digits, '.', '_', '@', '+' or '-', "
             "starting with a letter or digit"
         )
     return name

@@ -1,11 +1,18 @@
 """What a decision signs, and signing it: ``sign_decision`` for every door (the CLI, the MCP
 front, pydantic-ai, the inbox) and ``verify_signature`` for the workflow and ``--verify``.
 
-A signature covers one canonical JSON document: the execution id, the call id, the decision
+A signature covers one canonical JSON document: the execution id and its run (the first run id
+of its chain: an execution id used again is another run), the call id, the decision
 (``approve``, ``deny`` or ``answer``), the SHA-256 of the arguments approved (the edited ones
 when a person edited them, else the call's own ``{"args": [...], "kwargs": {...}}``), the
-SHA-256 of the answer when a person answered instead of the tool, the time, the signer and,
-for a service key signing for a person it authenticated, that person."""
+SHA-256 of the answer when a person answered instead of the tool, the comment or reason (the
+code sees a denial's reason), the door it came through, the time, the signer and, for a
+service key signing for a person it authenticated, that person. (Version 1 documents, made
+before issue 45, covered neither the comment, the door nor the run: they verify, and a run of
+generation-45 refuses them.)
+
+A start may be signed too (``sign_start``): who started the run, over the execution id and
+the code's SHA-256, so a rule that needs to know who started (four eyes) knows it for sure."""
 
 from __future__ import annotations
 
@@ -20,8 +27,8 @@ from pydantic import BaseModel
 from codemode.approvals import keys
 
 DecisionKind = Literal["approve", "deny", "answer"]
-#: The version of the signed document's shape.
-VERSION = 1
+#: The version of the signed document's shape (2: with the run, the comment and the door).
+VERSION = 2
 
 
 class DecisionSignature(BaseModel):
@@ -42,6 +49,14 @@ class DecisionSignature(BaseModel):
     decision: DecisionKind
     arguments_sha256: str
     answer_sha256: str | None = None
+    #: The shape of the signed document (1: before issue 45, without the fields below).
+    v: int = 1
+    #: The first run id of the execution's chain (``PendingApproval.run_id``).
+    run_id: str | None = None
+    #: The comment or the denial's reason, exactly as sent (None: none).
+    comment: str | None = None
+    #: The door the decision came through (``cli``, ``inbox``, ``link``, ``mcp``, ``signal``...).
+    door: str | None = None
 
     @property
     def approver(self) -> str:
@@ -77,21 +92,28 @@ def _utc(at: datetime) -> str:
     return at.astimezone(UTC).isoformat(timespec="microseconds")
 
 
+def _check_names(signer: str, on_behalf_of: str | None) -> None:
+    keys.check_name(signer)
+    if on_behalf_of is not None:
+        keys.check_name(on_behalf_of)
+
+
 def signed_document(sig: DecisionSignature) -> bytes:
-    """The bytes a signature signs, from its claims."""
-    return canonical_json(
-        {
-            "v": VERSION,
-            "execution_id": sig.execution_id,
-            "call_id": sig.call_id,
-            "decision": sig.decision,
-            "arguments_sha256": sig.arguments_sha256,
-            "answer_sha256": sig.answer_sha256,
-            "signed_at": _utc(sig.signed_at),
-            "signer": sig.signer,
-            "on_behalf_of": sig.on_behalf_of,
-        }
-    )
+    """The bytes a signature signs, from its claims (in the shape of its version)."""
+    document: dict[str, Any] = {
+        "v": 1 if sig.v < 2 else sig.v,
+        "execution_id": sig.execution_id,
+        "call_id": sig.call_id,
+        "decision": sig.decision,
+        "arguments_sha256": sig.arguments_sha256,
+        "answer_sha256": sig.answer_sha256,
+        "signed_at": _utc(sig.signed_at),
+        "signer": sig.signer,
+        "on_behalf_of": sig.on_behalf_of,
+    }
+    if sig.v >= 2:
+        document.update(run_id=sig.run_id, comment=sig.comment, door=sig.door)
+    return canonical_json(document)
 
 
 def sign_decision(
@@ -108,14 +130,16 @@ def sign_decision(
     answered: bool = False,
     on_behalf_of: str | None = None,
     signed_at: datetime | None = None,
+    run_id: str | None = None,
+    comment: str | None = None,
+    door: str | None = None,
 ) -> DecisionSignature:
     """Sign one decision on a pending call (its ``args``/``kwargs`` as the call asked them;
     ``edited_arguments`` when the person approves other arguments; ``answer`` with
-    ``answered=True`` or ``decision="answer"`` when the person answers instead of the tool).
-    The inbox signs with its service key and ``on_behalf_of`` the person it authenticated."""
-    keys.check_name(signer)
-    if on_behalf_of is not None:
-        keys.check_name(on_behalf_of)
+    ``answered=True`` or ``decision="answer"`` when the person answers instead of the tool;
+    ``run_id``, ``comment`` and ``door`` exactly as the decision carries them). The inbox
+    signs with its service key and ``on_behalf_of`` the person it authenticated."""
+    _check_names(signer, on_behalf_of)
     has_answer = answered or decision == "answer"
     unsigned = DecisionSignature(
         signer=signer,
@@ -128,6 +152,10 @@ def sign_decision(
         decision=decision,
         arguments_sha256=arguments_sha256(args, kwargs, edited_arguments),
         answer_sha256=answer_sha256(answer) if has_answer else None,
+        v=VERSION,
+        run_id=run_id,
+        comment=comment,
+        door=door,
     )
     return unsigned.model_copy(update={"signature": keys.sign(private_key, signed_document(unsigned))})
 
@@ -135,3 +163,66 @@ def sign_decision(
 def verify_signature(sig: DecisionSignature) -> bool:
     """Whether the signature holds over its own claims (by the key it names)."""
     return keys.verify(sig.key, sig.signature, signed_document(sig))
+
+
+class StartSignature(BaseModel):
+    """Who started a run, signed: by the person's own key, or by a service (a front that
+    authenticated them) ``on_behalf_of`` them. Checked by the approval gate against the
+    approvers file; a rule that needs to know who started (four eyes) trusts only this."""
+
+    signer: str
+    key: str
+    signed_at: datetime
+    signature: str
+    on_behalf_of: str | None = None
+    execution_id: str
+    code_sha256: str
+
+    @property
+    def starter(self) -> str:
+        return self.on_behalf_of or self.signer
+
+
+def code_sha256(code: str) -> str:
+    return hashlib.sha256(code.encode()).hexdigest()
+
+
+def start_document(sig: StartSignature) -> bytes:
+    return canonical_json(
+        {
+            "v": 1,
+            "kind": "start",
+            "execution_id": sig.execution_id,
+            "code_sha256": sig.code_sha256,
+            "signed_at": _utc(sig.signed_at),
+            "signer": sig.signer,
+            "on_behalf_of": sig.on_behalf_of,
+        }
+    )
+
+
+def sign_start(
+    private_key: Ed25519PrivateKey,
+    *,
+    signer: str,
+    execution_id: str,
+    code: str,
+    on_behalf_of: str | None = None,
+    signed_at: datetime | None = None,
+) -> StartSignature:
+    """Sign that ``on_behalf_of`` (else ``signer``) starts ``execution_id`` with ``code``."""
+    _check_names(signer, on_behalf_of)
+    unsigned = StartSignature(
+        signer=signer,
+        key=keys.public_text(private_key.public_key()),
+        signed_at=(signed_at or datetime.now(UTC)).astimezone(UTC),
+        signature="",
+        on_behalf_of=on_behalf_of,
+        execution_id=execution_id,
+        code_sha256=code_sha256(code),
+    )
+    return unsigned.model_copy(update={"signature": keys.sign(private_key, start_document(unsigned))})
+
+
+def verify_start(sig: StartSignature) -> bool:
+    return keys.verify(sig.key, sig.signature, start_document(sig))

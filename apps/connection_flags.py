@@ -1,5 +1,5 @@
 """The ``temporal`` CLI's connection flags, as one decorator for every command that talks to a
-server: ``--address``, ``--namespace``, ``--api-key``, ``--tls``, ``--tls-cert-path``,
+server: ``--address``, ``--namespace``, ``--api-key-file`` (``--api-key``), ``--tls``, ``--tls-cert-path``,
 ``--tls-key-path``, ``--tls-ca-path``, ``--tls-server-name``, ``--profile``, ``--config-file``.
 What a flag leaves unset comes from the ``TEMPORAL_*`` variables, then from the profile
 (``worker/connection.py``): flag > environment > file, as in the ``temporal`` CLI. Shared by
@@ -28,7 +28,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 _VALUE_FLAGS = (
     ("address", "--address", "Temporal frontend HOST:PORT [env TEMPORAL_ADDRESS; default: the profile's, else localhost:7233]."),
     ("namespace", "--namespace", "Temporal namespace [env TEMPORAL_NAMESPACE; default: the profile's, else default]."),
-    ("api_key", "--api-key", "API key, sent as a bearer token over TLS [env TEMPORAL_API_KEY]."),
+    ("api_key_file", "--api-key-file", "File holding the API key, sent as a bearer token over TLS [env TEMPORAL_API_KEY_FILE]."),
+    ("api_key", "--api-key", "API key itself: visible in ps and shell history, prefer --api-key-file [env TEMPORAL_API_KEY]."),
     ("tls_cert_path", "--tls-cert-path", "Client certificate (PEM) for mTLS [env TEMPORAL_TLS_CLIENT_CERT_PATH]."),
     ("tls_key_path", "--tls-key-path", "The client certificate's private key [env TEMPORAL_TLS_CLIENT_KEY_PATH]."),
     ("tls_ca_path", "--tls-ca-path", "CA certificate the server's is checked against [env TEMPORAL_TLS_SERVER_CA_CERT_PATH]."),
@@ -36,7 +37,7 @@ _VALUE_FLAGS = (
     ("profile", "--profile", "Profile of Temporal's config file [env TEMPORAL_PROFILE; default: default]."),
     ("config_file", "--config-file", "Temporal's TOML config file [env TEMPORAL_CONFIG_FILE; default: ~/.config/temporalio/temporal.toml]."),
 )
-PARAMS = (*(name for name, _, _ in _VALUE_FLAGS), "tls")
+PARAMS = (*(name for name, _, _ in _VALUE_FLAGS), "tls", "allow_plaintext_api_key")
 _METAVARS = {"address": "HOST:PORT", "namespace": "NAME", "api_key": "KEY", "profile": "NAME", "tls_server_name": "NAME"}
 
 
@@ -50,6 +51,14 @@ def connection_options(command: F) -> F:
         return command(*args, **kwargs)
 
     decorated: Any = wrapper
+    decorated = click.option(
+        "--allow-plaintext-api-key",
+        "allow_plaintext_api_key",
+        is_flag=True,
+        default=None,
+        help="Send the API key even without TLS to an address off this machine (the network between is trusted) "
+        "[env CODEMODE_ALLOW_PLAINTEXT_API_KEY=1].",
+    )(decorated)
     decorated = click.option(
         "--tls/--no-tls",
         "tls",
@@ -69,6 +78,12 @@ def resolve_flags(given: dict[str, Any]) -> Target:
     what is wrong with the configuration."""
     from codemode.worker.connection import ConnectionConfigError, ConnectionOptions, resolve
 
+    if given.get("api_key"):
+        click.echo(
+            "warning: --api-key is visible to every user of this machine (ps) and kept in shell history: "
+            "use --api-key-file FILE or TEMPORAL_API_KEY_FILE",
+            err=True,
+        )
     try:
         return resolve(ConnectionOptions(**given))
     except ConnectionConfigError as err:

@@ -10,6 +10,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from codemode.client.requests import InputTooLarge, check_request_size, search_attributes_registered, starter  # noqa: F401
+from codemode.client.signing import start_signer
 from codemode.workflows.models import (
     RUNTIME_KEY,
     STATUS_KEY,
@@ -44,6 +45,10 @@ async def start_execution(
             raise ValueError("a session's cell has the id session:NAME:N; do not pass execution_id")
         cell = await submit_cell(client, request.session, request, task_queue=task_queue)
         return await cell.started()
+    execution_id = execution_id or f"exec-{uuid.uuid4().hex[:12]}"
+    if request.start_signature is None and (signer := start_signer(request.started_by)) is not None:
+        # Who starts it, proven by their key: a four-eyes rule trusts only that (issue 45).
+        request = request.model_copy(update={"start_signature": signer.sign_start(execution_id, request.code)})
     check_request_size(request)
     if request.index_search_attributes and not await search_attributes_registered(client):
         request = request.model_copy(update={"index_search_attributes": False})
@@ -56,7 +61,7 @@ async def start_execution(
     return await client.start_workflow(
         WORKFLOW_TYPE,
         request,
-        id=execution_id or f"exec-{uuid.uuid4().hex[:12]}",
+        id=execution_id,
         task_queue=task_queue,
         result_type=ExecutionOutcome,
         static_summary=execution_summary(request),

@@ -18,7 +18,7 @@ from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError
 
 from codemode.approvals import keys
-from codemode.approvals.signing import DecisionKind, DecisionSignature, sign_decision
+from codemode.approvals.signing import DecisionKind, DecisionSignature, StartSignature, sign_decision, sign_start
 from codemode.client.decision_hints import decide_command
 from codemode.workflows.models import PendingApproval
 
@@ -54,10 +54,13 @@ class Signer:
         edited_arguments: dict[str, Any] | None = None,
         answer: Any = None,
         answered: bool = False,
+        comment: str | None = None,
+        door: str | None = None,
     ) -> DecisionSignature:
         """Sign ``decision`` on ``call``. ``edited_arguments``: the person's edits; the
         signature covers the whole arguments the call then runs with (the asked ones by name,
-        edited), as the workflow checks it."""
+        edited), as the workflow checks it; ``comment`` and ``door`` exactly as the decision
+        carries them, and the call's run (``call.run_id``)."""
         if edited_arguments is not None:
             edited_arguments = {**(call.arguments or {}), **edited_arguments}
         return sign_decision(
@@ -72,7 +75,14 @@ class Signer:
             answer=answer,
             answered=answered,
             on_behalf_of=self.on_behalf_of,
+            run_id=call.run_id or None,
+            comment=comment,
+            door=door,
         )
+
+    def sign_start(self, execution_id: str, code: str) -> StartSignature:
+        """Sign that this person (or whom this service signs for) starts ``execution_id``."""
+        return sign_start(self.key, signer=self.name, execution_id=execution_id, code=code, on_behalf_of=self.on_behalf_of)
 
 
 def signer_from_env() -> Signer | None:
@@ -82,6 +92,20 @@ def signer_from_env() -> Signer | None:
     if not name:
         return None
     return Signer.load(name, os.environ.get(APPROVER_KEY_ENV) or None)
+
+
+def start_signer(name: str | None) -> Signer | None:
+    """The key that proves who starts a run (issue 45): ``CODEMODE_APPROVER_KEY`` when
+    ``CODEMODE_APPROVER`` is ``name``, else ``name``'s keygen key; None without one (the start
+    then goes unsigned, and a four-eyes rule does not trust who it names)."""
+    if not name:
+        return None
+    key_file = os.environ.get(APPROVER_KEY_ENV) or None if os.environ.get(APPROVER_ENV) == name else None
+    try:
+        keys.check_name(name)
+        return own_signer(name, key_file)
+    except keys.ApproverKeyError:
+        return None
 
 
 def own_signer(name: str, key_file: str | os.PathLike[str] | None = None) -> Signer | None:
@@ -152,14 +176,26 @@ async def sign_pending(
     edited_arguments: dict[str, Any] | None = None,
     answer: Any = None,
     answered: bool = False,
+    comment: str | None = None,
+    door: str | None = None,
 ) -> DecisionSignature | None:
     """``signer``'s signature of ``decision`` on the waiting call (None without a signer, or
     when the call does not wait: the decision is then refused as not pending). ``edited_arguments``:
     the person's edits (the signature covers the call's arguments with them); ``answer``
-    with ``answered``: the value given instead of the tool."""
+    with ``answered``: the value given instead of the tool; ``comment`` and ``door`` as the
+    decision carries them."""
     if signer is None:
         return None
     call = await pending_call(handle, call_id)
     if call is None:
         return None
-    return signer.sign(handle.id, call, decision, edited_arguments=edited_arguments, answer=answer, answered=answered)
+    return signer.sign(
+        handle.id,
+        call,
+        decision,
+        edited_arguments=edited_arguments,
+        answer=answer,
+        answered=answered,
+        comment=comment,
+        door=door,
+    )

@@ -5,8 +5,11 @@ Configured the way Temporal itself is, with the SDK's ``temporalio.envconfig``: 
 profile ``TEMPORAL_PROFILE`` names, else ``default``), the ``TEMPORAL_*`` variables over it
 (``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``, ``TEMPORAL_API_KEY``, ``TEMPORAL_TLS*``...), and
 what a person or a program says explicitly (the CLI's ``--address``, ``--namespace``,
-``--api-key``, ``--tls-*``, ``--profile``, ``--config-file`` flags, or ``ConnectionOptions``)
-over both: flag > environment > file, as in the ``temporal`` CLI. With nothing configured:
+``--api-key-file``, ``--tls-*``, ``--profile``, ``--config-file`` flags, or ``ConnectionOptions``)
+over both: flag > environment > file, as in the ``temporal`` CLI. An API key is best read from a
+file (``--api-key-file``, ``TEMPORAL_API_KEY_FILE``): a flag's value is visible in ``ps``. An
+API key is never sent over plaintext to an address off this machine unless that is allowed
+explicitly (``--allow-plaintext-api-key``). With nothing configured:
 ``localhost:7233``, namespace ``default``, plaintext, where ``codemode run`` may start the
 embedded server (``Target.may_embed``).
 
@@ -64,6 +67,12 @@ class ConnectionOptions:
     address: str | None = None
     namespace: str | None = None
     api_key: str | None = None
+    #: A file holding the API key (``--api-key-file``; env ``TEMPORAL_API_KEY_FILE``): unlike a
+    #: flag's value, never in ``ps`` or a shell's history.
+    api_key_file: str | None = None
+    #: Send an API key over plaintext to an address not on this machine anyway (env
+    #: ``CODEMODE_ALLOW_PLAINTEXT_API_KEY=1``): refused otherwise.
+    allow_plaintext_api_key: bool | None = None
     tls: bool | None = None
     tls_cert_path: str | None = None
     tls_key_path: str | None = None
@@ -76,6 +85,7 @@ class ConnectionOptions:
         """Whether these options alone ask for a profile, TLS or a credential."""
         return bool(
             self.api_key
+            or self.api_key_file
             or self.tls
             or self.tls_cert_path
             or self.tls_key_path
@@ -119,6 +129,7 @@ class Target:
         g = self.given
         for flag, value in (
             ("--config-file", g.config_file),
+            ("--api-key-file", g.api_key_file),
             ("--tls-cert-path", g.tls_cert_path),
             ("--tls-key-path", g.tls_key_path),
             ("--tls-ca-path", g.tls_ca_path),
@@ -175,6 +186,9 @@ def resolve(options: ConnectionOptions | None = None, *, env: Mapping[str, str] 
 
     o = options or ConnectionOptions()
     environ = set_variables(os.environ if env is None else env)
+    key_file = o.api_key_file or (None if environ.get("TEMPORAL_API_KEY") else environ.get(API_KEY_FILE_ENV))
+    if key_file and not o.api_key:
+        environ["TEMPORAL_API_KEY"] = read_api_key(key_file)  # flag > environment > file, as the key itself
     source = None
     if o.config_file:
         source = Path(o.config_file).expanduser()
@@ -209,8 +223,15 @@ def resolve(options: ConnectionOptions | None = None, *, env: Mapping[str, str] 
     named = bool(o.profile or environ.get("TEMPORAL_PROFILE"))
     from_file = loaded != from_env
     tls_config = config.get("tls", False)
+    address = config.get("target_host") or DEFAULT_ADDRESS
+    allowed = o.allow_plaintext_api_key or environ.get(ALLOW_PLAINTEXT_ENV, "").lower() in ("1", "true", "yes")
+    if config.get("api_key") and tls_config is False and not is_local(address) and not allowed:
+        raise ConnectionConfigError(
+            f"an API key would be sent in clear to {address} (TLS is off): turn TLS on, or, if the network "
+            f"between is trusted, say so with --allow-plaintext-api-key ({ALLOW_PLAINTEXT_ENV}=1)"
+        )
     return Target(
-        address=config.get("target_host") or DEFAULT_ADDRESS,
+        address=address,
         namespace=config.get("namespace") or DEFAULT_NAMESPACE,
         api_key=config.get("api_key"),
         tls=tls_config,
@@ -220,6 +241,24 @@ def resolve(options: ConnectionOptions | None = None, *, env: Mapping[str, str] 
         profile=o.profile or environ.get("TEMPORAL_PROFILE"),
         given=o,
     )
+
+
+#: The file the API key is read from (our variable; the ``temporal`` CLI has none).
+API_KEY_FILE_ENV = "TEMPORAL_API_KEY_FILE"
+ALLOW_PLAINTEXT_ENV = "CODEMODE_ALLOW_PLAINTEXT_API_KEY"
+
+
+def read_api_key(path: str) -> str:
+    """The API key a file holds (its first line, trimmed). Raises ``ConnectionConfigError``."""
+    p = Path(path).expanduser()
+    try:
+        text = p.read_text()
+    except OSError as err:
+        raise ConnectionConfigError(f"cannot read the API key file {p}: {err.strerror or err}") from None
+    key = text.strip().splitlines()[0].strip() if text.strip() else ""
+    if not key:
+        raise ConnectionConfigError(f"the API key file {p} is empty")
+    return key
 
 
 def set_variables(env: Mapping[str, str]) -> dict[str, str]:

@@ -49,6 +49,7 @@ from temporalio.worker import (
 )
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from codemode.activities import approvers_peers
 from codemode.activities.approval_gate import ApproverActivities, resolve_path
 from codemode.activities.checkpoints import CheckpointStore
 from codemode.activities.notify import NotifyActivities
@@ -290,6 +291,10 @@ class CodeModePlugin(SimplePlugin):
             *NotifyActivities(self.notify).activities(),
             *tool_activities(self.registry, sandbox),
         ]
+        # Which approvers file this worker reads, in its identity: workers of one queue with
+        # different files are named, and one without a file leaves calls to those with one.
+        identity = config.get("identity") or client.identity
+        config["identity"] = approvers_peers.with_tag(identity, approvers_peers.tag_of_file(self.approvers))
         _version(config, self.deployment, self.build_id)
         if self.tune_worker:
             _tune(config)
@@ -324,6 +329,7 @@ class CodeModePlugin(SimplePlugin):
         own_task = asyncio.create_task(own.run())
         sweeper = asyncio.create_task(_sweep_orphans(client, parts.sandbox))
         watcher = asyncio.create_task(watch_reachability(client))  # logs a lost credential
+        peers = asyncio.create_task(_report_approvers_peers(client, parts.task_queue, self.approvers))
         try:
             main_task = asyncio.ensure_future(next(worker))
             done, _ = await asyncio.wait({main_task, own_task}, return_when=asyncio.FIRST_COMPLETED)
@@ -336,6 +342,7 @@ class CodeModePlugin(SimplePlugin):
         finally:
             sweeper.cancel()
             watcher.cancel()
+            peers.cancel()
             if own.is_running:
                 await own.shutdown()
             with contextlib.suppress(Exception, asyncio.CancelledError):
@@ -346,6 +353,17 @@ class CodeModePlugin(SimplePlugin):
                 await self.mcp.aclose()
             self._parts.remove(parts)
             self._session_queues.discard(parts.session_queue)
+
+
+async def _report_approvers_peers(client: Client, task_queue: str, path: Any) -> None:
+    """Name the workers of this queue that read another approvers file (once they poll)."""
+    with contextlib.suppress(Exception):
+        await asyncio.sleep(APPROVERS_PEERS_AFTER)
+        await approvers_peers.report(client, task_queue, approvers_peers.tag_of_file(path))
+
+
+#: How long after it starts a worker looks at the other workers of its queue.
+APPROVERS_PEERS_AFTER = 5.0
 
 
 #: The tool registries of the plugins that configured a worker in this process (the agent

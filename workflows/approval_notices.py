@@ -67,6 +67,7 @@ class Notices:
             event=event,
             execution_id=info.workflow_id,
             call_id=review.call_id,
+            run_id=review.run_id,
             tool=review.tool,
             summary=review.summary,
             arguments=review.arguments,

@@ -20,6 +20,8 @@ with workflow.unsafe.imports_passed_through():
     from codemode.approvals.gate import ApprovalGate, GateInput
     from codemode.approvals.signing import DecisionSignature
     from codemode.approvals.tally import CallTally, Offer
+    from codemode.workflows.approval_checks import Checks, Queued, recheck_timeout, refused_by_approvers
+    from codemode.workflows.approval_memo import show_pending, summary
     from codemode.workflows.approval_notices import Notices
     from codemode.workflows.early_decisions import EarlyDecisions
     from codemode.workflows.models import (
@@ -36,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
         decision_target,
         read_decision,
     )
-    from codemode.workflows.versions import Versions
+    from codemode.workflows.versions import GENERATION_45, Versions
 
 #: Ignored decisions kept for the status and carried into the next run.
 MAX_IGNORED = 50
@@ -66,11 +68,24 @@ class Approvals:
         #: signals are applied when the call begins to wait (``wait_for``); Updates wait in
         #: their handler (``hold_update``).
         self.early = EarlyDecisions(versions)
+        #: Runs of generation-45: the approvers file pinned, decisions judged again as they
+        #: arrive (``workflows/approval_checks.py``).
+        self.checks = Checks()
+        #: The first run id of the chain: a version 2 signature names it.
+        self.run_id = ""
+
+    @property
+    def strict(self) -> bool:
+        """Whether the run takes issue 45's rules (``approvals/tally.py``'s ``strict``)."""
+        return self.versions.since(GENERATION_45)
 
     def begin(self, req: CodeExecutionRequest) -> None:
         """The run's code (for notices) and who started it (for four-eyes rules)."""
         self.notices.code = req.code
         self.starter = req.started_by
+        self.run_id = workflow.info().first_execution_run_id
+        if self.strict:
+            self.checks.begin(req)
 
     def waiting(self) -> bool:
         return bool(self.pending)
@@ -92,13 +107,26 @@ class Approvals:
             self._ignore(IgnoredSignal(signal=name, payload=_shown(payload), reason=f"malformed signature: {err}"))
             return
         offer = Offer(kind="approve" if name == "approve" else "deny", signature=signature)
+        door = "signal"
+        if self.strict:  # a version 2 signature says the door it was made for (and covers the comment)
+            offer.comment, offer.door = text, signature.door if signature is not None else None
+            door = offer.door or "signal"
         reason = self._refusal(call_id, offer)
         if reason is not None:
             self._ignore(IgnoredSignal(signal=name, payload=_shown(payload), reason=reason))
             return
         asked = self.pending[call_id].arguments
-        record = ApprovalRecord(decision=_word(offer), by=by, comment=text, asked_arguments=asked, door="signal")
+        record = ApprovalRecord(decision=_word(offer), by=by, comment=text, asked_arguments=asked, door=door)
+        if self._queues(call_id):
+            self.checks.queued.setdefault(call_id, []).append(Queued(call_id, offer, record, "signal", name, by=by))
+            return
         self._apply(call_id, offer, record)
+
+    def _queues(self, call_id: str) -> bool:
+        """Whether a decision for ``call_id`` is judged again before it counts (generation-45,
+        a call under an approvers file)."""
+        tally = self.tallies.get(call_id)
+        return self.strict and tally is not None and tally.gate.configured
 
     def _holds(self, call_id: str | None) -> bool:
         """Whether a decision for ``call_id`` is held until the call waits (``EarlyDecisions``):
@@ -129,6 +157,7 @@ class Approvals:
         """The run ends or continues as new: held decisions can no longer apply."""
         for name, payload in self.early.close():
             self._ignore(IgnoredSignal(signal=name, payload=_shown(payload), reason=why))
+        self.close_queued(why)
 
     async def hold_update(self, decision: Decision) -> None:
         """An Update ``decide`` for a call that does not wait yet (see ``_holds``): wait here until
@@ -147,7 +176,18 @@ class Approvals:
             return None
         return f"call {call_id} was already {done.decision}" + (f" by {done.by}" if done.by else "")
 
-    def decide(self, decision: Decision) -> ApprovalRecord:
+    async def decide_update(self, decision: Decision) -> ApprovalRecord:
+        """The ``decide`` Update: the record at once, or (generation-45, a call under an
+        approvers file) once the run judged the decision again (``approval_checks.py``)."""
+        outcome = self.decide(decision)
+        if isinstance(outcome, ApprovalRecord):
+            return outcome
+        await workflow.wait_condition(lambda: outcome.judged)
+        if outcome.refused is not None:
+            raise ApplicationError(outcome.refused, type="DecisionRefused", non_retryable=True)
+        return outcome.record
+
+    def decide(self, decision: Decision) -> ApprovalRecord | Queued:
         try:  # (again: a held decision was checked against its call only now)
             self.validate_decide(decision)
             call_id = self._decide_target(decision)
@@ -157,6 +197,8 @@ class Approvals:
         # Edited arguments are approved (and signed) as the whole set the call runs with.
         edited = self._edited(call_id, decision.arguments) if decision.arguments is not None else None
         offer = _offer(decision, edited)
+        if self.strict:
+            offer.comment, offer.door = decision.comment, decision.door
         reason = self._refusal(call_id, offer)
         if reason is not None:  # recorded (an attempt to decide unsigned is worth seeing), and refused
             self._ignore(
@@ -175,6 +217,20 @@ class Approvals:
             record.answered = True
         elif decision.approve and edited is not None:
             record.approved_arguments = edited
+        if self._queues(call_id):
+            info = workflow.current_update_info()
+            queued = Queued(
+                call_id,
+                offer,
+                record,
+                "update",
+                "decide",
+                by=decision.by,
+                update_id=info.id if info is not None else None,
+                answer=decision.answer.value if decision.answer is not None else None,
+            )
+            self.checks.queued.setdefault(call_id, []).append(queued)
+            return queued
         record = self._apply(call_id, offer, record)
         if record.answered and record.decision == "approved":  # decided (not only counted)
             # As the tool returns it (0 -> 0.0 for a float): the code sees the tool's type.
@@ -230,14 +286,14 @@ class Approvals:
         workflow.logger.warning("%s ignored: %s", ignored.signal, ignored.reason)
         self.ignored = [*self.ignored, ignored][-MAX_IGNORED:]
 
-    def _refusal(self, call_id: str, offer: Offer) -> str | None:
+    def _refusal(self, call_id: str, offer: Offer, now: Any = None) -> str | None:
         tally = self.tallies.get(call_id)
         if tally is None:
             return None
         # cryptography raises InvalidSignature from Rust, which imports it at that moment:
         # through the sandbox's importer that import fails (and the Rust side aborts).
         with workflow.unsafe.imports_passed_through():
-            return tally.refusal(offer)
+            return tally.refusal(offer, now=now)
 
     def _apply(self, call_id: str, offer: Offer, record: ApprovalRecord) -> ApprovalRecord:
         """Record a decision that counts. Under an approvers file the verified approvers are
@@ -250,32 +306,40 @@ class Approvals:
             if deciding is None:
                 record.decision, record.signatures = "counted", [s for s in _all(tally)]
                 record.by = ", ".join(tally.approvers())
-                record.needed = gate.required - len(tally.approvers())
+                record.needed = tally.needed() - len(tally.approvers())
                 self.show_pending(workflow.info().workflow_id)
                 return record
             record.signatures, record.by = deciding, ", ".join(s.approver for s in deciding)
         self.decisions[call_id] = record
         return record
 
-    async def consult(self, review: PendingApproval) -> ApprovalRecord | None:
+    async def consult(self, review: PendingApproval, timeout: timedelta) -> ApprovalRecord | None:
         """Ask the worker's approvers file about ``review`` (once; the history keeps the
         answer): the policy's decision when a rule decides without a person, else None."""
         if not self.versions.has(APPROVERS_PATCH):
             return None
         execution_id = workflow.info().workflow_id
-        gate = await workflow.execute_activity(
-            names.APPROVAL_GATE,
-            GateInput(
-                execution_id=execution_id,
-                call_id=review.call_id,
-                tool=review.tool,
-                args=review.args,
-                kwargs=review.kwargs,
-            ),
-            result_type=ApprovalGate,
-            start_to_close_timeout=GATE_TIMEOUT,
-            summary=f"who may decide call {review.call_id} ({review.tool})",
-        )
+        if self.strict:
+            asked = await self.checks.ask(review, timeout)
+            if isinstance(asked, str):  # no gate the run may take: refused
+                self.early.settled(review.call_id)
+                self.drop_held(review.call_id, f"call {review.call_id} was refused before it waited: {asked}")
+                return refused_by_approvers(review, asked)
+            gate = asked
+        else:
+            gate = await workflow.execute_activity(
+                names.APPROVAL_GATE,
+                GateInput(
+                    execution_id=execution_id,
+                    call_id=review.call_id,
+                    tool=review.tool,
+                    args=review.args,
+                    kwargs=review.kwargs,
+                ),
+                result_type=ApprovalGate,
+                start_to_close_timeout=GATE_TIMEOUT,
+                summary=f"who may decide call {review.call_id} ({review.tool})",
+            )
         review.notify = gate.notify
         if not gate.configured:
             return None
@@ -285,8 +349,10 @@ class Approvals:
             args=review.args,
             kwargs=review.kwargs,
             gate=gate,
-            asked_at=workflow.now(),
+            asked_at=(gate.checked_at or workflow.now()) if self.strict else workflow.now(),
             starter=self.starter,
+            strict=self.strict,
+            run_id=self.run_id if self.strict else None,
         )
         if gate.verdict == "ask":
             return None
@@ -328,9 +394,10 @@ class Approvals:
             returns_schema=call.returns_schema,
             line=call.line,
             reason=call.approval_reason,
+            run_id=self.run_id,
         )
         self.early.expect(review.call_id)
-        decided = await self.consult(review)  # a policy rule may decide
+        decided = await self.consult(review, timeout)  # a policy rule may decide
         if decided is not None:
             return decided
         await park()
@@ -338,9 +405,11 @@ class Approvals:
 
     async def review_code(self, code: str, timeout: timedelta) -> ApprovalRecord:
         """The decision on running ``code`` at all (``require_code_approval``)."""
-        review = PendingApproval(call_id=CODE_APPROVAL_ID, tool="<code>", args=[code], summary="run this code")
+        review = PendingApproval(
+            call_id=CODE_APPROVAL_ID, tool="<code>", args=[code], summary="run this code", run_id=self.run_id
+        )
         self.early.expect(review.call_id)
-        return await self.consult(review) or await self.wait_for(review, timeout)
+        return await self.consult(review, timeout) or await self.wait_for(review, timeout)
 
     async def wait_for(self, review: PendingApproval, timeout: timedelta) -> ApprovalRecord:
         """Park until a person decides ``review`` (or ``timeout`` passes): the decision."""
@@ -356,17 +425,20 @@ class Approvals:
             self._set_state("awaiting_approval")
             self.show_pending(execution_id)
             self.notices.send("approval.requested", review)
-            try:
-                await workflow.wait_condition(
-                    lambda: review.call_id in self.decisions,
-                    timeout=timeout,
-                    timeout_summary=f"approval of call {review.call_id} ({review.tool}) times out",
-                )
-                decision = self.decisions[review.call_id]
-            except TimeoutError:
-                decision = ApprovalRecord(
-                    decision="timed_out", comment=f"no decision within {timeout}", asked_arguments=review.arguments
-                )
+            if self._queues(review.call_id):
+                decision = await self._wait_judging(review, timeout)
+            else:
+                try:
+                    await workflow.wait_condition(
+                        lambda: review.call_id in self.decisions,
+                        timeout=timeout,
+                        timeout_summary=f"approval of call {review.call_id} ({review.tool}) times out",
+                    )
+                    decision = self.decisions[review.call_id]
+                except TimeoutError:
+                    decision = ApprovalRecord(
+                        decision="timed_out", comment=f"no decision within {timeout}", asked_arguments=review.arguments
+                    )
         # Not in a finally: on eviction the coroutine is closed and must not touch workflow APIs.
         del self.pending[review.call_id]
         self.early.settled(review.call_id)
@@ -385,63 +457,79 @@ class Approvals:
             workflow.set_current_details(f"{verb} `{summary(review)}`{by}; running on")
         return decision
 
+    async def _wait_judging(self, review: PendingApproval, timeout: timedelta) -> ApprovalRecord:
+        """Generation-45, a call under an approvers file: wait until a person decides, judging
+        each batch of decisions that arrive against the file as it is then
+        (``approval_checks.py``), or until ``timeout`` passes."""
+        call_id = review.call_id
+        assert review.deadline is not None
+        while call_id not in self.decisions:
+            if self.checks.queued.get(call_id):
+                await self._judge_again(review, self.checks.queued.pop(call_id))
+                continue
+            left = review.deadline - workflow.now()
+            if left <= timedelta(0):
+                break
+            try:
+                await workflow.wait_condition(
+                    lambda: call_id in self.decisions or bool(self.checks.queued.get(call_id)),
+                    timeout=left,
+                    timeout_summary=f"approval of call {call_id} ({review.tool}) times out",
+                )
+            except TimeoutError:
+                break
+        if call_id in self.decisions:
+            return self.decisions[call_id]
+        for queued in self.checks.queued.pop(call_id, []):
+            self._refuse_queued(queued, f"the time of call {call_id} ran out before the decision was judged")
+        return ApprovalRecord(decision="timed_out", comment=f"no decision within {timeout}", asked_arguments=review.arguments)
+
+    async def _judge_again(self, review: PendingApproval, batch: list[Queued]) -> None:
+        """Judge ``batch`` against the file as a worker reads it now: counted, deciding, or
+        refused (listed as ignored; an Update fails with why)."""
+        call_id = review.call_id
+        tally = self.tallies[call_id]
+        assert review.deadline is not None
+        fresh = await self.checks.ask(review, recheck_timeout(review.deadline - workflow.now()), batch)
+        if isinstance(fresh, str):
+            for queued in batch:
+                self._refuse_queued(queued, f"not judged: {fresh}")
+            return
+        tally.fresh = fresh
+        for sig, why in tally.revoked():
+            shown = _shown({"call_id": call_id, "by": sig.approver})
+            self._ignore(IgnoredSignal(signal="approve", payload=shown, reason=f"no longer counts: {why}"))
+        for queued in batch:
+            if call_id in self.decisions:
+                self._refuse_queued(queued, self._already(call_id) or "the call was decided")
+                continue
+            reason = self._refusal(call_id, queued.offer, fresh.checked_at)
+            if reason is not None:
+                self._refuse_queued(queued, reason)
+                continue
+            record = self._apply(call_id, queued.offer, queued.record)
+            if record.answered and record.decision == "approved":
+                self.answers[call_id] = conform_answer(self.pending[call_id].returns_schema, queued.answer)
+            queued.record, queued.judged = record, True
+        if call_id not in self.decisions:
+            self.show_pending(workflow.info().workflow_id)
+
+    def _refuse_queued(self, queued: Queued, why: str) -> None:
+        payload = _shown({"call_id": queued.call_id, "by": queued.by})
+        self._ignore(IgnoredSignal(signal=queued.name, payload=payload, reason=why))
+        queued.refused, queued.judged = why, True
+
+    def close_queued(self, why: str) -> None:
+        """The run ends: decisions still waiting to be judged never count (an Update says why)."""
+        for batch in self.checks.queued.values():
+            for queued in batch:
+                self._refuse_queued(queued, why)
+        self.checks.queued.clear()
+
     def show_pending(self, execution_id: str) -> None:
         """What waits for a person, where anyone can see it without a worker: the memo
         (UI "Memo", ``temporal workflow describe``) and the current details."""
-        pending = self.waiting_calls()
-        if not pending:
-            workflow.upsert_memo({"pending_approvals": None})
-            return
-        entries = [self._memo_entry(execution_id, p) for p in pending]
-        workflow.upsert_memo({"pending_approvals": entries})
-        lines = [f"**Awaiting approval** ({len(pending)} call{'s' if len(pending) != 1 else ''}):", ""]
-        signed = False
-        for p in pending:
-            tally = self.tallies.get(p.call_id)
-            by = " --by NAME" if tally is not None else ""
-            signed = signed or tally is not None
-            progress = f" ({tally.progress()})" if tally is not None and tally.progress() else ""
-            lines.append(
-                f"- call `{p.call_id}`: `{summary(p)}`{progress} — approve with "
-                f"`codemode approve {execution_id} {p.call_id}{by}` or deny with `codemode deny {execution_id} {p.call_id}{by}`"
-            )
-        first = pending[0].call_id
-        lines.append("")
-        if signed:
-            lines.append(
-                "Decisions must be signed by a person the approvers file allows (`codemode keygen --approver NAME`)."
-            )
-        else:
-            lines.append(
-                f'Or use *Send a Signal*: name `approve` (or `deny`), input `{{"call_id": "{first}", "by": "your name"}}`.'
-            )
-        workflow.set_current_details("\n".join(lines))
-
-    def _memo_entry(self, execution_id: str, p: PendingApproval) -> dict[str, Any]:
-        tally = self.tallies.get(p.call_id)
-        by = " --by NAME" if tally is not None else ""
-        entry: dict[str, Any] = {
-            "call_id": p.call_id,
-            "tool": p.tool,
-            "summary": summary(p),
-            "line": p.line,
-            "asked_at": p.asked_at.isoformat() if p.asked_at else None,
-            "deadline": p.deadline.isoformat() if p.deadline else None,
-            "approve_command": f"codemode approve {execution_id} {p.call_id}{by}",
-            "deny_command": f"codemode deny {execution_id} {p.call_id}{by}",
-        }
-        if tally is None:
-            entry["signal_input"] = {"call_id": p.call_id, "by": "your name"}
-        else:  # who may decide, and who did so far (the verified approvers)
-            gate = tally.gate
-            entry.update(
-                signed=True,
-                rule=gate.rule,
-                approvers=gate.approvers_listed,
-                required=gate.required,
-                approved_by=tally.approvers(),
-            )
-        return entry
+        show_pending(execution_id, self.waiting_calls(), self.tallies)
 
 
 def _offer(decision: Decision, edited: dict[str, Any] | None) -> Offer:
@@ -471,10 +559,6 @@ def _shown(value: Any, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def summary(call: CallRequest | PendingApproval) -> str:
-    """How a call is named in summaries, details and the memo (all encrypted by the
-    payload codec when keys are set)."""
-    return call.summary or f"{call.tool}(...)"
 
 
 def permission_error(what: str, decision: ApprovalRecord) -> ErrorInfo:

@@ -49,6 +49,8 @@ class Continuation(BaseModel):
     stdout: str = ""
     code_approval: ApprovalRecord | None = None
     ignored_signals: list[IgnoredSignal] = Field(default_factory=list)
+    #: The approvers file the run pinned (its SHA-256; generation-45): the next run keeps it.
+    approvers_sha256: str | None = None
     determinism: Determinism | None = None
     cursor: Cursor
     #: A deferred step (``cursor.step.live``): ``journal`` starts at its checkpoint; the

@@ -141,7 +141,7 @@ class CodeExecutionWorkflow:
     @workflow.update(description="Approve or deny a pending call and get the recorded decision back at once.")
     async def decide(self, decision: Decision) -> ApprovalRecord:
         await self._approvals.hold_update(decision)  # a call that does not wait yet: until it does
-        return self._approvals.decide(decision)
+        return await self._approvals.decide_update(decision)
 
     @decide.validator
     def _validate_decide(self, decision: Decision) -> None:
@@ -204,6 +204,7 @@ class CodeExecutionWorkflow:
             self._stdout_len = len(carry.stdout)
             self._code_approval = carry.code_approval
             self._approvals.ignored = list(carry.ignored_signals)
+            self._approvals.checks.pinned = carry.approvers_sha256 if self._approvals.strict else None
             # A deferred step's tail rode in carry.journal (see _roll_over).
             self._deferred.stdout_at_base, self._deferred.tail_bytes = carry.base_stdout, carry.tail_bytes
         elif self._index and not _indexed_at_start(req.runtime):
@@ -467,6 +468,7 @@ class CodeExecutionWorkflow:
             stdout="".join(self._stdout),
             code_approval=self._code_approval,
             ignored_signals=self._approvals.ignored,
+            approvers_sha256=self._approvals.checks.pinned,
             determinism=self._determinism,
             cursor=cursor,
             base_stdout=self._deferred.stdout_at_base,

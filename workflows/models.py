@@ -23,7 +23,7 @@ from codemode.activities.records import (  # noqa: F401 (shared with the activit
     ErrorInfo,
     ToolCallRecord,
 )
-from codemode.approvals.signing import DecisionSignature
+from codemode.approvals.signing import DecisionSignature, StartSignature
 from codemode.runtimes.types import CompactModel, ExecutionLimits, NetworkPolicy, SandboxOptions
 from codemode.workflows.usage import SandboxUsage
 
@@ -87,7 +87,12 @@ class CodeExecutionRequest(CompactModel):
     """Set by the session workflow for the cell's execution (never by a caller)."""
     started_by: str | None = None
     """Who started the run, by their name in the approvers file (``start_execution`` fills in
-    ``CODEMODE_USER`` or the OS user): a tool rule with ``four_eyes`` refuses their decisions."""
+    ``CODEMODE_USER`` or the OS user): a tool rule with ``four_eyes`` refuses their decisions.
+    Free text: a rule trusts it only when ``start_signature`` proves it (issue 45)."""
+    start_signature: StartSignature | None = None
+    """Who started the run, signed (``approvals/signing.py``'s ``sign_start``) by a key the
+    approvers file lists: the starter four eyes trusts. Without it the starter is not known
+    for sure, and a four-eyes call needs one approver more (``approvals/tally.py``)."""
 
     @field_validator("session")
     @classmethod
@@ -148,6 +153,8 @@ class PendingApproval(BaseModel):
     #: Whether the worker's gate said it tells people (``ApprovalGate.notify``): a run of the
     #: current generation starts notify workflows for the call only then.
     notify: bool = False
+    #: The first run id of the execution's chain: a signed decision names it (issue 45).
+    run_id: str = ""
 
 
 class IgnoredSignal(BaseModel):
@@ -188,7 +195,8 @@ class ApproveSignal(BaseModel):
     call_id: str
     by: str | None = None
     comment: str | None = None
-    #: Required when the worker has an approvers file (``approvals/signing.py``).
+    #: Required when the worker has an approvers file (``approvals/signing.py``). Its door (a
+    #: version 2 signature's) is the door the decision is recorded as coming through.
     signature: DecisionSignature | None = None
 
 

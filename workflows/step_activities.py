@@ -212,6 +212,7 @@ async def run_tool(call: CallRequest, then: NextStep | None, *, summary: str) ->
             kwargs=call.kwargs,
             then=then,
             timeout_seconds=call.timeout_seconds if then is not None else None,
+            received_sha256=call.received_sha256,
         ),
         result_type=ToolOutput,
         activity_id=f"call-{call.call_id}",

@@ -100,7 +100,8 @@ async def run_call(
             records.keep_result(record, value, len(json.dumps(value, separators=(",", ":"))))
             return JournalEntry.returned(asked, value), None
         if approval.approved_arguments is not None:  # runs as approved; its own step after
-            call = call.model_copy(update={"args": [], "kwargs": approval.approved_arguments})
+            update = {"args": [], "kwargs": approval.approved_arguments, "received_sha256": None}
+            call = call.model_copy(update=update)
             then = None
     record.status = "running"
     if then is not None:

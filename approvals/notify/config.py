@@ -15,6 +15,7 @@ which channels exist, the workflow only says what happened."""
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import re
@@ -23,6 +24,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from codemode.approvals.notify.signing import check_link_secret
 
 ENV_VAR = "CODEMODE_NOTIFY_CONFIG"
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*")
@@ -115,14 +118,27 @@ class Links(_Strict):
     """Signed approve/deny links in messages, which the inbox honours."""
 
     secret: str
-    """Signs approve/deny links (HMAC-SHA256); the inbox checks them with the same secret."""
+    """Signs approve/deny links (HMAC-SHA256 under a key derived from it); the inbox checks
+    them with the same secret. At least 32 bytes."""
     ttl: float = 24 * 3600
-    """How long a link stays good (and never past the call's deadline)."""
+    """How long a link stays good from when it is sent (a reminder's too), and never past the
+    call's deadline."""
+    refuse: list[str] = Field(default_factory=list)
+    """Tools (canonical ids, globs) whose calls no link may decide: their messages carry only
+    the inbox link, and the inbox refuses a link for one."""
 
     @field_validator("secret", mode="before")
     @classmethod
     def _from_env(cls, v: Any) -> Any:
         return _secret(v)
+
+    @field_validator("secret")
+    @classmethod
+    def _long_enough(cls, v: str) -> str:
+        return check_link_secret(v)
+
+    def refuses(self, tool: str) -> bool:
+        return any(fnmatch.fnmatchcase(tool, pattern) for pattern in self.refuse)
 
     @field_validator("ttl", mode="before")
     @classmethod

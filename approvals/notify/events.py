@@ -37,6 +37,8 @@ class NotifyRequest(BaseModel):
     execution_id: str
     call_id: str
     tool: str
+    #: The first run id of the execution's chain (a link names it).
+    run_id: str = ""
     summary: str = ""
     arguments: dict[str, Any] | None = None
     code: CodeExcerpt = Field(default_factory=CodeExcerpt)

@@ -202,7 +202,14 @@ async def _decide(
         if signer is not None:  # over the arguments the call runs with (edited: the asked ones changed)
             value = answer.value if isinstance(answer, Answer) else None
             decision.signature = signer.sign(
-                execution_id, p, kind, edited_arguments=edits, answer=value, answered=answer is not None
+                execution_id,
+                p,
+                kind,
+                edited_arguments=edits,
+                answer=value,
+                answered=answer is not None,
+                comment=decision.comment,
+                door=decision.door,
             )
         try:
             recorded = await send_decision(handle, decision, via_update=not from_history)

@@ -86,11 +86,13 @@ def inbox(
         signer = inbox_signer(signing_key, signer_name)
     except (AuthConfigError, NotifyConfigError, ApproverKeyError) as err:
         raise Fail(str(err)) from None
-    secret = config.links.secret if config and config.links else None
-    return asyncio.run(_serve(target, auth, host, port, secret, signer))
+    for warning in auth.warnings:
+        note(f"warning: {warning}")
+    links = config.links if config and config.links else None
+    return asyncio.run(_serve(target, auth, host, port, links, signer))
 
 
-async def _serve(target: Target, auth: object, host: str, port: int, secret: str | None, signer: object = None) -> int:
+async def _serve(target: Target, auth: object, host: str, port: int, secret: object, signer: object = None) -> int:
     from codemode.apps.cli.common import open_client
     from codemode.apps.cli.serve import until_stopped
     from codemode.apps.inbox import start_inbox
@@ -111,7 +113,7 @@ async def _serve(target: Target, auth: object, host: str, port: int, secret: str
     if signer is not None:
         note(f"Decisions are signed as {signer.name} on behalf of the signed-in person")  # type: ignore[attr-defined]
     if running.login_url:
-        note(f"Sign in as yourself with: {running.login_url}")
+        note(f"Sign in as yourself at {running.login_url} with the token {running.login_token}")
     try:
         await until_stopped()
     finally:

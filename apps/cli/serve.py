@@ -224,7 +224,7 @@ async def _start_inbox(client: Client, port: int) -> Any:
     from codemode.apps.inbox import SIGNING_KEY_ENV, InboxAuth, inbox_signer, start_inbox
 
     config = load_notify_config()
-    secret = config.links.secret if config and config.links else None
+    secret = config.links if config and config.links else None
     signer = inbox_signer(os.environ.get(SIGNING_KEY_ENV))  # checked by use_inbox_key
     try:
         running = await start_inbox(client, InboxAuth(), port=port, links_secret=secret, signer=signer)
@@ -232,6 +232,8 @@ async def _start_inbox(client: Client, port: int) -> Any:
         why = err.strerror or err
         raise Fail(f"cannot serve the inbox on port {port}: {why} (choose another with --inbox-port)") from None
     note(f"Approvals inbox: {running.login_url or running.url}")
+    if running.login_token:
+        note(f"Sign in with the token {running.login_token}")
     return running
 
 

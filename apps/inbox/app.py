@@ -1,5 +1,8 @@
 """The inbox's aiohttp application: the pages, the forms, and every decision through
-``send_decision`` (the one function every door uses) as the authenticated person."""
+``send_decision`` (the one function every door uses) as the authenticated person.
+
+Every response says it is not to be framed, cached or referred from (``SECURITY_HEADERS``);
+signing in is a POST of the token, answered with a session cookie (``auth.py``)."""
 
 from __future__ import annotations
 
@@ -10,9 +13,11 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 from temporalio.client import Client
 
+from codemode.approvals.notify.config import Links
 from codemode.approvals.notify.signing import LinkClaim, LinkError, read_link_token
+from codemode.approvals.signing import sha256_of
 from codemode.apps.inbox import data, views
-from codemode.apps.inbox.auth import COOKIE, InboxAuth
+from codemode.apps.inbox.auth import BadIdentity, InboxAuth
 from codemode.apps.inbox.signing import SigningRefused, sign_for_person
 from codemode.client.following import DecisionRefused, send_decision
 from codemode.workflows.models import Answer, Decision
@@ -25,20 +30,35 @@ MAX_FORM_BYTES = 64 * 1024
 MAX_COMMENT = 2000
 #: Who is signed in, set on the request by the authentication middleware.
 IDENTITY = web.RequestKey("identity", str)
+#: On every response: never framed (clickjacking), never cached (pages show pending calls and
+#: carry forms' tokens), never named in a Referer (a link's token is in its path).
+SECURITY_HEADERS = {
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": "frame-ancestors 'none'",
+    "Cache-Control": "no-store",
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+}
 
 
 @dataclass
 class Inbox:
     client: Client
     auth: InboxAuth
-    #: Checks signed links (the notify config's ``links.secret``); None: links are refused.
-    links_secret: str | None = None
+    #: Checks signed links (the notify config's ``links``: its secret, ``ttl`` and the tools no
+    #: link may decide); None: links are refused. A bare secret: the default ``ttl``.
+    links: Links | str | None = None
     #: The inbox's service key: signs every decision on behalf of the authenticated person
     #: (``apps/inbox/signing.py``); None: decisions go unsigned, refused where one is needed.
     signer: Signer | None = None
 
+    def __post_init__(self) -> None:
+        if isinstance(self.links, str):
+            self.links = Links(secret=self.links)
+
     def app(self) -> web.Application:
         app = web.Application(client_max_size=MAX_FORM_BYTES, middlewares=[self._authenticate])
+        app.on_response_prepare.append(_security_headers)
         app.router.add_get("/", self.index)
         app.router.add_get("/calls/{execution_id}/{call_id}", self.show_call)
         app.router.add_post("/calls/{execution_id}/{call_id}", self.decide_call)
@@ -61,40 +81,32 @@ class Inbox:
         if "/." in raw or "%2e" in raw or "%2f" in raw or "\\" in raw:
             # A path a proxy may route one way and this server resolve another: refused.
             return views.message("Bad request", "This address is not one the inbox serves.", status=400, back=None)
+        try:
+            identity = self.auth.identify(request)
+        except BadIdentity as err:
+            return views.message("Bad request", f"Who you are cannot be told: {err}.", status=400, back=None)
         if request.path in ("/login", "/healthz") or request.path.startswith("/link/"):
+            if identity is not None:
+                request[IDENTITY] = identity
             return await handler(request)
-        identity = self.auth.identify(request)
         if identity is None:
-            return views.page(
-                "login.html",
-                status=401,
-                title="Sign in",
-                identity=None,
-                error="You are not signed in: open the inbox through your sign-in proxy, or sign in with your token.",
-            )
+            return _sign_in("You are not signed in: open the inbox through your sign-in proxy, or sign in with your token.")
         request[IDENTITY] = identity
         return await handler(request)
 
     async def login_page(self, request: web.Request) -> web.StreamResponse:
-        token = request.query.get("token")
-        if token:  # a login link (``codemode inbox`` prints one when it made the token)
-            return self._logged_in(token) or views.page(
-                "login.html", status=401, title="Sign in", identity=None, error="That token is not known here."
-            )
+        # The token is posted (never in an address: it would stay in the history, the logs and
+        # a Referer); a ``?token=`` here signs nobody in.
         return views.page("login.html", title="Sign in", identity=None, error=None)
 
     async def login(self, request: web.Request) -> web.StreamResponse:
         form = await request.post()
         token = str(form.get("token", "")).strip()
-        return self._logged_in(token) or views.page(
-            "login.html", status=401, title="Sign in", identity=None, error="That token is not known here."
-        )
-
-    def _logged_in(self, token: str) -> web.StreamResponse | None:
-        if not token or self.auth.user_of(token) is None:
-            return None
-        response = web.HTTPSeeOther("/")
-        response.set_cookie(COOKIE, token, httponly=True, samesite="Strict", path="/")
+        identity = self.auth.user_of(token) if token else None
+        if identity is None:
+            return _sign_in("That token is not known here.")
+        response = web.Response(status=303, headers={"Location": "/"})
+        self.auth.set_session(response, request, identity)  # a session, never the token itself
         return response
 
     # -- pages ------------------------------------------------------------------------------
@@ -181,9 +193,47 @@ class Inbox:
     # -- signed links -----------------------------------------------------------------------
 
     def _claim(self, token: str) -> LinkClaim:
-        if not self.links_secret:
+        links = self.links
+        if not isinstance(links, Links):
             raise LinkError("this inbox does not take approval links (no links secret in its notify config)")
-        return read_link_token(self.links_secret, token)
+        return read_link_token(links.secret, token, ttl=links.ttl)
+
+    def _link_refusal(self, request: web.Request, claim: LinkClaim, view: Any) -> web.StreamResponse | None:
+        """Why this link may not decide this call here, as the page to show (None: it may): the
+        call it names must be the one waiting (its run, its arguments), the tool must take link
+        decisions, and with sign-in configured the person signed in must be the link's approver."""
+        refused = "This link decides nothing"
+        if view is None or not view.pending:
+            return views.message(
+                refused,
+                "The call is not waiting for a decision any more "
+                "(it was decided, or its time ran out): this link has been used or is too late.",
+                status=409,
+                back=None,
+            )
+        call = view.call
+        tool, asked = (call.tool, call.arguments) if call is not None else ("<code>", None)
+        arguments = sha256_of(asked) if asked is not None else ""
+        run = view.audit.first_run_id
+        if (run and claim.run_id != run) or claim.arguments_sha256 != arguments:
+            return views.message(
+                refused, "This link was made for another run or other arguments.", status=403, back=None
+            )
+        if isinstance(self.links, Links) and self.links.refuses(tool):
+            return views.message(refused, f"Calls of {tool} are decided in the inbox only.", status=403, back=None)
+        if self.auth.configured:
+            identity = request.get(IDENTITY)
+            if identity is None:
+                return _sign_in(f"Sign in as {claim.approver} to use this link.")
+            if identity.casefold() != claim.approver.casefold():
+                return views.message(
+                    refused,
+                    f"This link is for {claim.approver}; you are signed in as {identity}.",
+                    status=403,
+                    identity=identity,
+                    back=None,
+                )
+        return None
 
     async def show_link(self, request: web.Request) -> web.StreamResponse:
         try:
@@ -191,14 +241,9 @@ class Inbox:
         except LinkError as err:
             return views.message("This link decides nothing", str(err), status=403, back=None)
         view = await data.call_view(self.client, claim.execution_id, claim.call_id)
-        if view is None or not view.pending:
-            return views.message(
-                "This link decides nothing",
-                "The call is not waiting for a decision any more "
-                "(it was decided, or its time ran out): this link has been used or is too late.",
-                status=409,
-                back=None,
-            )
+        refusal = self._link_refusal(request, claim, view)
+        if refusal is not None:
+            return refusal
         return views.page(
             "link.html",
             title="Confirm",
@@ -213,12 +258,27 @@ class Inbox:
             claim = self._claim(request.match_info["token"])
         except LinkError as err:
             return views.message("This link decides nothing", str(err), status=403, back=None)
+        refusal = self._link_refusal(
+            request, claim, await data.call_view(self.client, claim.execution_id, claim.call_id)
+        )
+        if refusal is not None:
+            return refusal
         form = await request.post()
         comment = str(form.get("comment", "")).strip()[:MAX_COMMENT] or None
         decision = Decision(
             call_id=claim.call_id, approve=claim.action == "approve", by=claim.approver, comment=comment, door="link"
         )
         return await self._send(request, claim.execution_id, decision)
+
+
+def _sign_in(error: str) -> web.StreamResponse:
+    """The sign-in page (401), saying why."""
+    return views.page("login.html", status=401, title="Sign in", identity=None, error=error)
+
+
+async def _security_headers(request: web.Request, response: web.StreamResponse) -> None:
+    for name, value in SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value)
 
 
 def _decision_from_form(form: Any, call_id: str, identity: str) -> Decision:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 from temporalio.client import Client
 
+from codemode.approvals.notify.config import Links
 from codemode.apps.inbox.app import Inbox
 from codemode.apps.inbox.auth import InboxAuth, hash_token
 
@@ -23,8 +24,10 @@ if TYPE_CHECKING:
 class RunningInbox:
     url: str
     runner: web.AppRunner
-    #: The login link when the inbox made its own token (nothing else configured).
+    #: The sign-in page and the token to post there, when the inbox made its own token (nothing
+    #: else configured). Never one link with the token in it: an address is kept in histories.
     login_url: str | None = None
+    login_token: str | None = None
 
     async def stop(self) -> None:
         await self.runner.cleanup()
@@ -36,10 +39,11 @@ async def start_inbox(
     *,
     host: str = "127.0.0.1",
     port: int = 8244,
-    links_secret: str | None = None,
+    links_secret: Links | str | None = None,
     signer: Signer | None = None,
 ) -> RunningInbox:
-    """Serve the inbox; ``signer``: its service key, which signs on behalf of the person."""
+    """Serve the inbox; ``links_secret``: the notify config's ``links`` (or its secret alone);
+    ``signer``: its service key, which signs on behalf of the person."""
     made = None
     if not auth.configured:
         made = secrets.token_urlsafe(24)
@@ -49,4 +53,4 @@ async def start_inbox(
     await web.TCPSite(runner, host, port).start()
     shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
     url = f"http://{shown}:{port}"
-    return RunningInbox(url=url, runner=runner, login_url=f"{url}/login?token={made}" if made else None)
+    return RunningInbox(url=url, runner=runner, login_url=f"{url}/login" if made else None, login_token=made)

@@ -62,4 +62,6 @@ async def sign_for_person(handle: WorkflowHandle[Any, Any], decision: Decision, 
         edited_arguments=decision.arguments,
         answer=decision.answer.value if decision.answer is not None else None,
         answered=answered,
+        comment=decision.comment,
+        door=decision.door,
     )

@@ -227,6 +227,8 @@ async def apply(
         edited_arguments=answer.arguments,
         answer=answer.answer.value if answer.answer is not None else None,
         answered=answered,
+        comment=answer.comment,
+        door="mcp",
     )
     if signer is not None:  # the person at this client signs (CODEMODE_APPROVER): they decide, not "mcp:..."
         by = signer.on_behalf_of or signer.name

@@ -25,10 +25,10 @@ from codemode.activities import names
 from codemode.activities.models import ParkResult, StepResult, ToolInput, ToolOutput
 from codemode.client.histories.decisions import ApprovalAudit, approval_words  # noqa: F401 (re-exported)
 from codemode.client.histories.decode import PayloadDecoder, _as, _time, tool_error  # noqa: F401 (re-exported)
-from codemode.client.histories.parking import park_text, release_text
-from codemode.client.histories.signed_decisions import SignedDecisions
-from codemode.client.histories.held_decisions import HeldDecisions
+from codemode.client.histories.held_decisions import HeldDecisions, strict_marker
 from codemode.client.histories.models import AuditEvent, CallAudit, ExecutionAudit, StepAudit  # noqa: F401 (re-exported)
+from codemode.client.histories.parking import park_text, release_text
+from codemode.client.histories.signed_decisions import Judged, SignedDecisions
 from codemode.workflows.models import (
     CODE_APPROVAL_ID,
     CodeExecutionRequest,
@@ -143,7 +143,9 @@ class _Builder:
                 return
             req = _as(CodeExecutionRequest, await decode(attrs.input, CodeExecutionRequest))
             a.started_at, a.started_by, a.run_id = at, attrs.identity, attrs.original_execution_run_id
+            a.first_run_id = attrs.first_execution_run_id or attrs.original_execution_run_id
             self.signed.starter = req.started_by if req is not None else None
+            self.signed.run_id = a.first_run_id
             if req is not None:
                 a.runtime, a.code, a.require_code_approval = req.runtime, req.code, req.require_code_approval
                 self.held.reviewing_code(req.require_code_approval)
@@ -158,6 +160,7 @@ class _Builder:
             attrs = e.marker_recorded_event_attributes
             if attrs.marker_name != LOCAL_ACTIVITY_MARKER:
                 self.held.saw_marker(e)
+                self.signed.strict = self.signed.strict or strict_marker(e)
                 return
             data = await decode(attrs.details["data"]) if "data" in attrs.details else {}
             if not isinstance(data, dict):
@@ -184,7 +187,9 @@ class _Builder:
                     self.event(at, "approval", "notified the notify config's channels")
                 return
             result = await decode(attrs.details["result"], StepResult) if "result" in attrs.details else None
-            await self._stepped(self.step(at, name, local=True, attempt=int((data or {}).get("attempt", 1)), result=result))
+            await self._stepped(
+                self.step(at, name, local=True, attempt=int((data or {}).get("attempt", 1)), result=result)
+            )
         elif kind == "activity_task_scheduled_event_attributes":
             attrs = e.activity_task_scheduled_event_attributes
             name = attrs.activity_type.name
@@ -255,6 +260,13 @@ class _Builder:
             attrs = getattr(e, kind)
             name, call_id = self.activities.get((self.run, attrs.scheduled_event_id), ("?", None))
             err = tool_error(await decode.failure(attrs.failure))
+            if (
+                call_id is None
+                and name == names.APPROVAL_GATE
+                and (failed := self.signed.failed(self.run, attrs.scheduled_event_id, err.message))
+            ):
+                await self._gate_failed(at, *failed)
+                return
             if call_id is None:
                 self.audit.steps.append(StepAudit(name=name, local=False, at=at, error=err, kind="error"))
                 self.event(at, "step", f"{name} failed: {err.message}")
@@ -277,7 +289,7 @@ class _Builder:
             call_id, by, text = read
             decision = "approved" if attrs.signal_name == "approve" else "denied"
             signature = payload.get("signature") if isinstance(payload, dict) else None
-            if (by := self._signed(at, attrs.signal_name, call_id, signature, None, by)) is None:
+            if (by := self._signed(at, attrs.signal_name, call_id, signature, None, by, comment=text)) is None:
                 return
             self._approval(
                 ApprovalAudit(
@@ -349,10 +361,17 @@ class _Builder:
 
     async def _gate(self, at: datetime, attrs: Any) -> None:
         """A call's approval gate: a policy rule that decided, without a person; else the call
-        begins to wait, and the decisions held for it apply (runs of the current generation)."""
+        begins to wait, and the decisions held for it apply (runs of the current generation).
+        A recheck (generation-45): the decisions it names, judged."""
         result = await self.decode(attrs.result)
         asked = self.signed.asked.get((self.run, attrs.scheduled_event_id))
+        if asked is not None and asked.recheck is not None:
+            self._rechecked(at, asked.call_id, self.signed.rechecked(self.run, attrs.scheduled_event_id, result))
+            return
         gate = self.signed.completed(self.audit.execution_id, self.run, attrs.scheduled_event_id, result, at)
+        if asked is not None and asked.call_id in self.signed.refused:
+            await self._gate_failed(at, asked, self.signed.refused[asked.call_id])
+            return
         if asked is not None and (gate is None or gate.verdict == "ask"):
             for held in self.held.began_waiting(asked.call_id):
                 await self.feed(held)
@@ -369,16 +388,79 @@ class _Builder:
                 )
             )
 
+    async def _gate_failed(self, at: datetime, asked: Any, why: str) -> None:
+        """Generation-45: no gate the run may take answered. A call's first ask: the call is
+        refused (nobody is asked); a recheck: the decisions it names are refused."""
+        if asked.recheck is not None:
+            self._rechecked(at, asked.call_id, [Judged(o, "ignored", f"not judged: {why}") for o in asked.recheck])
+            return
+        self.held.settled(asked.call_id)
+        self._drop_held(asked.call_id, f"call {asked.call_id} was refused before it waited: {why}")
+        self._approval(
+            ApprovalAudit(
+                call_id=asked.call_id, decision="denied", by="approvers file", comment=why, at=at, door="approvers"
+            )
+        )
+
+    def _rechecked(self, at: datetime, call_id: str, judged: list[Judged]) -> None:
+        """Decisions judged again against the file (generation-45), as the workflow judged them."""
+        for revoked_call, sig, why in self.signed.revoked:
+            self.event(
+                at,
+                "approval",
+                f"{sig.approver}'s approval of call {revoked_call} no longer counts: {why}",
+                revoked_call,
+            )
+        self.signed.revoked.clear()
+        for j in judged:
+            o = j.offer
+            name = "decide" if o.source == "update" else o.source
+            if j.word == "ignored":
+                self.audit.ignored_signals.append(IgnoredSignal(signal=name, payload=str(call_id), reason=j.text))
+                self.event(at, "approval", f"{name} for call {call_id} ignored: {j.text}", call_id)
+                continue
+            if j.word == "counted":
+                self.event(at, "approval", f"call {call_id}: {j.text} so far", call_id)
+                continue
+            asked = self.calls[call_id].arguments if call_id in self.calls else None
+            self._approval(
+                ApprovalAudit(
+                    call_id=call_id,
+                    decision="denied" if o.kind == "deny" else "approved",
+                    by=f"{j.text} (signed)",
+                    comment=o.comment,
+                    at=at,
+                    door=o.door or "signal",
+                    asked_arguments=asked,
+                    approved_arguments=o.edited if o.kind == "approve" else None,
+                    answered=o.kind == "answer",
+                    answer=o.answer if o.kind == "answer" else None,
+                )
+            )
+
     def _signed(
-        self, at: datetime, name: str, call_id: str, signature: Any, decision: Any, by: str, edited: Any = None
+        self,
+        at: datetime,
+        name: str,
+        call_id: str,
+        signature: Any,
+        decision: Any,
+        by: str,
+        edited: Any = None,
+        comment: str | None = None,
     ) -> str | None:
         """Who decided, under an approvers file the verified approvers (None: not applied).
         ``edited``: the whole arguments an edited approval runs with (what its signature covers)."""
         kind = "approve" if name in ("approve", "decide") and (decision is None or decision.approve) else "deny"
-        got = self.signed.offer(call_id, kind, signature, decision, edited)
+        got = self.signed.offer(call_id, kind, signature, decision, edited, comment)
         if got is None:
             return by
         word, text = got
+        if word == "queued":
+            self.event(
+                at, "approval", f"{name} for call {call_id} received: judged against the approvers file next", call_id
+            )
+            return None
         if word == "ignored":
             self.audit.ignored_signals.append(IgnoredSignal(signal=name, payload=str(call_id), reason=text))
             self.event(at, "approval", f"{name} for call {call_id} ignored: {text}", call_id)

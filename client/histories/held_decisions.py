@@ -19,7 +19,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from codemode.activities.models import CallRequest
 from codemode.workflows.early_decisions import MAX_HELD
 from codemode.workflows.models import CODE_APPROVAL_ID, IgnoredSignal
-from codemode.workflows.versions import GENERATION_PATCH, GENERATIONS
+from codemode.workflows.versions import GENERATION_45, GENERATION_PATCH, GENERATIONS
 
 PATCH_MARKER = "core_patch"
 #: Call states after which a call runs nothing more.
@@ -36,6 +36,12 @@ def patch_id(event: HistoryEvent) -> str | None:
         return str(json.loads(payloads[0].data)["id"]) if payloads else None
     except (ValueError, KeyError, TypeError):
         return None
+
+
+def strict_marker(event: HistoryEvent) -> bool:
+    """Whether a marker says the run is of generation-45 or later (issue 45's rules)."""
+    marker = patch_id(event)
+    return marker in GENERATIONS and GENERATIONS.index(marker) >= GENERATIONS.index(GENERATION_45)
 
 
 class HeldDecisions:

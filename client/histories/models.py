@@ -79,6 +79,8 @@ class AuditEvent(BaseModel):
 class ExecutionAudit(BaseModel):
     execution_id: str
     run_id: str = ""
+    #: The first run id of the chain (what a version 2 signature names).
+    first_run_id: str = ""
     #: Every run of the execution, first to latest (more than one after continue-as-new).
     runs: list[str] = Field(default_factory=list)
     #: Temporal's view: running, completed, failed, terminated, canceled, timed_out.
@@ -113,12 +115,23 @@ class ExecutionAudit(BaseModel):
         if self.status != "running":
             return []
         pending = [
-            PendingApproval(call_id=c.call_id, tool=c.tool, args=c.args, kwargs=c.kwargs, summary=c.summary)
+            PendingApproval(
+                call_id=c.call_id,
+                tool=c.tool,
+                args=c.args,
+                kwargs=c.kwargs,
+                summary=c.summary,
+                arguments=c.arguments,
+                run_id=self.first_run_id,
+            )
             for c in sorted(self.calls, key=lambda c: call_order(c.call_id))
             if c.status == "awaiting_approval"
         ]
         if self.require_code_approval and self.code_approval is None and not self.steps:
             pending.insert(
-                0, PendingApproval(call_id=CODE_APPROVAL_ID, tool="<code>", args=[self.code], summary="run this code")
+                0,
+                PendingApproval(
+                    call_id=CODE_APPROVAL_ID, tool="<code>", args=[self.code], summary="run this code", run_id=self.first_run_id
+                ),
             )
         return pending

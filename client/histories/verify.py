@@ -11,6 +11,7 @@ the fact fails here, named by its call."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,8 +26,10 @@ from codemode.approvals.gate import ApprovalGate, GateInput
 from codemode.approvals.signing import arguments_sha256, verify_signature
 from codemode.client.histories.audit import PayloadDecoder
 from codemode.client.histories.decode import _time as _at
+from codemode.client.histories.held_decisions import strict_marker
 from codemode.client.histories.signed_decisions import SignedDecisions
-from codemode.workflows.models import ApprovalRecord, Decision, ExecutionOutcome
+from codemode.workflows.approval_checks import APPROVERS_DOOR
+from codemode.workflows.models import ApprovalRecord, Decision, ExecutionOutcome, call_order
 
 
 class CheckedDecision(BaseModel):
@@ -49,10 +52,13 @@ class Verification(BaseModel):
     signed: bool = False
     closed: bool = False
     decisions: list[CheckedDecision] = Field(default_factory=list)
+    #: What is wrong with the run as a whole: its calls checked under different approvers
+    #: files (or some under none), a worker's gate the run should not have taken.
+    problems: list[str] = Field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return all(d.ok for d in self.decisions)
+        return all(d.ok for d in self.decisions) and not self.problems
 
 
 class _Fold:
@@ -73,10 +79,14 @@ class _Fold:
         self.signed = SignedDecisions()
         self.execution_id = ""
         self.run = 0
+        #: The request that started the run (its start signature, its code).
+        self.request: dict[str, Any] = {}
 
     async def feed(self, e: HistoryEvent) -> None:
         kind = e.WhichOneof("attributes")
-        if kind == "activity_task_scheduled_event_attributes":
+        if kind == "marker_recorded_event_attributes":
+            self.signed.strict = self.signed.strict or strict_marker(e)
+        elif kind == "activity_task_scheduled_event_attributes":
             attrs = e.activity_task_scheduled_event_attributes
             name = attrs.activity_type.name
             if name == names.APPROVAL_GATE:
@@ -94,15 +104,25 @@ class _Fold:
             if found is not None:
                 inp = found[1]
                 gate = _as(ApprovalGate, await self.decode(attrs.result, ApprovalGate))
-                if gate is not None:
+                self.signed.asked[(self.run, attrs.scheduled_event_id)] = inp
+                if gate is not None and inp.recheck is not None:
+                    self.signed.rechecked(self.run, attrs.scheduled_event_id, gate)
+                elif gate is not None:
                     self.asked[inp.call_id], self.gates[inp.call_id] = inp, gate
-                    self.signed.asked[(self.run, attrs.scheduled_event_id)] = inp
                     self.signed.completed(self.execution_id, self.run, attrs.scheduled_event_id, gate, _at(e))
+        elif kind in ("activity_task_failed_event_attributes", "activity_task_timed_out_event_attributes"):
+            attrs = getattr(e, kind)
+            found = self.scheduled.get((self.run, attrs.scheduled_event_id))
+            if found is not None:
+                self.signed.asked[(self.run, attrs.scheduled_event_id)] = found[1]
+                self.signed.failed(self.run, attrs.scheduled_event_id, attrs.failure.message)
         elif kind == "workflow_execution_started_event_attributes":
             attrs = e.workflow_execution_started_event_attributes
             if not attrs.continued_execution_run_id:
                 req = await self.decode(attrs.input)
-                self.signed.starter = req.get("started_by") if isinstance(req, dict) else None
+                self.request = req if isinstance(req, dict) else {}
+                self.signed.starter = self.request.get("started_by")
+                self.signed.run_id = attrs.first_execution_run_id or attrs.original_execution_run_id
         elif kind == "workflow_execution_signaled_event_attributes":
             attrs = e.workflow_execution_signaled_event_attributes
             if attrs.signal_name in ("approve", "deny"):
@@ -111,7 +131,12 @@ class _Fold:
                 if call_id is not None:
                     kind_ = "approve" if attrs.signal_name == "approve" else "deny"
                     signature = payload.get("signature") if isinstance(payload, dict) else None
-                    self.signed.offer(call_id, kind_, signature)
+                    text = (
+                        next((payload[k] for k in ("comment", "reason", "note") if k in payload), None)
+                        if isinstance(payload, dict)
+                        else None
+                    )
+                    self.signed.offer(call_id, kind_, signature, comment=text if isinstance(text, str) else None)
         elif kind == "workflow_execution_update_completed_event_attributes":
             attrs = e.workflow_execution_update_completed_event_attributes
             if attrs.outcome.HasField("success"):
@@ -176,6 +201,7 @@ async def verify_runs(
     out.signed = any(g.configured for g in fold.gates.values())
     for call_id, (tool, record) in records.items():
         out.decisions.append(_check(execution_id, call_id, tool, record, fold, approvers))
+    out.problems = mixed_files(fold)
     return out
 
 
@@ -188,6 +214,13 @@ def _check(
     problems = checked.problems
     gate, asked = fold.gates.get(call_id), fold.asked.get(call_id)
     if record.decision == "timed_out":
+        return checked
+    if record.door == APPROVERS_DOOR:  # generation-45: the run refused the call itself (fail closed)
+        if call_id not in fold.signed.refused or record.decision != "denied" or record.signatures:
+            problems.append(
+                "the record says the run refused the call for want of its approvers file; the history does not"
+            )
+        checked.ok = not problems
         return checked
     if gate is None or not gate.configured:
         if record.signatures or record.rule:
@@ -212,7 +245,7 @@ def _check(
     expected_args = arguments_sha256(asked.args, asked.kwargs, edited)
     seen: set[str] = set()
     for sig in record.signatures:
-        who = sig.approver
+        who = gate.resolve(sig.approver) or sig.approver if fold.signed.strict else sig.approver
         checked.signers.append(who)
         checked.keys.append(sig.key)
         if not verify_signature(sig):
@@ -234,13 +267,14 @@ def _check(
             problems.append(f"{sig.signer} signed {sig.decision}, the record says {record.decision}")
         if sig.arguments_sha256 != expected_args:
             problems.append(f"{sig.signer} signed other arguments than the call asked (or than the record approves)")
-        if not gate.may_decide(who):
+        if not gate.may_decide(who, strict=fold.signed.strict):
             problems.append(f"{who} was not allowed to decide {gate.tool} (rule {gate.rule})")
         if who in seen:
             problems.append(f"{who} counted twice")
         seen.add(who)
     if record.decision == "approved" and record.signatures and len(seen) < gate.required:
         problems.append(f"{len(seen)} distinct approvers, the rule requires {gate.required}")
+    problems += _replayed(call_id, record, gate, fold)
     # What ran: the call as asked, or (edited) the approved arguments by name (``approved_arguments``
     # is filled only when a person edited them; an approval as asked leaves it None).
     ran = fold.ran.get(call_id)
@@ -252,6 +286,67 @@ def _check(
         problems.append("the call was answered by a person, yet its tool ran")
     checked.ok = not problems
     return checked
+
+
+def _replayed(call_id: str, record: ApprovalRecord, gate: ApprovalGate, fold: _Fold) -> list[str]:
+    """The full check again (issue 45): the history's decisions on the call replayed through
+    the workflow's own rules (four eyes, delegation, distinct people, time bounds, revocation,
+    the pinned file) must decide it with exactly the record's signatures; a run of
+    generation-45 also re-authenticates its starter, and the record's comment and door must be
+    the ones the deciding signature covers."""
+    problems: list[str] = []
+    if not record.signatures:
+        return problems
+    replay = fold.signed.decided.get(call_id)
+    if replay is None:
+        problems.append(
+            "the history's own check of the decisions on this call does not decide it (four eyes, "
+            "delegation, distinct approvers, time or revocation)"
+        )
+        return problems
+    kind, sigs, _ = replay
+    if {s.signature for s in sigs} != {s.signature for s in record.signatures}:
+        problems.append("the record's signatures are not the ones the history's own check counted")
+    if (kind == "deny") != (record.decision == "denied"):
+        problems.append(
+            f"the history's own check {'denied' if kind == 'deny' else 'approved'} it, the record says {record.decision}"
+        )
+    if not fold.signed.strict:
+        return problems
+    last = record.signatures[-1]
+    if last.v >= 2 and (record.comment != last.comment or (record.door or "signal") != (last.door or "signal")):
+        problems.append("the record's comment or door is not the one the deciding signature covers")
+    if gate.four_eyes:
+        from codemode.approvals.signing import StartSignature
+
+        raw = fold.request.get("start_signature")
+        start = _as(StartSignature, raw) if raw is not None else None
+        code = fold.request.get("code")
+        sha = hashlib.sha256(code.encode()).hexdigest() if isinstance(code, str) else None
+        person, _ = gate.authenticate_start(
+            fold.request.get("started_by"), start, gate.execution_id or fold.execution_id, sha
+        )
+        if person != gate.starter:
+            problems.append(
+                f"the gate says {gate.starter or 'nobody known'} started the run; its start signature says "
+                f"{person or 'nobody known'}"
+            )
+    return problems
+
+
+def mixed_files(fold: _Fold) -> list[str]:
+    """The run's calls checked against different approvers files (or some against none), except
+    a file that says it supersedes the one before."""
+    order = sorted(fold.signed.files.items(), key=lambda kv: call_order(kv[0]))
+    previous: str | None = None
+    for call_id, sha in order:
+        if previous is not None and sha != previous:
+            gate = fold.gates.get(call_id)
+            if not (sha and previous and gate is not None and previous in gate.supersedes):
+                shown = ", ".join(f"call {c}: {s[:16] + '…' if s else 'no approvers file'}" for c, s in order)
+                return [f"the run's calls were checked against different approvers files ({shown})"]
+        previous = sha
+    return []
 
 
 def verification_lines(v: Verification) -> list[str]:
@@ -273,6 +368,11 @@ def verification_lines(v: Verification) -> list[str]:
             lines.append(f"      key {key}")
         for problem in d.problems:
             lines.append(f"      ✗ {problem}")
+    for problem in v.problems:
+        lines.append(f"  ✗ {problem}")
     bad = [d.call_id for d in v.decisions if not d.ok]
-    lines.append("verified: every decision holds" if not bad else f"NOT verified: call(s) {', '.join(bad)}")
+    if v.ok:
+        lines.append("verified: every decision holds")
+    else:
+        lines.append(f"NOT verified: call(s) {', '.join(bad)}" if bad else "NOT verified: the run as a whole (above)")
     return lines

@@ -374,6 +374,8 @@ class DurableCodeMode(AbstractCapability[Any]):
             edited_arguments=arguments,
             answer=answer if answered else None,
             answered=answered,
+            comment=comment,
+            door="pydantic-ai",
         )
         decision = Decision(
             call_id=call_id,

@@ -12,7 +12,7 @@ from codemode.apps.inbox.auth import InboxAuth, hash_token
 from codemode.apps.inbox.serve import RunningInbox, start_inbox
 from codemode.worker.dev_server import free_port
 
-LINKS_SECRET = "links-secret-for-tests"
+LINKS_SECRET = "links-secret-for-tests-0123456789abcdef"
 TOKEN = "tok-for-ben-0123456789"
 
 
@@ -27,7 +27,30 @@ async def inbox(client) -> AsyncIterator[RunningInbox]:
 
 
 def link(
-    execution_id: str, call_id: str, action: str = "approve", *, expires_in: float = 3600, nonce: str = "n1"
+    execution_id: str,
+    call_id: str,
+    action: str = "approve",
+    *,
+    expires_in: float = 3600,
+    nonce: str = "n1",
+    run_id: str = "",
+    arguments: dict | None = None,
+    approver: str = "carol@example.com",
+    issued: float | None = None,
 ) -> str:
-    claim = LinkClaim(execution_id, call_id, action, "carol@example.com", int(time.time() + expires_in), nonce)
+    """A link as a notification makes it: for the call's run and arguments (by name)."""
+    from codemode.approvals.signing import sha256_of
+
+    now = time.time()
+    claim = LinkClaim(
+        execution_id,
+        call_id,
+        action,
+        approver,
+        int(now + expires_in),
+        nonce,
+        run_id=run_id,
+        arguments_sha256=sha256_of(arguments) if arguments is not None else "",
+        issued=int(now if issued is None else issued),
+    )
     return make_link_token(LINKS_SECRET, claim)

@@ -61,23 +61,34 @@ async def test_a_header_from_elsewhere_is_not_believed(client) -> None:
 async def test_signed_link_shows_then_decides_once(client, task_queue, worker, inbox, events_file) -> None:
     handle = await start_execution(client, CodeExecutionRequest(code=SEND), task_queue=task_queue)
     (pending,) = (await parked(handle)).pending_approvals
-    good = link(handle.id, pending.call_id)
+    made = {"run_id": pending.run_id, "arguments": pending.arguments}
+    good = link(handle.id, pending.call_id, **made)
     altered = good[:-3] + ("A" if good[-3] != "A" else "B") + good[-2:]
-    expired = link(handle.id, pending.call_id, expires_in=-5)
+    expired = link(handle.id, pending.call_id, expires_in=-5, **made)
+    other_run = link(handle.id, pending.call_id, run_id="another-run", arguments=pending.arguments)
+    other_args = link(handle.id, pending.call_id, run_id=pending.run_id, arguments={"to": "eve", "amount": 900})
+    carol = {"X-Forwarded-Email": "carol@example.com"}  # the link's approver, signed in (through the proxy)
     async with aiohttp.ClientSession() as http:
         async with http.get(f"{inbox.url}/link/{altered}") as resp:
             assert resp.status == 403 and "altered" in await resp.text()
         async with http.post(f"{inbox.url}/link/{altered}") as resp:
             assert resp.status == 403
-        async with http.post(f"{inbox.url}/link/{expired}") as resp:
+        async with http.post(f"{inbox.url}/link/{expired}", headers=carol) as resp:
             assert resp.status == 403 and "expired" in await resp.text()
-        async with http.get(f"{inbox.url}/link/{good}") as resp:  # shows, decides nothing
+        for wrong in (other_run, other_args):  # a link decides only the call it was made for
+            async with http.post(f"{inbox.url}/link/{wrong}", headers=carol) as resp:
+                assert resp.status == 403 and "another run or other arguments" in await resp.text()
+        async with http.post(f"{inbox.url}/link/{good}") as resp:  # sign-in configured: nobody signed in
+            assert resp.status == 401 and "Sign in as carol@example.com" in await resp.text()
+        async with http.post(f"{inbox.url}/link/{good}", headers=ANA) as resp:  # someone else signed in
+            assert resp.status == 403 and "you are signed in as ana@example.com" in await resp.text()
+        async with http.get(f"{inbox.url}/link/{good}", headers=carol) as resp:  # shows, decides nothing
             page = await resp.text()
             assert resp.status == 200 and "Confirm: approve as carol@example.com" in page
         assert (await parked(handle)).pending_approvals  # still waiting
-        async with http.post(f"{inbox.url}/link/{good}") as resp:
+        async with http.post(f"{inbox.url}/link/{good}", headers=carol) as resp:
             assert resp.status == 200 and "Approved call" in await resp.text()
-        async with http.post(f"{inbox.url}/link/{good}") as resp:  # used
+        async with http.post(f"{inbox.url}/link/{good}", headers=carol) as resp:  # used
             assert resp.status == 409 and "not waiting" in await resp.text()
     outcome = await handle.result()
     assert outcome.success

@@ -85,7 +85,8 @@ async def test_a_person_edits_denies_and_answers_in_the_browser(
             audit = await fetch_audit(client, first.id)
             text = "\n".join(e.text for e in audit.events)
             assert (
-                "approved by ana@example.com, edited to amount=1000 (asked 1200): the invoice says 1000 (via inbox)"
+                # (asked as the tool receives it: Receipt's amount is a float)
+                "approved by ana@example.com, edited to amount=1000 (asked 1200.0): the invoice says 1000 (via inbox)"
                 in text
             )
 

@@ -43,7 +43,7 @@ async def test_parked_call_is_told_signed_once_then_reminded_and_decided(client,
                 "to": ["ana@example.com"],
             },
             "inbox_url": "http://inbox.example.com",
-            "links": {"secret": "links-secret"},
+            "links": {"secret": "links-secret-0123456789-abcdefghijklmnop"},
             # The call waits 90 s at most: a reminder 75 s before its deadline, ~15 s in,
             # while the receiver is down.
             "reminders": ["75s"],

@@ -31,6 +31,7 @@ class Person:
             decision=decision,  # type: ignore[arg-type]
             args=kw.pop("args", call.args),
             kwargs=kw.pop("kwargs", call.kwargs),
+            run_id=kw.pop("run_id", call.run_id or None),
             **kw,
         )
 
@@ -72,9 +73,12 @@ async def wait_ignored(handle, count: int, timeout: float = 30.0) -> ExecutionSt
 HISTORIES = Path(__file__).resolve().parents[1] / "workflows" / "histories"
 
 
-async def replay_and_keep(client, handle, name: str) -> None:
-    """Replay the execution's history now; with CODEMODE_RECORD_APPROVER_HISTORIES=1 also keep it
-    beside the committed ones (``approvers-NAME.json``), which tests/workflows/test_replay.py replays."""
+async def replay_and_keep(client, handle, name: str, *, plain: bool = False) -> None:
+    """Replay the execution's history now; with CODEMODE_RECORD_APPROVER_HISTORIES set also keep
+    it beside the committed ones, which tests/workflows/test_replay.py replays: ``=1`` writes
+    ``approvers-NAME.json`` (the set of issue 37), any other value is a prefix
+    (``gen45-approvers-NAME.json``). ``plain``: the name is the file's name as it is
+    (``gen45-revoked.json``), kept whenever recording is on."""
     import os
 
     from temporalio.worker import Replayer
@@ -83,5 +87,11 @@ async def replay_and_keep(client, handle, name: str) -> None:
 
     history = await handle.fetch_history()
     await Replayer(workflows=[CodeExecutionWorkflow], data_converter=client.data_converter).replay_workflow(history)
-    if os.environ.get("CODEMODE_RECORD_APPROVER_HISTORIES") == "1":
-        (HISTORIES / f"approvers-{name}.json").write_text(history.to_json())
+    record = os.environ.get("CODEMODE_RECORD_APPROVER_HISTORIES")
+    if not record:
+        return
+    if plain:
+        (HISTORIES / f"{name}.json").write_text(history.to_json())
+    else:
+        prefix = "" if record == "1" else f"{record}-"
+        (HISTORIES / f"{prefix}approvers-{name}.json").write_text(history.to_json())

@@ -1,7 +1,9 @@
 """Four eyes for an agent's code: the child execution an agent workflow's ``run_code`` starts
 records who the agent acts for (its memo's ``started_by``, or the tool's ``started_by``), so the
-person who set the agent going cannot approve its transfer, and another approver can (issue 37
-left child executions without a starter: a four-eyes rule refused every decision)."""
+person who set the agent going cannot approve its transfer (issue 37 left child executions
+without a starter: a four-eyes rule refused every decision). An agent's start is not signed, so
+who it names is not authenticated (issue 45): the call then needs one approver more than the rule
+says, so that at least one of them is not whoever set the agent going."""
 
 from __future__ import annotations
 
@@ -27,8 +29,8 @@ TRANSFER = "r = transfer('bob', 12.5)\nr['to']"
 async def test_the_person_an_agent_acts_for_may_not_approve_its_calls(
     client: Client, task_queue: str, tmp_path, events_file, how: str
 ) -> None:
-    ana, cy = Person("ana"), Person("cy")
-    text = people_toml((ana, ["finance"]), (cy, ["finance"]))
+    ana, bob, cy = Person("ana"), Person("bob"), Person("cy")
+    text = people_toml((ana, ["finance"]), (bob, ["finance"]), (cy, ["finance"]))
     text += '\n[tools.transfer]\napprovers = ["group:finance"]\nfour_eyes = true\n'
     approvers = write_file(tmp_path / "approvers.toml", text)
     registry = ToolRegistry.from_module(TOOLS_MODULE)
@@ -47,7 +49,11 @@ async def test_the_person_an_agent_acts_for_may_not_approve_its_calls(
         (call,) = (await wait_parked(child)).pending_approvals
         await child.signal("approve", ApproveSignal(call_id=call.call_id, signature=cy.sign(child.id, call)))
         (ignored,) = (await wait_ignored(child, 1)).ignored_signals
-        assert ignored.reason == "four eyes: cy started this run and may not decide its calls (rule tools.transfer)"
+        assert ignored.reason == (
+            "four eyes: this run says cy started it, who may not decide its calls (rule tools.transfer)"
+        )
         await child.signal("approve", ApproveSignal(call_id=call.call_id, signature=ana.sign(child.id, call)))
+        # ana counts, and does not decide alone: the starter is not authenticated
+        await child.signal("approve", ApproveSignal(call_id=call.call_id, signature=bob.sign(child.id, call)))
         result = await agent.result()
     assert result["success"] is True and result["output"] == "bob"

@@ -4,10 +4,13 @@ real worker, real Ed25519 keys."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from temporalio.client import WorkflowUpdateFailedError
 
 from codemode.activities import ToolRegistry
+from codemode.approvals.signing import sign_start
 from codemode.client.executions import start_execution
 from codemode.client.histories.audit import fetch_runs
 from codemode.client.histories.verify import verify_runs
@@ -95,10 +98,12 @@ async def test_two_distinct_approvers_and_four_eyes(client, task_queue, tmp_path
     text += '\n[tools.transfer]\napprovers = ["group:finance"]\nrequired = 2\nfour_eyes = true\n'
     path = write_file(tmp_path / "approvers.toml", text)
     async with worker_with(client, task_queue, path).running():
-        request = CodeExecutionRequest(code=TRANSFER, started_by="cy")
-        handle = await start_execution(client, request, task_queue=task_queue)
+        xid = f"exec-{uuid.uuid4().hex[:12]}"
+        # cy starts it, proven by cy's key (an unsigned start names nobody four eyes trusts)
+        start = sign_start(cy.key, signer="cy", execution_id=xid, code=TRANSFER)
+        request = CodeExecutionRequest(code=TRANSFER, started_by="cy", start_signature=start)
+        handle = await start_execution(client, request, task_queue=task_queue, execution_id=xid)
         (call,) = (await wait_parked(handle)).pending_approvals
-        xid = handle.id
         # four eyes: cy started the run
         await handle.signal("approve", ApproveSignal(call_id=call.call_id, signature=cy.sign(xid, call)))
         first = await decide(

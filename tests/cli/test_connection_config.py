@@ -33,7 +33,12 @@ def config_file(tmp_path: Path) -> Path:
 
 def test_nothing_configured_is_the_local_default() -> None:
     target = resolve(env={"TEMPORAL_CONFIG_FILE": "/nonexistent/temporal.toml"})
-    assert (target.address, target.namespace, target.tls, target.configured) == ("localhost:7233", "default", False, False)
+    assert (target.address, target.namespace, target.tls, target.configured) == (
+        "localhost:7233",
+        "default",
+        False,
+        False,
+    )
     assert target.may_embed and target.credential == "no credential"
 
 
@@ -100,4 +105,53 @@ async def test_a_bad_configuration_is_a_usage_error_of_every_command(tmp_path: P
     env = base_env(TEMPORAL_ADDRESS=f"localhost:{free_port()}", CODEMODE_DATA_DIR=str(tmp_path))
     for args in (("list",), ("status", "x"), ("approve", "x", "1"), ("worker", "--tools", "examples.tools")):
         res = await codemode(*args, "--tls-ca-path", str(tmp_path / "nowhere.pem"), env=env, timeout=30)
-        assert res.rc == 2 and res.err.strip().splitlines() == [f"Error: cannot read {tmp_path / 'nowhere.pem'}: No such file or directory"], res
+        assert res.rc == 2 and res.err.strip().splitlines() == [
+            f"Error: cannot read {tmp_path / 'nowhere.pem'}: No such file or directory"
+        ], res
+
+
+def test_an_api_key_comes_from_a_file_never_the_command_line(tmp_path: Path) -> None:
+    """Issue 45: ``--api-key`` puts the key in ``ps`` and the shell's history. ``--api-key-file``
+    (``TEMPORAL_API_KEY_FILE``) reads it instead; the key itself, when given, wins."""
+    key = tmp_path / "temporal-api-key"
+    key.write_text("sekret-from-file\n")
+    target = resolve(ConnectionOptions(api_key_file=str(key), address="cloud.example:7233"), env={})
+    assert target.api_key == "sekret-from-file" and target.tls is True and target.configured
+    assert "sekret" not in target.describe() + repr(target) and f"--api-key-file {key}" in target.flags()
+    from_env = resolve(env={"TEMPORAL_ADDRESS": "cloud.example:7233", "TEMPORAL_API_KEY_FILE": str(key)})
+    assert from_env.api_key == "sekret-from-file"
+    both = resolve(env={"TEMPORAL_API_KEY_FILE": str(key), "TEMPORAL_API_KEY": "direct"})
+    assert both.api_key == "direct"
+    with pytest.raises(ConnectionConfigError, match="cannot read the API key file"):
+        resolve(ConnectionOptions(api_key_file=str(tmp_path / "missing")), env={})
+    (tmp_path / "empty").write_text("\n")
+    with pytest.raises(ConnectionConfigError, match="is empty"):
+        resolve(ConnectionOptions(api_key_file=str(tmp_path / "empty")), env={})
+
+
+def test_an_api_key_over_plaintext_to_another_machine_is_refused(tmp_path: Path) -> None:
+    """Issue 45: an API key over ``--no-tls`` went out in clear without a word."""
+    key = tmp_path / "key"
+    key.write_text("sekret")
+    remote = ConnectionOptions(api_key_file=str(key), address="temporal.example:7233", tls=False)
+    with pytest.raises(ConnectionConfigError, match="would be sent in clear to temporal.example:7233"):
+        resolve(remote, env={})
+    with pytest.raises(ConnectionConfigError, match="in clear"):
+        resolve(env={"TEMPORAL_ADDRESS": "10.0.0.5:7233", "TEMPORAL_API_KEY": "k", "TEMPORAL_TLS": "false"})
+    assert resolve(ConnectionOptions(api_key_file=str(key), address="localhost:7233", tls=False), env={}).api_key
+    allowed = resolve(
+        ConnectionOptions(
+            api_key_file=str(key), address="temporal.example:7233", tls=False, allow_plaintext_api_key=True
+        ),
+        env={},
+    )
+    assert allowed.api_key == "sekret" and allowed.tls is False
+    assert resolve(remote, env={"CODEMODE_ALLOW_PLAINTEXT_API_KEY": "1"}).api_key == "sekret"
+
+
+async def test_the_api_key_flag_warns_and_the_plaintext_refusal_is_a_usage_error(tmp_path: Path) -> None:
+    env = base_env(TEMPORAL_ADDRESS=f"localhost:{free_port()}", CODEMODE_DATA_DIR=str(tmp_path))
+    res = await codemode(
+        "list", "--api-key", "sekret", "--address", "temporal.example:7233", "--no-tls", env=env, timeout=30
+    )
+    assert res.rc == 2 and "visible to every user of this machine" in res.err and "in clear" in res.err, res

@@ -94,15 +94,20 @@ async def test_dev_keeps_a_parked_run_across_restarts(tmp_path: Path) -> None:
 
     dev = await Background(*args, env=env, log=tmp_path / "dev2.log").start("Worker ready")
     try:
-        # dev serves the approvals inbox too, and prints a sign-in link for whoever started it.
+        # dev serves the approvals inbox too, and prints its sign-in page and a token for whoever
+        # started it (posted there: a token in an address would stay in histories, issue 45).
         import re
 
         import aiohttp
 
-        login = re.search(r"Approvals inbox: (http://127\.0\.0\.1:\d+/login\?token=\S+)", dev.output())
-        assert login, dev.output()
+        login = re.search(r"Approvals inbox: (http://127\.0\.0\.1:\d+/login)\n", dev.output())
+        token = re.search(r"Sign in with the token (\S+)", dev.output())
+        assert login and token, dev.output()
         jar = aiohttp.CookieJar(unsafe=True)  # (aiohttp keeps no cookie of an IP address otherwise)
-        async with aiohttp.ClientSession(cookie_jar=jar) as http, http.get(login.group(1)) as resp:
+        async with (
+            aiohttp.ClientSession(cookie_jar=jar) as http,
+            http.post(login.group(1), data={"token": token.group(1)}) as resp,
+        ):
             page = await resp.text()
             assert resp.status == 200 and f"/calls/{execution_id}/{call_id}" in page, page
         res = await codemode("approve", execution_id, call_id, "--by", "dana", env=env)

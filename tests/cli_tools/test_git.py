@@ -162,7 +162,8 @@ async def test_a_denied_commit_never_runs_and_a_failing_command_raises(client, r
 
 async def test_approval_when_parks_one_commit_and_runs_another(client, repo: Path) -> None:
     """``approval_when`` on a command (issue 36): decided per call on the worker, recorded."""
-    rule = {"commit": [{"argument": "message", "op": "matches", "value": "(?i)release"}]}
+    # ``search``: the pattern anywhere (``matches`` is a whole-value match, issue 45)
+    rule = {"commit": [{"argument": "message", "op": "search", "value": "(?i)release"}]}
     config = git_config(repo, approval={"add": "never"}, approval_when=rule)
     code = (
         'git.add(pathspec="src/app.py")\n'
@@ -178,7 +179,7 @@ async def test_approval_when_parks_one_commit_and_runs_another(client, repo: Pat
         status = await wait_for_state(handle, "awaiting_approval")
         (pending,) = status.pending_approvals
         assert pending.summary.endswith("'--message=Release 1.0'")
-        assert pending.reason == "approval_when: message matches '(?i)release'"
+        assert pending.reason == "approval_when: message search '(?i)release'"
         assert git(repo, "log", "-1", "--format=%s").strip() == "Greet the world"  # ran without a person
         await handle.signal("approve", ApproveSignal(call_id=pending.call_id, by="alice"))
         outcome = await asyncio.wait_for(handle.result(), 60)

@@ -166,7 +166,8 @@ class Signer:
 
     def signature(self, handle: WorkflowHandle, call_id: str, decision: str) -> Any:
         call = self.calls.get((handle.id, call_id))
-        return self.person.sign(handle.id, call, decision) if call is not None else None
+        comment = "no" if decision == "deny" else None  # (a signature covers the reason: ``deny`` sends "no")
+        return self.person.sign(handle.id, call, decision, comment=comment) if call is not None else None
 
 
 #: The signer of the runs under way, by execution id (set by ``run_one``).

@@ -26,6 +26,12 @@ then the review with its notifications (local activities), edited and answered d
 (issue 43, ``workflows/versions.py``); ``gen43-held-*``: decisions held until their call waits,
 ``gen43-notices-*``: notices started by an activity, only on a worker with a channel (recorded by
 tests/workflows/test_replay_stress.py with CODEMODE_RECORD_HISTORIES=gen43).
+``gen45-*.json``, ``gen45py-*.json``: every scenario once runs pin the approvers file and judge
+each decision again when it arrives (issue 45, generation-45; the same recorders with
+CODEMODE_RECORD_HISTORIES=gen45); ``gen45-approvers-*``: signed decisions, N-of-M and policy
+rules under a file (CODEMODE_RECORD_APPROVER_HISTORIES=gen45); ``gen45-mixed``: a run whose first
+call a worker without the file answered, ``gen45-revoked``: a key retired while a call waited,
+``gen45-signed-start``: four eyes with a signed start (tests/approvers/test_fail_closed.py).
 ``park0-*.json``: e2b and modal runs parked on an approval before ``sandbox_park`` existed (one
 ``sandbox_release`` that asked for a pause); ``park-*.json``: after it (``PARK_PATCH``): a
 docker and an e2b sandbox paused, a blaxel one in standby, a modal sandbox released after its grace period and the run

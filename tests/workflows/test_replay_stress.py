@@ -207,3 +207,57 @@ async def test_every_approval_path_under_pressure(client, cached, events_file) -
     check_tools_once(reports, events_file, totals)
     totals.replay = len(await replay_failures(client, [r.history for r in reports]))
     assert totals.clean, (totals.line(), totals.examples)
+
+
+@pytest.mark.parametrize("cached", [True, False], ids=["cached", "uncached"])
+async def test_signed_decisions_held_under_a_file_agree_everywhere(client, cached, tmp_path, events_file) -> None:
+    """Issue 45: under an approvers file, a signed decision sent while the call's gate runs is held,
+    judged again against the file when the call waits (a recheck), and applied; an unsigned one
+    sent then is held and refused. The workflow, the audit and ``--verify`` say the same of each."""
+    from codemode.activities.models import StepResult
+    from codemode.client.histories.audit import fetch_audit, fetch_runs
+    from codemode.client.histories.verify import verify_runs
+    from codemode.workflows.models import PendingApproval, ApproveSignal as Approve
+    from tests.approvers.helpers import Person, people_toml
+
+    ana = Person("ana")
+    path = tmp_path / "approvers.toml"
+    path.write_text(people_toml((ana, [])) + '\n[tools.wire]\napprovers = ["ana"]\n')
+    task_queue = f"tq-{uuid.uuid4().hex[:8]}"
+    slow = SlowActivities({"approval_gate": 1.5})
+    async with stress_worker(client, task_queue, cached=cached, slow=slow, approvers=path):
+        handle = await start_execution(client, SCENARIOS["gathered"].request(4), task_queue=task_queue)
+        steps: list[StepResult] = []
+        for _ in range(300):  # the step has asked: its calls are under review (their gates run)
+            history = await handle.fetch_history()
+            steps = [
+                StepResult.model_validate_json(e.marker_recorded_event_attributes.details["result"].payloads[0].data)
+                for e in history.events
+                if e.WhichOneof("attributes") == "marker_recorded_event_attributes"
+                and "result" in e.marker_recorded_event_attributes.details
+            ]
+            if steps and steps[0].calls:
+                break
+            await asyncio.sleep(0.05)
+        first_run = history.events[0].workflow_execution_started_event_attributes.first_execution_run_id
+        for call in steps[0].calls:
+            seen = PendingApproval(
+                call_id=call.call_id, tool=call.tool, args=call.args, kwargs=call.kwargs, run_id=first_run
+            )
+            await handle.signal("approve", Approve(call_id=call.call_id, by="ana"))  # unsigned: held, then refused
+            await handle.signal("approve", Approve(call_id=call.call_id, signature=ana.sign(handle.id, seen)))
+        outcome = await asyncio.wait_for(handle.result(), 60)
+        status = await handle.query("status", result_type=ExecutionStatus)
+    assert outcome.success and outcome.output == ["a", "b", "c"]
+    assert [r.approval.by for r in outcome.tool_calls if r.approval] == ["ana"] * 3
+    workflow_ignored = sorted(i.reason.split(":")[0] for i in status.ignored_signals)
+    assert workflow_ignored == ["unsigned"] * 3
+    audit = await fetch_audit(client, handle.id)
+    assert sorted(i.reason.split(":")[0] for i in audit.ignored_signals) == workflow_ignored
+    assert [c.approval.by for c in audit.calls] == ["ana (signed)"] * 3
+    runs, _ = await fetch_runs(client, handle.id)
+    checked = await verify_runs(handle.id, runs, client.data_converter)
+    assert checked.ok and [d.signers for d in checked.decisions] == [["ana"]] * 3, checked
+    history = await handle.fetch_history()
+    assert _failed_tasks(history) == [] and await replay_failures(client, [history]) == {}
+    _keep(history, f"held-signed-{'cached' if cached else 'uncached'}")
