@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         read_decision,
     )
     from codemode.workflows.versions import Versions
+    from codemode.workflows.waiting_words import decided_details, details, memo_extras, timer_summary
 
 #: Ignored decisions kept for the status and carried into the next run.
 MAX_IGNORED = 50
@@ -277,6 +278,7 @@ class Approvals:
             summary=f"who may decide call {review.call_id} ({review.tool})",
         )
         review.notify = gate.notify
+        review.inbox_url, review.tool_doc = gate.inbox_url or None, gate.tool_doc or None
         if not gate.configured:
             return None
         self.tallies[review.call_id] = CallTally(
@@ -360,7 +362,7 @@ class Approvals:
                 await workflow.wait_condition(
                     lambda: review.call_id in self.decisions,
                     timeout=timeout,
-                    timeout_summary=f"approval of call {review.call_id} ({review.tool}) times out",
+                    timeout_summary=timer_summary(review),
                 )
                 decision = self.decisions[review.call_id]
             except TimeoutError:
@@ -382,7 +384,7 @@ class Approvals:
             by = f" by {decision.by}" if decision.by and decision.decision != "timed_out" else ""
             if decision.signatures:
                 by += f" (signature verified; rule {decision.rule})"
-            workflow.set_current_details(f"{verb} `{summary(review)}`{by}; running on")
+            workflow.set_current_details(decided_details(verb, review, by))
         return decision
 
     def show_pending(self, execution_id: str) -> None:
@@ -394,28 +396,8 @@ class Approvals:
             return
         entries = [self._memo_entry(execution_id, p) for p in pending]
         workflow.upsert_memo({"pending_approvals": entries})
-        lines = [f"**Awaiting approval** ({len(pending)} call{'s' if len(pending) != 1 else ''}):", ""]
-        signed = False
-        for p in pending:
-            tally = self.tallies.get(p.call_id)
-            by = " --by NAME" if tally is not None else ""
-            signed = signed or tally is not None
-            progress = f" ({tally.progress()})" if tally is not None and tally.progress() else ""
-            lines.append(
-                f"- call `{p.call_id}`: `{summary(p)}`{progress} — approve with "
-                f"`codemode approve {execution_id} {p.call_id}{by}` or deny with `codemode deny {execution_id} {p.call_id}{by}`"
-            )
-        first = pending[0].call_id
-        lines.append("")
-        if signed:
-            lines.append(
-                "Decisions must be signed by a person the approvers file allows (`codemode keygen --approver NAME`)."
-            )
-        else:
-            lines.append(
-                f'Or use *Send a Signal*: name `approve` (or `deny`), input `{{"call_id": "{first}", "by": "your name"}}`.'
-            )
-        workflow.set_current_details("\n".join(lines))
+        progress = {c: t.progress() for c, t in self.tallies.items()}
+        workflow.set_current_details(details(execution_id, pending, progress, self.notices.code))
 
     def _memo_entry(self, execution_id: str, p: PendingApproval) -> dict[str, Any]:
         tally = self.tallies.get(p.call_id)
@@ -429,6 +411,7 @@ class Approvals:
             "deadline": p.deadline.isoformat() if p.deadline else None,
             "approve_command": f"codemode approve {execution_id} {p.call_id}{by}",
             "deny_command": f"codemode deny {execution_id} {p.call_id}{by}",
+            **memo_extras(p, self.starter),
         }
         if tally is None:
             entry["signal_input"] = {"call_id": p.call_id, "by": "your name"}

@@ -148,6 +148,11 @@ class PendingApproval(BaseModel):
     #: Whether the worker's gate said it tells people (``ApprovalGate.notify``): a run of the
     #: current generation starts notify workflows for the call only then.
     notify: bool = False
+    #: The call's page in the approvals inbox, where a person decides it (the worker's gate
+    #: says it: its notify config's ``inbox_url``, or the inbox ``codemode dev`` serves).
+    inbox_url: str | None = None
+    #: What the tool does, as its docstring says (the gate's ``tool_doc``).
+    tool_doc: str | None = None
 
 
 class IgnoredSignal(BaseModel):
