@@ -3,7 +3,8 @@ own (so the list holds only their calls, and the docs' screenshots only what the
 inbox on it, a worker that names that inbox's pages, chromium at a desktop's and a phone's
 width, and the check that a page is no wider than the screen.
 
-CODEMODE_INBOX_SCREENSHOTS=DIR keeps the screenshots (the docs' come from here: ``docs/assets``)."""
+CODEMODE_INBOX_SCREENSHOTS=DIR keeps the screenshots the docs show (``DOCS``; run with ``-n 0``
+and DIR ``docs/assets`` to regenerate them)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,16 @@ WIDTHS = [pytest.param(DESKTOP, id="desktop"), pytest.param(PHONE, id="phone")]
 #: Generous waits for what the page shows (the live list looks every 3 s); never asserted on.
 WAIT_MS = 30_000
 ANA = "ana@example.com"
+#: The screenshots docs/guides/approvals-for-teams.md shows.
+DOCS = {
+    "inbox-call.png",
+    "inbox-call-phone.png",
+    "inbox-decided.png",
+    "inbox-list.png",
+    "inbox-list-phone.png",
+    "inbox-decisions.png",
+    "inbox-refused-phone.png",
+}
 TOOLS = "tests.approvals.team_tools"
 
 PAY = """# Pay the supplier, then tell them
@@ -148,9 +159,12 @@ async def fits(page: Page, tmp_path: Path, name: str, width: int) -> Path:
     )
     shot = tmp_path / f"{name}{'-phone' if width == PHONE else ''}.png"
     await page.screenshot(path=str(shot), full_page=True)
-    if keep := os.environ.get("CODEMODE_INBOX_SCREENSHOTS"):
+    if (keep := os.environ.get("CODEMODE_INBOX_SCREENSHOTS")) and shot.name in DOCS:
         Path(keep).mkdir(parents=True, exist_ok=True)
-        shutil.copy(shot, Path(keep) / shot.name)
+        if width == PHONE:  # what the phone's screen shows (the whole page is long)
+            await page.screenshot(path=str(Path(keep) / shot.name))
+        else:
+            shutil.copy(shot, Path(keep) / shot.name)
     print(f"screenshot: {shot}")
     assert wide["scroll"] <= wide["viewport"], f"{name} scrolls sideways at {width} px: {wide}"
     assert wide["wide"] == [], f"{name}: wider than the screen at {width} px: {wide['wide']}"
