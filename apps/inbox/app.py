@@ -124,7 +124,8 @@ class Inbox:
     def _logged_in(self, token: str, back: str | None = None) -> web.StreamResponse | None:
         if not token or self.auth.user_of(token) is None:
             return None
-        response = web.HTTPSeeOther(_local(back))  # back to the page the person asked for
+        # Back to the page the person asked for (a plain 303: returning an HTTPException is deprecated).
+        response = web.Response(status=303, headers={"Location": _local(back)})
         response.set_cookie(COOKIE, token, httponly=True, samesite="Strict", path="/")
         return response
 

@@ -70,8 +70,11 @@ f"paid {receipt['amount']} to {receipt['to']}"
 class Pages:
     """The server, the inbox and the worker these tests share."""
 
-    def __init__(self, client: Any, inbox: RunningInbox, task_queue: str) -> None:
+    def __init__(self, client: Any, inbox: RunningInbox, dev: RunningInbox, task_queue: str) -> None:
         self.client, self.inbox, self.task_queue = client, inbox, task_queue
+        #: The same calls in an inbox as ``codemode dev --user ana@example.com`` serves it (no
+        #: way to sign in configured: a token made for ana, its link printed).
+        self.dev = dev
 
     @property
     def url(self) -> str:
@@ -95,14 +98,16 @@ async def pages(converter: Any) -> AsyncIterator[Pages]:
         auth = InboxAuth.build("X-Forwarded-Email", ["127.0.0.1"], None)
         auth.users = {"ben@example.com": hash_token(TOKEN)}
         inbox = await start_inbox(env.client, auth, port=free_port(), links_secret=LINKS_SECRET)
+        dev = await start_inbox(env.client, InboxAuth(), port=free_port(), person=ANA, printed_by="codemode dev")
         queue = f"pages-{uuid.uuid4().hex[:8]}"
         notify = NotifyConfig(inbox_url=inbox.url, links=Links(secret=LINKS_SECRET))
         worker = CodeModeWorker(env.client, ToolRegistry.from_module(TOOLS), task_queue=queue, notify=notify)
         try:
             async with worker.running():
-                yield Pages(env.client, inbox, queue)
+                yield Pages(env.client, inbox, dev, queue)
         finally:
             await inbox.stop()
+            await dev.stop()
     finally:
         await env.shutdown()
 

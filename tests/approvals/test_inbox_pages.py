@@ -168,7 +168,22 @@ async def test_sign_in_returns_to_the_call_asked_for(pages, browser, tmp_path: P
     await expect(page.locator("h1")).to_have_text("Not found")
     await expect(page.get_by_role("link", name="Back to the waiting calls")).to_be_visible()
     await fits(page, tmp_path, "inbox-not-found", width)
+
+    # In dev (no way to sign in configured): the 401 says where dev printed the link, and the
+    # token signs in the name dev was given (--user), back at the page asked for.
+    dev = await open_page(browser, width, who=None)
+    asked = f"{pages.dev.url}/calls/{handle.id}/{call_id}"
+    response = await dev.goto(asked)
+    assert response is not None and response.status == 401
+    await expect(dev.locator("main")).to_contain_text("codemode dev printed a sign-in link in its terminal")
+    await fits(dev, tmp_path, "inbox-sign-in-dev", width)
+    assert pages.dev.login_url is not None
+    await dev.get_by_label("Token").fill(pages.dev.login_url.split("token=", 1)[1])
+    await dev.get_by_role("button", name="Sign in").click()
+    await expect(dev).to_have_url(asked)
+    await expect(dev.locator("header.bar")).to_contain_text(f"signed in as {ANA}")
     await handle.terminate("test over")
+    await dev.context.close()
     await page.context.close()
 
 
@@ -197,6 +212,11 @@ async def test_the_list_is_live_in_the_viewers_time_and_decides_in_bulk(
     await expect(page.locator(f"tr[data-key='{second.id}/{second_call}']")).to_contain_text("dee@example.com")
     await expect(page).to_have_title("(2) Waiting · codemode approvals")
     await fits(page, tmp_path, "inbox-list", width)
+    # The tool filter applies on change (the script submits it: no button to press).
+    await expect(page.get_by_role("button", name="Show")).to_have_count(0)
+    await page.get_by_label("Tool").select_option("send_money")
+    await expect(page).to_have_url(pages.url + "/?tool=send_money")
+    await expect(page.locator("h1")).to_have_text("Waiting for a decision: send_money")
 
     # Both selected, denied at once with one reason: one confirmation, each decided on its own.
     for handle, call in ((first, first_call), (second, second_call)):
@@ -244,7 +264,13 @@ async def test_keys_approve_deny_edit_and_next(pages, browser, width: int) -> No
     handle, call_id = await pages.park()
     other, other_call = await pages.park(PAY.replace("1200", "50"))
     page = await open_page(browser, width)
-    await page.goto(pages.call_url(handle.id, call_id))
+    # On the list: / the tool filter, n the oldest waiting call.
+    await page.goto(pages.url + "/")
+    await page.keyboard.press("/")
+    await expect(page.get_by_label("Tool")).to_be_focused()
+    await page.locator("h1").click()
+    await page.keyboard.press("n")
+    await expect(page).to_have_url(pages.call_url(handle.id, call_id))
     await page.keyboard.press("e")
     await expect(page.locator("#edit textarea")).to_be_focused()
     await page.keyboard.press("Escape")
