@@ -12,7 +12,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from codemode.client.histories.audit import ApprovalAudit, CallAudit, ExecutionAudit, fetch_audit
-from codemode.client.histories.decisions import ArgumentChange, argument_changes
+from codemode.client.histories.decisions import ArgumentChange, argument_changes, call_with
 from codemode.workflows.models import SA_STATUS, WORKFLOW_TYPE
 
 #: Executions listed at most (the page is for people, not for a backlog of thousands).
@@ -79,6 +79,15 @@ class CallView:
         if a is None or a.approved_arguments is None:
             return []
         return argument_changes(a.asked_arguments, a.approved_arguments)
+
+    @property
+    def ran(self) -> str | None:
+        """An edited approval: the call as the tool ran it (the page's title), else None."""
+        c = self.call
+        a = c.approval if c else None
+        if c is None or a is None or a.approved_arguments is None or not self.changes:
+            return None
+        return c.ran_summary or call_with(c.tool, a.approved_arguments)
 
     @property
     def arguments(self) -> dict[str, Any]:

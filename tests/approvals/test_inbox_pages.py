@@ -49,6 +49,9 @@ async def test_an_edited_approval_shows_what_ran(pages, browser, tmp_path: Path,
     decision = page.locator("#decision")
     await expect(decision).to_contain_text(f"Approved by {ANA} in the inbox")
     await expect(decision).to_contain_text("the tool ran with these")
+    # The title is the call as it ran; the call as asked is said under it.
+    await expect(page.locator("h1")).to_have_text("send_money(to='acme-supplies', amount=1000)")
+    await expect(page.locator(".asked-as")).to_contain_text("Asked as send_money(to='acme-supplies', amount=1200)")
     edited = decision.locator("tr.changed")
     await expect(edited.locator("td.was")).to_have_text("1200")
     await expect(edited.locator("td.now")).to_have_text("1000")
