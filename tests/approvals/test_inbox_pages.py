@@ -99,6 +99,10 @@ async def test_an_answer_and_a_denial_read_as_what_the_code_got(pages, browser, 
     # What the code received: the tool returns a float, so 0 reached it as 0.0.
     await expect(decision.locator("pre")).to_contain_text('"amount": 0.0')
     assert (await answered.result()).output == "paid 0.0 to acme-supplies"
+    # The history says so too, with the value as the code received it.
+    lines = "\n".join(display.audit_lines(await fetch_audit(pages.client, answered.id)))
+    said = 'answered instead of the tool by ana@example.com with {"to": "acme-supplies", "amount": 0.0}'
+    assert said in lines, lines
 
     denied, call_id = await pages.park(
         "try:\n    send_money('mallory', 50)\n    r = 'sent'\nexcept PermissionError as e:\n    r = str(e)\nr"
