@@ -19,6 +19,7 @@ import logging
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -26,7 +27,7 @@ from temporalio.exceptions import ApplicationError
 from codemode.activities import approvers_peers, names
 from codemode.activities.tools import ToolRegistry
 from codemode.approvals import approvers_file as config
-from codemode.approvals.gate import ApprovalGate, GateInput
+from codemode.approvals.gate import TOOL_DOC_LIMIT, ApprovalGate, GateInput
 
 log = logging.getLogger(__name__)
 
@@ -40,20 +41,28 @@ FILE_DIFFERS = "ApproversFileDiffers"
 
 class ApproverActivities:
     """``path``: the approvers file (None: none; decisions are taken as before). ``notify``:
-    whether this worker has notify channels (the gate says so to the run)."""
+    whether this worker has notify channels (the gate says so to the run). ``inbox_url``: the
+    approvals inbox people decide at (the notify config's), whose page of the call the gate
+    names."""
 
     def __init__(
-        self, path: str | os.PathLike[str] | None, registry: ToolRegistry | None = None, *, notify: bool = False
+        self,
+        path: str | os.PathLike[str] | None,
+        registry: ToolRegistry | None = None,
+        *,
+        notify: bool = False,
+        inbox_url: str | None = None,
     ) -> None:
         self.path = Path(path) if path else None
         self.registry = registry
         self.notify = notify
+        self.inbox_url = (inbox_url or "").rstrip("/")
 
     @activity.defn(name=names.APPROVAL_GATE)
     async def gate(self, inp: GateInput) -> ApprovalGate:
         if self.path is None:
             await self._without_a_file(inp)
-            return ApprovalGate(tool=inp.tool, notify=self.notify)
+            return self._described(ApprovalGate(tool=inp.tool, notify=self.notify), inp)
         try:
             file = config.load(self.path)
         except config.ApproversFileError as err:
@@ -77,7 +86,25 @@ class ApproverActivities:
             gate.starter, gate.starter_how = person, how
             if person is None and inp.started_by:
                 gate.starter_claimed = file.person(inp.started_by) or inp.started_by
+        return self._described(gate, inp)
+
+    def _described(self, gate: ApprovalGate, inp: GateInput) -> ApprovalGate:
+        """The gate with what a person deciding is shown: the call's inbox page, the tool's doc."""
+        gate.inbox_url, gate.tool_doc = self._page(inp), self._doc(inp.tool)
         return gate
+
+    def _page(self, inp: GateInput) -> str:
+        """The inbox's page of the call ("" without an inbox)."""
+        if not self.inbox_url:
+            return ""
+        return f"{self.inbox_url}/calls/{quote(inp.execution_id, safe='')}/{quote(inp.call_id, safe='')}"
+
+    def _doc(self, tool: str) -> str:
+        """What the tool does, as its docstring (or its server's description) says."""
+        if self.registry is None or tool not in self.registry:
+            return ""
+        doc = self.registry[tool].signature.description.strip()
+        return doc if len(doc) <= TOOL_DOC_LIMIT else doc[: TOOL_DOC_LIMIT - 1] + "…"
 
     async def _without_a_file(self, inp: GateInput) -> None:
         """Refuse to answer "no approvers file" where that would weaken a run: it pinned one,

@@ -13,6 +13,8 @@ from pydantic import BaseModel, Field
 from codemode.approvals.signing import StartSignature, verify_start
 
 Verdict = Literal["ask", "allow", "deny"]
+#: A tool's docstring is shown to people up to this many characters.
+TOOL_DOC_LIMIT = 600
 #: Who may decide when a rule lists this: every person in the file (never a service).
 EVERYONE = "*"
 
@@ -89,6 +91,12 @@ class ApprovalGate(BaseModel):
     #: of the current generation starts its notify workflows only then, so one without
     #: channels adds no activity per event (``workflows/approval_notices.py``).
     notify: bool = False
+    #: (Issue 46.) Where people decide: the approvals inbox's page of this call (the worker's
+    #: notify config's ``inbox_url``; ``codemode dev`` supplies its own inbox), "" when none.
+    #: The run shows it in its memo, its details and its timer, and the status query has it.
+    inbox_url: str = ""
+    #: The tool's docstring (cut to ``TOOL_DOC_LIMIT``): what the call does, for the person.
+    tool_doc: str = ""
     #: What the policy rules decided: ``ask`` a person, or ``allow``/``deny`` without one.
     verdict: Verdict = "ask"
     #: The policy rule that decided (``policy.own-domain-mail``), and its reason.

@@ -55,6 +55,9 @@ def approval_help(execution_id: str, pending: list[PendingApproval], address_fla
     lines = [f"⏸ {execution_id} is waiting for approval:"]
     for p in pending:
         lines.append(f"    call {p.call_id}: {p.summary or p.tool}")
+    for p in pending:  # the call's page in the approvals inbox, when the worker has one
+        if p.inbox_url:
+            lines.append(f"  decide in the inbox: {p.inbox_url}")
     for p in pending:  # (signed: with NAME's key, under an approvers file)
         lines.append(f"  approve: {decide_command('approve', execution_id, p.call_id, signed=p.signed, flags=address_flag)}")
         lines.append(f"  deny:    {decide_command('deny', execution_id, p.call_id, signed=p.signed, flags=address_flag)}")
@@ -126,6 +129,9 @@ def _clock(at: datetime) -> str:
 
 
 def _audit_call_line(c: CallAudit) -> str:
+    """The call as it ran: with the arguments a person edited it to (and what they changed)."""
+    from codemode.client.histories.decisions import edits_in_brief
+
     extra = []
     if c.duration_ms is not None:
         extra.append(f"{c.duration_ms:.0f} ms")
@@ -136,7 +142,10 @@ def _audit_call_line(c: CallAudit) -> str:
         door = f" via {c.approval.door}" if c.approval.door else ""
         word = "answered" if c.approval.answered else c.approval.decision
         extra.append(f"{word}{by}{door}")
-    return call_line(c) + (f"  [{'; '.join(extra)}]" if extra else "")
+        if edited := edits_in_brief(c.approval):
+            extra.append(edited)
+    ran = c.model_copy(update={"summary": c.ran_summary}) if c.ran_summary else c
+    return call_line(ran) + (f"  [{'; '.join(extra)}]" if extra else "")
 
 
 def audit_lines(audit: ExecutionAudit) -> list[str]:

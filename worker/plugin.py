@@ -286,7 +286,12 @@ class CodeModePlugin(SimplePlugin):
             *config.get("activities", []),
             *sandbox.activities(),
             RetentionActivities(store).sweep,
-            ApproverActivities(self.approvers, self.registry, notify=bool(self.notify and self.notify.channels())).gate,
+            ApproverActivities(
+                self.approvers,
+                self.registry,
+                notify=bool(self.notify and self.notify.channels()),
+                inbox_url=self.notify.inbox_url if self.notify else None,
+            ).gate,
             SandboxSweepActivities(sandbox.sweep_sandboxes).sweep,
             *NotifyActivities(self.notify).activities(),
             *tool_activities(self.registry, sandbox),

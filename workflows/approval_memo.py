@@ -12,40 +12,30 @@ with workflow.unsafe.imports_passed_through():
     from codemode.activities.models import CallRequest
     from codemode.approvals.tally import CallTally
     from codemode.workflows.models import PendingApproval
+    from codemode.workflows.waiting_words import details, memo_extras
 
 
-def show_pending(execution_id: str, pending: list[PendingApproval], tallies: dict[str, CallTally]) -> None:
+def show_pending(
+    execution_id: str,
+    pending: list[PendingApproval],
+    tallies: dict[str, CallTally],
+    starter: str | None = None,
+    code: str | None = None,
+) -> None:
     """What waits for a person, where anyone can see it without a worker: the memo
-    (UI "Memo", ``temporal workflow describe``) and the current details."""
+    (UI "Memo", ``temporal workflow describe``) and the current details (``waiting_words``)."""
     if not pending:
         workflow.upsert_memo({"pending_approvals": None})
         return
-    entries = [_memo_entry(execution_id, p, tallies) for p in pending]
+    entries = [_memo_entry(execution_id, p, tallies, starter) for p in pending]
     workflow.upsert_memo({"pending_approvals": entries})
-    lines = [f"**Awaiting approval** ({len(pending)} call{'s' if len(pending) != 1 else ''}):", ""]
-    signed = False
-    for p in pending:
-        tally = tallies.get(p.call_id)
-        by = " --by NAME" if tally is not None else ""
-        signed = signed or tally is not None
-        progress = f" ({tally.progress()})" if tally is not None and tally.progress() else ""
-        lines.append(
-            f"- call `{p.call_id}`: `{summary(p)}`{progress} — approve with "
-            f"`codemode approve {execution_id} {p.call_id}{by}` or deny with `codemode deny {execution_id} {p.call_id}{by}`"
-        )
-    first = pending[0].call_id
-    lines.append("")
-    if signed:
-        lines.append(
-            "Decisions must be signed by a person the approvers file allows (`codemode keygen --approver NAME`)."
-        )
-    else:
-        lines.append(
-            f'Or use *Send a Signal*: name `approve` (or `deny`), input `{{"call_id": "{first}", "by": "your name"}}`.'
-        )
-    workflow.set_current_details("\n".join(lines))
+    progress = {c: t.progress() for c, t in tallies.items()}
+    workflow.set_current_details(details(execution_id, pending, progress, code))
 
-def _memo_entry(execution_id: str, p: PendingApproval, tallies: dict[str, CallTally]) -> dict[str, Any]:
+
+def _memo_entry(
+    execution_id: str, p: PendingApproval, tallies: dict[str, CallTally], starter: str | None
+) -> dict[str, Any]:
     tally = tallies.get(p.call_id)
     by = " --by NAME" if tally is not None else ""
     entry: dict[str, Any] = {
@@ -57,6 +47,7 @@ def _memo_entry(execution_id: str, p: PendingApproval, tallies: dict[str, CallTa
         "deadline": p.deadline.isoformat() if p.deadline else None,
         "approve_command": f"codemode approve {execution_id} {p.call_id}{by}",
         "deny_command": f"codemode deny {execution_id} {p.call_id}{by}",
+        **memo_extras(p, starter),
     }
     if tally is None:
         entry["signal_input"] = {"call_id": p.call_id, "by": "your name"}

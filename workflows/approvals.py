@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         read_decision,
     )
     from codemode.workflows.versions import GENERATION_45, Versions
+    from codemode.workflows.waiting_words import decided_details, timer_summary
 
 #: Ignored decisions kept for the status and carried into the next run.
 MAX_IGNORED = 50
@@ -341,6 +342,7 @@ class Approvals:
                 summary=f"who may decide call {review.call_id} ({review.tool})",
             )
         review.notify = gate.notify
+        review.inbox_url, review.tool_doc = gate.inbox_url or None, gate.tool_doc or None
         if not gate.configured:
             return None
         self.tallies[review.call_id] = CallTally(
@@ -432,7 +434,7 @@ class Approvals:
                     await workflow.wait_condition(
                         lambda: review.call_id in self.decisions,
                         timeout=timeout,
-                        timeout_summary=f"approval of call {review.call_id} ({review.tool}) times out",
+                        timeout_summary=timer_summary(review),
                     )
                     decision = self.decisions[review.call_id]
                 except TimeoutError:
@@ -454,7 +456,7 @@ class Approvals:
             by = f" by {decision.by}" if decision.by and decision.decision != "timed_out" else ""
             if decision.signatures:
                 by += f" (signature verified; rule {decision.rule})"
-            workflow.set_current_details(f"{verb} `{summary(review)}`{by}; running on")
+            workflow.set_current_details(decided_details(verb, review, by))
         return decision
 
     async def _wait_judging(self, review: PendingApproval, timeout: timedelta) -> ApprovalRecord:
@@ -474,7 +476,7 @@ class Approvals:
                 await workflow.wait_condition(
                     lambda: call_id in self.decisions or bool(self.checks.queued.get(call_id)),
                     timeout=left,
-                    timeout_summary=f"approval of call {call_id} ({review.tool}) times out",
+                    timeout_summary=timer_summary(review),
                 )
             except TimeoutError:
                 break
@@ -529,7 +531,7 @@ class Approvals:
     def show_pending(self, execution_id: str) -> None:
         """What waits for a person, where anyone can see it without a worker: the memo
         (UI "Memo", ``temporal workflow describe``) and the current details."""
-        show_pending(execution_id, self.waiting_calls(), self.tallies)
+        show_pending(execution_id, self.waiting_calls(), self.tallies, self.starter, self.notices.code)
 
 
 def _offer(decision: Decision, edited: dict[str, Any] | None) -> Offer:

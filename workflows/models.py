@@ -155,6 +155,11 @@ class PendingApproval(BaseModel):
     notify: bool = False
     #: The first run id of the execution's chain: a signed decision names it (issue 45).
     run_id: str = ""
+    #: The call's page in the approvals inbox, where a person decides it (the worker's gate
+    #: says it: its notify config's ``inbox_url``, or the inbox ``codemode dev`` serves).
+    inbox_url: str | None = None
+    #: What the tool does, as its docstring says (the gate's ``tool_doc``).
+    tool_doc: str | None = None
 
 
 class IgnoredSignal(BaseModel):

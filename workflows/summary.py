@@ -46,9 +46,41 @@ def execution_summary(req: CodeExecutionRequest) -> str:
     return plain(summary_text(req))
 
 
+#: Columns of code the web UI's details column shows whole (at 1280 px; it does not scroll).
+DETAILS_WIDTH = 50
+#: How a wrapped line goes on.
+GOES_ON = "↪ "
+
+
+def wrap_line(text: str, width: int, lead: str = "") -> list[str]:
+    """``text`` in lines of at most ``width`` columns, broken after a space or a comma when one
+    is near the end; every line after the first is ``lead`` + ``GOES_ON`` + the rest."""
+    pieces: list[str] = []
+    rest, room = text, width
+    while len(rest) > room:
+        cut = max(rest.rfind(" ", 0, room), rest.rfind(",", 0, room) + 1)
+        if cut < room * 2 // 3:
+            cut = room
+        pieces.append(rest[:cut].rstrip())
+        rest = rest[cut:].lstrip()
+        room = max(width - len(lead) - len(GOES_ON), 8)
+    pieces.append(rest)
+    return [pieces[0], *(lead + GOES_ON + p for p in pieces[1:])]
+
+
+def readable_code(code: str, width: int = DETAILS_WIDTH) -> str:
+    """The code with its long lines wrapped (``↪``), so a narrow column shows all of it."""
+    out = []
+    for line in code.splitlines():
+        indent = line[: len(line) - len(line.lstrip())]
+        out += wrap_line(line, width, lead=indent + "    ")
+    return "\n".join(out)
+
+
 def execution_details(req: CodeExecutionRequest) -> str:
-    """The workflow's static details: the code, as a Python block."""
-    return f"```python\n{req.code}\n```"
+    """The workflow's static details: the code, as a Python block, its long lines wrapped
+    (the web UI cuts them at the column's edge)."""
+    return f"```python\n{readable_code(req.code)}\n```"
 
 
 def in_words(seconds: float) -> str:

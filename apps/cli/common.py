@@ -136,12 +136,11 @@ async def find_execution(client: Client, execution_id: str) -> Found:
 
 
 def os_user() -> str:
-    import getpass
+    """Who is at this terminal: ``CODEMODE_USER``, else the OS user (the same name a run
+    started here records as its ``started_by``)."""
+    from codemode.client.requests import starter
 
-    try:
-        return getpass.getuser()
-    except (OSError, KeyError):
-        return "unknown"
+    return starter()
 
 
 def interactive_terminal() -> bool:

@@ -44,7 +44,7 @@ def _decision_command(approve: bool) -> click.Command:
     @click.option(
         "--by",
         default=None,
-        help="Who decides [default: the OS user]; signs with their key from `codemode keygen --approver NAME` "
+        help="Who decides [default: CODEMODE_USER, else the OS user]; signs with their key from `codemode keygen --approver NAME` "
         "when there is one (a worker with an approvers file counts only signed decisions).",
     )
     @click.option("--key", "key_file", default=None, help="Sign with this private key file instead.")
@@ -97,7 +97,7 @@ def _decision_command(approve: bool) -> click.Command:
 @click.option(
     "--by",
     default=None,
-    help="Who answers [default: the OS user]; signs with their key from `codemode keygen --approver NAME` "
+    help="Who answers [default: CODEMODE_USER, else the OS user]; signs with their key from `codemode keygen --approver NAME` "
     "when there is one (a worker with an approvers file counts only signed decisions).",
 )
 @click.option("--key", "key_file", default=None, help="Sign with this private key file instead.")

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from codemode.apps.cli.dev_inbox import user_option
 from codemode.apps.command_line import EXIT_OK, Fail, connection_options, note
 
 if TYPE_CHECKING:
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     metavar="NAME",
     help="The inbox's name in the approvers file (with --signing-key).",
 )
+@user_option
 @connection_options
 def inbox(
     host: str,
@@ -70,6 +72,7 @@ def inbox(
     notify_config: str | None,
     signing_key: str | None,
     signer_name: str,
+    person: str | None,
     target: Target,
 ) -> int:
     """Serve the approvals inbox: every call waiting for approval, to approve, deny, edit then
@@ -89,10 +92,18 @@ def inbox(
     for warning in auth.warnings:
         note(f"warning: {warning}")
     links = config.links if config and config.links else None
-    return asyncio.run(_serve(target, auth, host, port, links, signer))
+    return asyncio.run(_serve(target, auth, host, port, links, signer, person))
 
 
-async def _serve(target: Target, auth: object, host: str, port: int, secret: object, signer: object = None) -> int:
+async def _serve(
+    target: Target,
+    auth: object,
+    host: str,
+    port: int,
+    secret: object,
+    signer: object = None,
+    person: str | None = None,
+) -> int:
     from codemode.apps.cli.common import open_client
     from codemode.apps.cli.serve import until_stopped
     from codemode.apps.inbox import start_inbox
@@ -106,6 +117,7 @@ async def _serve(target: Target, auth: object, host: str, port: int, secret: obj
             port=port,
             links_secret=secret,
             signer=signer,  # type: ignore[arg-type]
+            person=person,
         )
     except OSError as err:
         raise Fail(f"cannot serve the inbox on {host}:{port}: {err.strerror or err}") from None

@@ -15,6 +15,7 @@ from temporalio.client import Client
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
 from codemode.apps.cli.common import codec_port_option, open_client, port_option, start_server, ui_port_option
+from codemode.apps.cli.dev_inbox import user_option
 from codemode.apps.command_line import (
     EXIT_OK,
     Fail,
@@ -165,13 +166,22 @@ async def _serve_worker(
     address: str,
     versioning: dict[str, str | None] | None = None,
     inbox_port: int | None = None,
+    person: str | None = None,
 ) -> None:
     from codemode.worker.worker import CodeModeWorker
 
+    options: dict[str, Any] = dict(versioning or {})
+    chosen = False
+    if inbox_port is not None:  # dev: the worker names this inbox's pages, its links work here
+        from codemode.approvals.notify.config import load_notify_config
+        from codemode.apps.cli.dev_inbox import dev_notify, who
+
+        person, chosen = who(person)
+        options["notify"] = dev_notify(load_notify_config(), f"http://127.0.0.1:{inbox_port}", person)
     with usage_errors():
         registry = await tools.start_mcp()
     try:
-        w = CodeModeWorker(client, registry, task_queue=task_queue, mcp=tools.mcp_servers, **(versioning or {}))
+        w = CodeModeWorker(client, registry, task_queue=task_queue, mcp=tools.mcp_servers, **options)
     except BaseException:
         await tools.aclose()
         raise
@@ -185,7 +195,11 @@ async def _serve_worker(
         version = w.plugin.deployment
         if version is not None:
             note(f"Worker Deployment Versioning: version {version.to_canonical_string()} (workflows auto-upgrade).")
-        inbox = await _start_inbox(client, inbox_port) if inbox_port is not None else None
+        inbox = None
+        if inbox_port is not None:
+            from codemode.apps.cli.dev_inbox import start_dev_inbox
+
+            inbox = await start_dev_inbox(client, inbox_port, person or "", chosen, options["notify"])
         note(f"Worker ready on task queue {task_queue!r} at {address}; tools: {', '.join(names)}")
         try:
             await until_stopped()
@@ -216,25 +230,6 @@ def _inbox_port(asked: int | None) -> int | None:
     if asked is not None:
         return asked or None
     return 8244 if port_is_free(8244) else free_port()
-
-
-async def _start_inbox(client: Client, port: int) -> Any:
-    """``codemode dev``'s approvals inbox, on 127.0.0.1, signed in through the printed link."""
-    from codemode.approvals.notify.config import load_notify_config
-    from codemode.apps.inbox import SIGNING_KEY_ENV, InboxAuth, inbox_signer, start_inbox
-
-    config = load_notify_config()
-    secret = config.links if config and config.links else None
-    signer = inbox_signer(os.environ.get(SIGNING_KEY_ENV))  # checked by use_inbox_key
-    try:
-        running = await start_inbox(client, InboxAuth(), port=port, links_secret=secret, signer=signer)
-    except OSError as err:
-        why = err.strerror or err
-        raise Fail(f"cannot serve the inbox on port {port}: {why} (choose another with --inbox-port)") from None
-    note(f"Approvals inbox: {running.login_url or running.url}")
-    if running.login_token:
-        note(f"Sign in with the token {running.login_token}")
-    return running
 
 
 def notify_config_option(fn):  # type: ignore[no-untyped-def]
@@ -368,6 +363,7 @@ async def _server(port: int, ui_port: int | None, db: str | None, codec_port: in
     help="The inbox's private key: it signs decisions on behalf of the signed-in person (see --approvers; "
     "the inbox's name there is CODEMODE_INBOX_SIGNER, default inbox).",
 )
+@user_option
 @port_option
 @ui_port_option
 @db_option
@@ -382,6 +378,7 @@ def dev(
     notify_config: str | None,
     inbox_port: int | None,
     inbox_signing_key: str | None,
+    person: str | None,
     port: int,
     ui_port: int | None,
     db: str | None,
@@ -397,7 +394,7 @@ def dev(
     use_notify_config(notify_config)
     tools = load_tool_sources(tools_module, mcp_config, cli_config)
     inbox = _inbox_port(inbox_port)
-    return asyncio.run(_dev(tools, port, ui_port, db, task_queue, metrics, codec_port, inbox))
+    return asyncio.run(_dev(tools, port, ui_port, db, task_queue, metrics, codec_port, inbox, person))
 
 
 async def _dev(
@@ -409,6 +406,7 @@ async def _dev(
     metrics: str | None,
     codec_port: int,
     inbox_port: int | None = None,
+    person: str | None = None,
 ) -> int:
     runtime = metrics_runtime(metrics)  # first: a busy metrics port fails before the server starts
     srv = await start_server(port, ui_port, db, codec_port)
@@ -416,7 +414,7 @@ async def _dev(
         for line in [*server_banner(srv), *metrics_banner(metrics)]:
             note(line)
         client = await connect(target=local_target(srv.address), **client_options(runtime))
-        await _serve_worker(client, tools, task_queue, srv.address, inbox_port=inbox_port)
+        await _serve_worker(client, tools, task_queue, srv.address, inbox_port=inbox_port, person=person)
     finally:
         await srv.stop()
     return EXIT_OK

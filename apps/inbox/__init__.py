@@ -5,10 +5,13 @@ then approves, or answers instead of the tool; and where signed links from notif
 - ``auth.py``: who is at the page (trusted proxy header, users file of hashed tokens, a login cookie)
 - ``data.py``: what waits and what was decided, from Temporal's visibility index and histories
 - ``views.py``: HTML (jinja2 templates under ``templates/``)
-- ``app.py``: the aiohttp application: routes, forms, decisions (through ``send_decision``)
+- ``app.py``: the aiohttp application: routes, forms, decisions (through ``send_decision``);
+  ``bulk.py``: several calls decided at once; ``wording.py``: its words; ``watch.py``: a
+  console told when calls wait and are decided (``codemode dev``)
+- ``static/``: one stylesheet, and a small script the pages work without
 
 The face the CLI starts it through (``codemode inbox``, ``codemode dev``): ``InboxAuth`` (and
-``AuthConfigError``), ``inbox_signer`` (and ``SIGNING_KEY_ENV``), ``start_inbox``, each
+``AuthConfigError``), ``inbox_signer`` (and ``SIGNING_KEY_ENV``), ``start_inbox``, ``watch_calls``, each
 imported when first used (the page's server needs aiohttp and Jinja2, a command's ``--help``
 does not).
 """
@@ -22,6 +25,7 @@ if TYPE_CHECKING:
     from codemode.apps.inbox.auth import AuthConfigError, InboxAuth
     from codemode.apps.inbox.serve import start_inbox
     from codemode.apps.inbox.signing import SIGNING_KEY_ENV, inbox_signer
+    from codemode.apps.inbox.watch import watch_calls
 
 _FACE = {
     "AuthConfigError": "auth",
@@ -29,9 +33,10 @@ _FACE = {
     "start_inbox": "serve",
     "SIGNING_KEY_ENV": "signing",
     "inbox_signer": "signing",
+    "watch_calls": "watch",
 }
 
-__all__ = ["SIGNING_KEY_ENV", "AuthConfigError", "InboxAuth", "inbox_signer", "start_inbox"]
+__all__ = ["SIGNING_KEY_ENV", "AuthConfigError", "InboxAuth", "inbox_signer", "start_inbox", "watch_calls"]
 
 
 def __getattr__(name: str) -> Any:

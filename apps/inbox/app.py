@@ -7,8 +7,10 @@ signing in is a POST of the token, answered with a session cookie (``auth.py``).
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from aiohttp import web
 from temporalio.client import Client
@@ -16,15 +18,17 @@ from temporalio.client import Client
 from codemode.approvals.notify.config import Links
 from codemode.approvals.notify.signing import LinkClaim, LinkError, read_link_token
 from codemode.approvals.signing import sha256_of
-from codemode.apps.inbox import data, views
+from codemode.apps.inbox import bulk, data, views
 from codemode.apps.inbox.auth import BadIdentity, InboxAuth
 from codemode.apps.inbox.signing import SigningRefused, sign_for_person
+from codemode.apps.inbox.wording import how_to_sign_in, json_problem, refusal
 from codemode.client.following import DecisionRefused, send_decision
 from codemode.workflows.models import Answer, Decision
 
 if TYPE_CHECKING:
     from codemode.client.signing import Signer
 
+log = logging.getLogger(__name__)
 #: A form larger than this is refused (413) before it is read.
 MAX_FORM_BYTES = 64 * 1024
 MAX_COMMENT = 2000
@@ -51,18 +55,23 @@ class Inbox:
     #: The inbox's service key: signs every decision on behalf of the authenticated person
     #: (``apps/inbox/signing.py``); None: decisions go unsigned, refused where one is needed.
     signer: Signer | None = None
+    #: How to get in, said on the sign-in page (``codemode dev``: the link it printed).
+    sign_in_hint: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.links, str):
             self.links = Links(secret=self.links)
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=MAX_FORM_BYTES, middlewares=[self._authenticate])
+        app = web.Application(client_max_size=MAX_FORM_BYTES, middlewares=[self._authenticate, self._styled_errors])
         app.on_response_prepare.append(_security_headers)
         app.router.add_get("/", self.index)
+        app.router.add_get("/waiting.json", self.waiting_json)
+        app.router.add_post("/bulk", self.bulk)
         app.router.add_get("/calls/{execution_id}/{call_id}", self.show_call)
         app.router.add_post("/calls/{execution_id}/{call_id}", self.decide_call)
         app.router.add_get("/decisions", self.decisions)
+        app.router.add_static("/static/", views.STATIC)
         app.router.add_get("/link/{token}", self.show_link)
         app.router.add_post("/link/{token}", self.use_link)
         app.router.add_get("/login", self.login_page)
@@ -85,27 +94,61 @@ class Inbox:
             identity = self.auth.identify(request)
         except BadIdentity as err:
             return views.message("Bad request", f"Who you are cannot be told: {err}.", status=400, back=None)
-        if request.path in ("/login", "/healthz") or request.path.startswith("/link/"):
+        if request.path in ("/login", "/healthz") or request.path.startswith(("/link/", "/static/")):
             if identity is not None:
                 request[IDENTITY] = identity
             return await handler(request)
         if identity is None:
-            return _sign_in("You are not signed in: open the inbox through your sign-in proxy, or sign in with your token.")
+            back = request.path_qs if request.method == "GET" else request.path
+            return self._sign_in(back, "You are not signed in.")
         request[IDENTITY] = identity
         return await handler(request)
 
+    @web.middleware
+    async def _styled_errors(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """An address the inbox does not serve gets a page in its own words, not the framework's."""
+        try:
+            return await handler(request)
+        except web.HTTPNotFound:
+            text = "There is no page at this address. The waiting calls are listed on the first page."
+            return views.message("Not found", text, status=404, identity=request.get(IDENTITY))
+        except web.HTTPMethodNotAllowed:
+            text = "This page only shows; it takes no form."
+            return views.message("Not here", text, status=405, identity=request.get(IDENTITY))
+        except web.HTTPException:
+            raise
+        except Exception:  # noqa: BLE001 - said to the person in words; the traceback goes to the log
+            log.exception("inbox: %s %s failed", request.method, request.path)
+            text = "The inbox could not show this page (it says why in its log). Nothing was decided by it."
+            return views.message("Something went wrong", text, status=500, identity=request.get(IDENTITY), kind="error")
+
+    def _sign_in(self, back: str | None, error: str | None, status: int = 401) -> web.Response:
+        """The sign-in page: how to get in here, and a token field when tokens are how."""
+        return views.page(
+            "login.html",
+            status=status,
+            title="Sign in",
+            identity=None,
+            error=error,
+            hint=self.sign_in_hint or how_to_sign_in(self.auth.trusted_header is not None, bool(self.auth.users)),
+            tokens=bool(self.auth.users),
+            next=_local(back),
+        )
+
     async def login_page(self, request: web.Request) -> web.StreamResponse:
         # The token is posted (never in an address: it would stay in the history, the logs and
-        # a Referer); a ``?token=`` here signs nobody in.
-        return views.page("login.html", title="Sign in", identity=None, error=None)
+        # a Referer); a ``?token=`` here signs nobody in. A printed sign-in link carries it after
+        # ``#`` (never sent to any server), which the page's script posts.
+        return self._sign_in(request.query.get("next"), None, status=200)
 
     async def login(self, request: web.Request) -> web.StreamResponse:
         form = await request.post()
-        token = str(form.get("token", "")).strip()
+        token, back = str(form.get("token", "")).strip(), str(form.get("next", "") or "")
         identity = self.auth.user_of(token) if token else None
         if identity is None:
-            return _sign_in("That token is not known here.")
-        response = web.Response(status=303, headers={"Location": "/"})
+            return self._sign_in(back, "That token is not known here.")
+        # Back to the page the person asked for (a plain 303: returning an HTTPException is deprecated).
+        response = web.Response(status=303, headers={"Location": _local(back)})
         self.auth.set_session(response, request, identity)  # a session, never the token itself
         return response
 
@@ -116,34 +159,69 @@ class Inbox:
         rows = await data.pending_calls(self.client)
         tools = sorted({r.tool for r in rows})
         shown = [r for r in rows if tool is None or r.tool == tool]
-        return views.page("list.html", title="Waiting", identity=request[IDENTITY], rows=shown, tools=tools, tool=tool)
+        identity = request[IDENTITY]
+        return views.page(
+            "list.html",
+            title="Waiting",
+            page_name="list",
+            identity=identity,
+            rows=shown,
+            tools=tools,
+            tool=tool,
+            waiting_count=len(rows),
+            csrf=self.auth.csrf(identity),
+        )
+
+    async def waiting_json(self, request: web.Request) -> web.StreamResponse:
+        """The list's rows as they are now, for the page's script (a live list)."""
+        tool = request.query.get("tool") or None
+        rows = await data.pending_calls(self.client)
+        shown = [r for r in rows if tool is None or r.tool == tool]
+        return web.json_response(
+            {"count": len(rows), "keys": [r.key for r in shown], "rows": views.render("_rows.html", rows=shown)}
+        )
 
     async def decisions(self, request: web.Request) -> web.StreamResponse:
         rows = await data.recent_decisions(self.client)
-        return views.page("decisions.html", title="Recent decisions", identity=request[IDENTITY], rows=rows)
+        return views.page(
+            "decisions.html", title="Recent decisions", page_name="decisions", identity=request[IDENTITY], rows=rows
+        )
 
-    async def show_call(self, request: web.Request, notice: str | None = None, kind: str = "") -> web.StreamResponse:
+    async def show_call(
+        self,
+        request: web.Request,
+        notice: str | None = None,
+        kind: str = "",
+        *,
+        errors: dict[str, str] | None = None,
+        typed: dict[str, str] | None = None,
+    ) -> web.StreamResponse:
         execution_id, call_id = request.match_info["execution_id"], request.match_info["call_id"]
         view = await data.call_view(self.client, execution_id, call_id)
         identity = request[IDENTITY]
         if view is None or (view.call is None and not view.pending):
             return views.message(
                 "Unknown call",
-                f"There is no call {call_id} in execution {execution_id}.",
+                f"There is no call {call_id} in run {execution_id}: it may have been deleted, or the address is "
+                "mistyped.",
                 status=404,
                 identity=identity,
             )
-        if notice is None and not view.pending:
-            notice, kind = "This call is not waiting for a decision any more.", ""
+        if errors and not view.pending:  # no form to say it at: the call was decided meanwhile
+            notice, kind, errors = " ".join(errors.values()), "error", None
         return views.page(
             "call.html",
             title=view.call.summary if view.call else call_id,
+            page_name="call",
             identity=identity,
             view=view,
             code=views.code_lines(view.audit.code, view.call.line if view.call else None),
             csrf=self.auth.csrf(identity),
             notice=notice,
             notice_kind=kind,
+            errors=errors or {},
+            typed=typed or {},
+            next_call=await data.next_waiting(self.client, after=(execution_id, call_id)),
         )
 
     # -- deciding ---------------------------------------------------------------------------
@@ -159,19 +237,28 @@ class Inbox:
                 status=403,
                 identity=identity,
             )
+        action, typed = str(form.get("action", "")), _typed(form)
         try:
             decision = _decision_from_form(form, call_id, identity)
         except ValueError as err:
-            return await self._refused(request, f"Nothing was sent: {err}", status=400)
-        return await self._send(request, execution_id, decision)
+            return await self._refused(request, f"Nothing was sent: {err}", status=400, action=action, typed=typed)
+        return await self._send(request, execution_id, decision, action=action, typed=typed)
 
-    async def _send(self, request: web.Request, execution_id: str, decision: Decision) -> web.StreamResponse:
+    async def _send(
+        self,
+        request: web.Request,
+        execution_id: str,
+        decision: Decision,
+        *,
+        action: str = "",
+        typed: dict[str, str] | None = None,
+    ) -> web.StreamResponse:
         handle = self.client.get_workflow_handle(execution_id)
         try:
             await sign_for_person(handle, decision, self.signer)
             record = await send_decision(handle, decision)
         except (DecisionRefused, SigningRefused) as err:
-            return await self._refused(request, f"Nothing was decided: {err}")
+            return await self._refused(request, f"Nothing was decided: {refusal(str(err))}", action=action, typed=typed)
         verb = "Answered" if decision.answer is not None else "Approved" if decision.approve else "Denied"
         later = "" if record is not None else " No worker is running: it takes effect when one starts."
         if request.path.startswith("/link/"):
@@ -180,15 +267,35 @@ class Inbox:
                 f"{verb} call {decision.call_id} of {execution_id} as {decision.by}.{later}",
                 identity=decision.by,
                 back=None,
+                kind="denied" if verb == "Denied" else "ok",
             )
-        return await self.show_call(request, notice=f"{verb} as {decision.by}.{later}", kind="ok")
+        if record is not None and record.decision == "counted":  # an N-of-M rule: more approvals to come
+            notice, kind = f"Your approval is counted, as {decision.by}; the call needs {record.needed} more.", "ok"
+        else:
+            notice, kind = f"{verb} as {decision.by}.{later}", "denied" if verb == "Denied" else "ok"
+        return await self.show_call(request, notice=notice, kind=kind)
 
-    async def _refused(self, request: web.Request, text: str, status: int = 409) -> web.StreamResponse:
+    async def _refused(
+        self,
+        request: web.Request,
+        text: str,
+        status: int = 409,
+        *,
+        action: str = "",
+        typed: dict[str, str] | None = None,
+    ) -> web.StreamResponse:
         if request.path.startswith("/link/"):
-            return views.message("Nothing was decided", text, status=status, back=None)
-        response = await self.show_call(request, notice=text, kind="error")
+            return views.message("Nothing was decided", text, status=status, back=None, kind="error")
+        if action in ("approve", "deny", "edit", "answer"):  # said at the form, what was typed kept
+            response = await self.show_call(request, errors={action: text}, typed=typed)
+        else:
+            response = await self.show_call(request, notice=text, kind="error")
         response.set_status(status)
         return response
+
+    async def bulk(self, request: web.Request) -> web.StreamResponse:
+        """Approve or deny the calls selected on the list, each decided (and signed) on its own."""
+        return await bulk.decide_selected(self.client, self.auth, self.signer, request, request[IDENTITY])
 
     # -- signed links -----------------------------------------------------------------------
 
@@ -224,7 +331,7 @@ class Inbox:
         if self.auth.configured:
             identity = request.get(IDENTITY)
             if identity is None:
-                return _sign_in(f"Sign in as {claim.approver} to use this link.")
+                return self._sign_in(request.path, f"Sign in as {claim.approver} to use this link.")
             if identity.casefold() != claim.approver.casefold():
                 return views.message(
                     refused,
@@ -271,14 +378,28 @@ class Inbox:
         return await self._send(request, claim.execution_id, decision)
 
 
-def _sign_in(error: str) -> web.StreamResponse:
-    """The sign-in page (401), saying why."""
-    return views.page("login.html", status=401, title="Sign in", identity=None, error=error)
-
-
 async def _security_headers(request: web.Request, response: web.StreamResponse) -> None:
     for name, value in SECURITY_HEADERS.items():
         response.headers.setdefault(name, value)
+
+
+def _local(back: str | None) -> str:
+    """Where to go after signing in: a path of this inbox (never another site), else the list."""
+    if not back or not back.startswith("/") or back.startswith(("//", "/\\")):
+        return "/"
+    parts = urlsplit(back)
+    return "/" if parts.scheme or parts.netloc else back
+
+
+def _typed(form: Any) -> dict[str, str]:
+    """What the person typed, to show again with a refusal (by form)."""
+    action = str(form.get("action", ""))
+    typed = {f"{action}_comment": str(form.get("comment", ""))}
+    if action == "edit":
+        typed["arguments"] = str(form.get("arguments", ""))
+    if action == "answer":
+        typed["result"] = str(form.get("result", ""))
+    return typed
 
 
 def _decision_from_form(form: Any, call_id: str, identity: str) -> Decision:
@@ -286,29 +407,32 @@ def _decision_from_form(form: Any, call_id: str, identity: str) -> Decision:
     action = str(form.get("action", ""))
     comment = str(form.get("comment", "")).strip()
     if len(comment) > MAX_COMMENT:
-        raise ValueError(f"the comment is over {MAX_COMMENT} characters")
+        raise ValueError(f"the comment is over {MAX_COMMENT} characters.")
     base = {"call_id": call_id, "by": identity, "comment": comment or None, "door": "inbox"}
     if action == "approve":
         return Decision(approve=True, **base)
     if action == "deny":
         if not comment:
-            raise ValueError("say why it is denied: the code sees the reason")
+            raise ValueError("say why it is denied: the code sees the reason.")
         return Decision(approve=False, **base)
     if action == "edit":
-        arguments = _json_field(form, "arguments", "the arguments")
+        arguments = _json_field(form, "arguments", "the arguments are")
         if not isinstance(arguments, dict):
-            raise ValueError("the arguments must be a JSON object: parameter name -> value")
+            raise ValueError('the arguments must be a JSON object of names and values, like {"to": "bo@example.com"}.')
         return Decision(approve=True, arguments=arguments, **base)
     if action == "answer":
-        return Decision(approve=True, answer=Answer(value=_json_field(form, "result", "the result")), **base)
-    raise ValueError("unknown action: approve, deny, edit or answer")
+        return Decision(approve=True, answer=Answer(value=_json_field(form, "result", "the result is")), **base)
+    raise ValueError("this form asks for no decision the inbox knows (approve, deny, edit or answer).")
 
 
 def _json_field(form: Any, name: str, what: str) -> Any:
+    """``what``: ``the arguments are``, ``the result is``."""
     text = str(form.get(name, "")).strip()
     if not text:
-        raise ValueError(f"{what} are missing" if what.endswith("s") else f"{what} is missing")
+        raise ValueError(
+            f"{what} missing: write them as JSON." if what.endswith("are") else f"{what} missing: write it as JSON."
+        )
     try:
         return json.loads(text)
-    except ValueError as err:
-        raise ValueError(f"{what} is not valid JSON: {err}") from None
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{what} not valid JSON: {json_problem(err)}.") from None

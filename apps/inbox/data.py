@@ -12,6 +12,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from codemode.client.histories.audit import ApprovalAudit, CallAudit, ExecutionAudit, fetch_audit
+from codemode.client.histories.decisions import ArgumentChange, argument_changes, call_with
 from codemode.workflows.models import SA_STATUS, WORKFLOW_TYPE
 
 #: Executions listed at most (the page is for people, not for a backlog of thousands).
@@ -29,10 +30,21 @@ class PendingRow:
     asked_at: datetime | None
     deadline: datetime | None
     line: int | None = None
+    #: The call's page as the run's memo names it (the worker's inbox_url), who started the
+    #: run, what the tool does and why the call asks a person (runs since issue 46).
+    inbox_url: str = ""
+    started_by: str = ""
+    tool_doc: str = ""
+    reason: str = ""
 
     @property
     def left(self) -> str:
         return time_left(self.deadline)
+
+    @property
+    def key(self) -> str:
+        """``execution/call``: how a form names the call."""
+        return f"{self.execution_id}/{self.call_id}"
 
 
 @dataclass
@@ -45,10 +57,37 @@ class CallView:
     asked_at: datetime | None = None
     deadline: datetime | None = None
     earlier: list[CallAudit] = field(default_factory=list)
+    #: What the tool does and why the call asks a person (the memo's, else the history's).
+    tool_doc: str = ""
+    reason: str = ""
+    #: The run's state in words: ``waits for a person``, ``running``, ``completed``,
+    #: ``failed``, ``cancelled``...; and its output or error once it ended.
+    run_state: str = ""
+    #: The next call waiting for a decision (another run's, or this one's), if any.
+    next_call: PendingRow | None = None
+    #: Whether the call can be undone: issue 47 (undo) fills this in; None until then.
+    undo: str | None = None
 
     @property
     def left(self) -> str:
         return time_left(self.deadline)
+
+    @property
+    def changes(self) -> list[ArgumentChange]:
+        """An edited approval: every argument, asked against approved."""
+        a = self.call.approval if self.call else None
+        if a is None or a.approved_arguments is None:
+            return []
+        return argument_changes(a.asked_arguments, a.approved_arguments)
+
+    @property
+    def ran(self) -> str | None:
+        """An edited approval: the call as the tool ran it (the page's title), else None."""
+        c = self.call
+        a = c.approval if c else None
+        if c is None or a is None or a.approved_arguments is None or not self.changes:
+            return None
+        return c.ran_summary or call_with(c.tool, a.approved_arguments)
 
     @property
     def arguments(self) -> dict[str, Any]:
@@ -64,6 +103,11 @@ class DecisionRow:
     call_id: str
     summary: str
     approval: ApprovalAudit
+
+    @property
+    def changes(self) -> list[ArgumentChange]:
+        a = self.approval
+        return argument_changes(a.asked_arguments, a.approved_arguments) if a.approved_arguments is not None else []
 
 
 def _when(text: Any) -> datetime | None:
@@ -85,9 +129,9 @@ def time_left(deadline: datetime | None, now: datetime | None = None) -> str:
     hours, rest = divmod(rest, 3600)
     minutes = rest // 60
     if days:
-        return f"{days} d {hours} h"
+        return f"{days}d {hours}h"
     if hours:
-        return f"{hours} h {minutes} min"
+        return f"{hours}h {minutes}m"
     return f"{max(minutes, 1)} min"
 
 
@@ -112,6 +156,10 @@ async def pending_calls(client: Client, tool: str | None = None) -> list[Pending
                     asked_at=_when(e.get("asked_at")) or wf.start_time,
                     deadline=_when(e.get("deadline")),
                     line=e.get("line"),
+                    inbox_url=str(e.get("inbox_url") or ""),
+                    started_by=str(e.get("started_by") or ""),
+                    tool_doc=str(e.get("tool_doc") or ""),
+                    reason=str(e.get("reason") or ""),
                 )
             )
     rows.sort(key=lambda r: r.asked_at or datetime.min.replace(tzinfo=UTC), reverse=True)
@@ -140,16 +188,35 @@ async def call_view(client: Client, execution_id: str, call_id: str) -> CallView
     call = next((c for c in calls if c.call_id == call_id), None)
     at = next((i for i, c in enumerate(calls) if c.call_id == call_id), len(calls))
     earlier = calls[:at][-50:]  # the calls made before it, with their results
+    entry = entry or {}
     return CallView(
         execution_id=execution_id,
         call_id=call_id,
         audit=audit,
         call=call,
-        pending=entry is not None,
-        asked_at=_when(entry.get("asked_at")) if entry else None,
-        deadline=_when(entry.get("deadline")) if entry else None,
+        pending=bool(entry),
+        asked_at=_when(entry.get("asked_at")) or (call.requested_at if call else None),
+        deadline=_when(entry.get("deadline")),
         earlier=earlier,
+        tool_doc=str(entry.get("tool_doc") or (call.tool_doc if call else "") or ""),
+        reason=str(entry.get("reason") or ""),
+        run_state=run_state(audit, waiting=bool(memo.get("pending_approvals"))),
     )
+
+
+def run_state(audit: ExecutionAudit, *, waiting: bool) -> str:
+    """How the run stands, in words."""
+    if audit.status == "running":
+        return "waits for a person" if waiting else "running"
+    if audit.status == "completed":
+        return "completed" if audit.success else "failed"
+    return {"canceled": "cancelled", "timed_out": "timed out"}.get(audit.status, audit.status)
+
+
+async def next_waiting(client: Client, after: tuple[str, str] | None = None) -> PendingRow | None:
+    """The call a person decides next: the oldest waiting one that is not ``after``."""
+    rows = [r for r in await pending_calls(client) if (r.execution_id, r.call_id) != after]
+    return min(rows, key=lambda r: r.asked_at or datetime.max.replace(tzinfo=UTC), default=None)
 
 
 async def recent_decisions(client: Client, limit: int = 50) -> list[DecisionRow]:

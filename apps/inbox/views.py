@@ -1,4 +1,6 @@
-"""The inbox's HTML: jinja2 templates (``templates/``), autoescaped, no script of our own."""
+"""The inbox's HTML: jinja2 templates (``templates/``), autoescaped; a stylesheet and a small
+script under ``static/`` (every page works without the script: it only shows times in the
+viewer's zone, keeps the list current, and adds keys and one confirmation for bulk decisions)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,10 @@ from typing import Any
 from aiohttp import web
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from codemode.apps.inbox.wording import ago, through
+
+STATIC = Path(__file__).parent / "static"
+
 _env = Environment(
     loader=FileSystemLoader(Path(__file__).parent / "templates"),
     autoescape=select_autoescape(["html"]),
@@ -17,17 +23,30 @@ _env = Environment(
 )
 _env.filters["json"] = lambda v, indent=None: json.dumps(v, indent=indent, default=str, ensure_ascii=False)
 _env.filters["when"] = lambda d: d.strftime("%Y-%m-%d %H:%M UTC") if d else ""
+_env.filters["ago"] = ago
+_env.filters["through"] = through
+
+
+def render(template: str, **context: Any) -> str:
+    return _env.get_template(template).render(**context)
 
 
 def page(template: str, *, status: int = 200, **context: Any) -> web.Response:
-    html = _env.get_template(template).render(**context)
-    return web.Response(text=html, status=status, content_type="text/html", charset="utf-8")
+    context.setdefault("errors", {})
+    context.setdefault("typed", {})
+    return web.Response(text=render(template, **context), status=status, content_type="text/html", charset="utf-8")
 
 
 def message(
-    title: str, text: str, *, status: int = 200, identity: str | None = None, back: str | None = "/"
+    title: str,
+    text: str,
+    *,
+    status: int = 200,
+    identity: str | None = None,
+    back: str | None = "/",
+    kind: str = "",
 ) -> web.Response:
-    return page("message.html", status=status, title=title, text=text, identity=identity, back=back)
+    return page("message.html", status=status, title=title, text=text, identity=identity, back=back, kind=kind)
 
 
 def code_lines(code: str, line: int | None) -> list[tuple[int, str, bool]]:

@@ -23,7 +23,9 @@ from temporalio.converter import DataConverter
 
 from codemode.activities import names
 from codemode.activities.models import ParkResult, StepResult, ToolInput, ToolOutput
-from codemode.client.histories.decisions import ApprovalAudit, approval_words  # noqa: F401 (re-exported)
+from codemode.approvals.decision_checks import conform_answer
+from codemode.approvals.gate import ApprovalGate
+from codemode.client.histories.decisions import ApprovalAudit, approval_words, call_with  # noqa: F401 (re-exported)
 from codemode.client.histories.decode import PayloadDecoder, _as, _time, tool_error  # noqa: F401 (re-exported)
 from codemode.client.histories.held_decisions import HeldDecisions, strict_marker
 from codemode.client.histories.models import AuditEvent, CallAudit, ExecutionAudit, StepAudit  # noqa: F401 (re-exported)
@@ -64,6 +66,8 @@ class _Builder:
         self.signed = SignedDecisions()
         #: Decisions that came before their call waited (runs of the current generation).
         self.held = HeldDecisions(lambda c: self.calls[c].status if c in self.calls else None)
+        #: What each call that waits for a person returns (an answer reaches the code as that).
+        self.returns: dict[str, dict[str, Any] | None] = {}
 
     def event(self, at: datetime, kind: Any, text: str, call_id: str | None = None) -> None:
         self.audit.events.append(AuditEvent(at=at, kind=kind, call_id=call_id, text=text))
@@ -102,6 +106,8 @@ class _Builder:
                 c = self.call(req.call_id, req.tool)
                 c.tool, c.args, c.kwargs, c.summary, c.line = req.tool, req.args, req.kwargs, req.summary, req.line
                 c.requires_approval, c.requested_at, c.arguments = req.requires_approval, at, req.arguments
+                if req.requires_approval:
+                    self.returns[req.call_id] = req.returns_schema
                 if req.requires_approval and c.approval is None:
                     c.status = "awaiting_approval"
                     self.event(at, "requested", f"{req.summary} needs approval", req.call_id)
@@ -142,8 +148,9 @@ class _Builder:
                 self.event(at, "continued", f"continued as new: run {self.run + 1} ({attrs.original_execution_run_id})")
                 return
             req = _as(CodeExecutionRequest, await decode(attrs.input, CodeExecutionRequest))
-            a.started_at, a.started_by, a.run_id = at, attrs.identity, attrs.original_execution_run_id
+            a.started_at, a.started_from, a.run_id = at, attrs.identity, attrs.original_execution_run_id
             a.first_run_id = attrs.first_execution_run_id or attrs.original_execution_run_id
+            a.started_by = (req.started_by if req is not None else None) or attrs.identity
             self.signed.starter = req.started_by if req is not None else None
             self.signed.run_id = a.first_run_id
             if req is not None:
@@ -154,7 +161,7 @@ class _Builder:
                 at,
                 "started",
                 f"execution started ({a.runtime or '?'}, {lines} line{'s' if lines != 1 else ''} of code) "
-                f"by {attrs.identity}",
+                f"by {a.started_by}",
             )
         elif kind == "marker_recorded_event_attributes":
             attrs = e.marker_recorded_event_attributes
@@ -207,6 +214,10 @@ class _Builder:
             c.tool, c.scheduled_at, c.status = name, at, "running"
             if inp is not None:
                 c.args, c.kwargs = inp.args, inp.kwargs
+                if c.approval is not None and c.approval.approved_arguments is not None:
+                    # A person edited the arguments: the tool runs with what its input says.
+                    c.ran_arguments = {**{str(i): v for i, v in enumerate(inp.args)}, **inp.kwargs}
+                    c.ran_summary = call_with(name, c.ran_arguments)
                 if inp.then is not None:  # this call's activity runs the next step too
                     self.held.fused.add(call_id)
             if e.user_metadata.HasField("summary"):
@@ -315,6 +326,9 @@ class _Builder:
                 return  # the validator refused it; a refused update leaves no event anyway
             asked = self.calls[read[0]].arguments if read[0] in self.calls else None
             approved = {**(asked or {}), **d.arguments} if d.approve and d.arguments else None
+            answered = d.approve and d.answer is not None
+            # What the code received: the answer as the tool returns it (0 -> 0.0 for a float).
+            answer = conform_answer(self.returns.get(read[0]), d.answer.value) if answered and d.answer else None
             if (by := self._signed(at, "decide", read[0], d.signature, d, d.by, approved)) is None:
                 return
             self._approval(
@@ -328,8 +342,8 @@ class _Builder:
                     door=d.door,
                     asked_arguments=asked,
                     approved_arguments=approved,
-                    answered=d.approve and d.answer is not None,
-                    answer=d.answer.value if d.approve and d.answer is not None else None,
+                    answered=answered,
+                    answer=answer,
                 )
             )
         elif kind == "workflow_execution_completed_event_attributes":
@@ -368,6 +382,12 @@ class _Builder:
         if asked is not None and asked.recheck is not None:
             self._rechecked(at, asked.call_id, self.signed.rechecked(self.run, attrs.scheduled_event_id, result))
             return
+        try:
+            doc = ApprovalGate.model_validate(result).tool_doc
+        except ValueError:
+            doc = ""
+        if asked is not None and doc and asked.call_id in self.calls:
+            self.calls[asked.call_id].tool_doc = doc
         gate = self.signed.completed(self.audit.execution_id, self.run, attrs.scheduled_event_id, result, at)
         if asked is not None and asked.call_id in self.signed.refused:
             await self._gate_failed(at, asked, self.signed.refused[asked.call_id])
@@ -512,6 +532,8 @@ class _Builder:
         if approval.decision == "denied":
             c.status = "denied"
             c.error = ErrorInfo(type="PermissionError", message=f"{c.summary} was denied{by}{why}", kind="denied")
+        elif approval.answered:  # the person's value is the call's result: no tool runs
+            c.status, c.result, c.finished_at = "ok", approval.answer, approval.at
         else:
             c.status = "pending"
         self.event(approval.at, "approval", f"{c.summary} {verb}{by}{why}{door}", c.call_id)

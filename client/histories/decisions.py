@@ -47,17 +47,62 @@ def approval_words(approval: ApprovalAudit) -> tuple[str, str, str]:
 
 
 def _short(value: Any, limit: int = 120) -> str:
-    text = json.dumps(value, default=str)
+    text = json.dumps(value, default=str, ensure_ascii=False)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class ArgumentChange(BaseModel):
+    """One argument of an edited approval: what the call asked, and what it ran with."""
+
+    name: str
+    asked: Any = None
+    approved: Any = None
+    #: ``changed``, ``added`` (the person gave an argument the call left out), ``same``.
+    kind: Literal["changed", "added", "same"]
+
+
+def argument_changes(asked: dict[str, Any] | None, approved: dict[str, Any]) -> list[ArgumentChange]:
+    """Every argument the call runs with, against what it asked: the diff a person reads (the
+    inbox, ``codemode history``). ``1000`` and ``1000.0`` are the same value."""
+    asked = asked or {}
+    out = []
+    for name, value in approved.items():
+        if name not in asked:
+            kind = "added"
+        else:
+            kind = "same" if asked[name] == value else "changed"
+        out.append(ArgumentChange(name=name, asked=asked.get(name), approved=value, kind=kind))  # type: ignore[arg-type]
+    return out
 
 
 def _edits(asked: dict[str, Any], approved: dict[str, Any]) -> str:
     """``amount=90 (asked 900)``: the arguments a person changed."""
-    changed = [k for k in approved if asked.get(k, object()) != approved[k]]
     return (
         ", ".join(
-            f"{k}={_short(approved[k], 60)}" + (f" (asked {_short(asked[k], 60)})" if k in asked else " (added)")
-            for k in changed
+            f"{c.name}={_short(c.approved, 60)}"
+            + (f" (asked {_short(c.asked, 60)})" if c.kind == "changed" else " (added)")
+            for c in argument_changes(asked, approved)
+            if c.kind != "same"
         )
         or "no change"
     )
+
+
+def edits_in_brief(approval: ApprovalAudit) -> str:
+    """``edited: amount 1200 → 1000``, for the line of the call that ran ("" when not edited)."""
+    if approval.approved_arguments is None:
+        return ""
+    changes = [c for c in argument_changes(approval.asked_arguments, approval.approved_arguments) if c.kind != "same"]
+    if not changes:
+        return "edited: no change"
+    return "edited: " + ", ".join(
+        f"{c.name} {_short(c.asked, 40)} → {_short(c.approved, 40)}" if c.kind == "changed"
+        else f"{c.name} added: {_short(c.approved, 40)}"
+        for c in changes
+    )
+
+
+def call_with(tool: str, arguments: dict[str, Any], limit: int = 200) -> str:
+    """``send_email(to='bo@example.com', ...)``: a call as it ran, named as summaries name calls."""
+    text = f"{tool}({', '.join(f'{k}={v!r}' for k, v in arguments.items())})"
+    return text if len(text) <= limit else text[: limit - 4] + "...)"

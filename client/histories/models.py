@@ -38,6 +38,12 @@ class CallAudit(BaseModel):
     #: The failure of the attempt before the last one, when the tool was retried.
     retried_after: ErrorInfo | None = None
     approval: ApprovalAudit | None = None
+    #: What the tool really ran with, when a person edited the arguments (``summary`` stays
+    #: the call as the code made it): the history's line of the call that ran shows these.
+    ran_arguments: dict[str, Any] | None = None
+    ran_summary: str = ""
+    #: The tool's docstring (why it asks a person), as the worker's approval gate said it.
+    tool_doc: str = ""
     requested_at: datetime | None = None
     scheduled_at: datetime | None = None
     finished_at: datetime | None = None
@@ -89,7 +95,12 @@ class ExecutionAudit(BaseModel):
     code: str = ""
     started_at: datetime | None = None
     closed_at: datetime | None = None
+    #: Who started the run: the person or service the request names (``started_by``: the
+    #: same value the inbox and the web UI's input show); the Temporal client's identity
+    #: (``pid@host``) only for a run whose request named nobody.
     started_by: str = ""
+    #: The Temporal client identity that started it (``pid@host``).
+    started_from: str = ""
     success: bool | None = None
     output: Any = None
     stdout: str = ""

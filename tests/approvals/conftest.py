@@ -13,6 +13,7 @@ from codemode.worker.worker import CodeModeWorker
 from tests.workflows.conftest import events_file, read_events, task_queue  # noqa: F401 (fixtures, and read_events for tests here)
 
 from .inbox_fixtures import inbox  # noqa: F401 (the inbox fixture, for every test here)
+from .inbox_pages import browser, pages  # noqa: F401 (the browser tests' server, inbox and chromium)
 
 TOOLS_MODULE = "tests.approvals.team_tools"
 

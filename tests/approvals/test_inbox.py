@@ -114,7 +114,7 @@ async def test_bad_input_decides_nothing(client, task_queue, worker, inbox, even
         async with http.post(url, data={"csrf": csrf, "action": "deny"}) as resp:
             assert resp.status == 400 and "say why" in await resp.text()
         async with http.post(url, data={"csrf": csrf, "action": "launch"}) as resp:
-            assert resp.status == 400 and "unknown action" in await resp.text()
+            assert resp.status == 400 and "asks for no decision the inbox knows" in await resp.text()
         async with http.post(url, data={"csrf": csrf, "action": "approve", "comment": "x" * 100_000}) as resp:
             assert resp.status == 413
         async with http.get(f"{inbox.url}/calls/{handle.id}/99") as resp:

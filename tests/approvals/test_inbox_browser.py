@@ -1,12 +1,11 @@
 """The inbox in a real browser (Debian's chromium driven by playwright), as a person behind a
 sign-in proxy sees it: the waiting call, an argument edited then approved, a denial with a
-reason, an answer instead of the tool. CODEMODE_INBOX_SCREENSHOTS=DIR keeps the screenshots
-(the docs' come from here)."""
+reason, an answer instead of the tool. (The docs' screenshots come from ``test_inbox_pages.py``,
+at a desktop's and a phone's width.)"""
 
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,8 @@ from codemode.workflows.models import CodeExecutionRequest
 from tests.browser import CHROMIUM, CHROMIUM_FLAGS
 
 from .conftest import read_events
+from .inbox_pages import MISSING
+from .inbox_pages import PAY as CODE
 from .test_decisions import parked
 
 try:
@@ -24,26 +25,11 @@ try:
 except ImportError:  # CI installs it: there a missing browser fails the test
     async_playwright = None
 
-_missing = (
-    "PyPI playwright is not installed"
-    if async_playwright is None
-    else f"{CHROMIUM} not found"
-    if not shutil.which(CHROMIUM)
-    else None
-)
-pytestmark = pytest.mark.skipif(_missing is not None and not os.environ.get("CI"), reason=_missing or "")
-
-CODE = """# Pay the supplier, then tell them
-receipt = send_money('acme-supplies', 1200)
-f"paid {receipt['amount']} to {receipt['to']}"
-"""
+pytestmark = pytest.mark.skipif(MISSING is not None and not os.environ.get("CI"), reason=MISSING or "")
 
 
 async def _shot(page, tmp_path: Path, name: str) -> None:
     await page.screenshot(path=str(tmp_path / f"{name}.png"), full_page=True)
-    if keep := os.environ.get("CODEMODE_INBOX_SCREENSHOTS"):
-        Path(keep).mkdir(parents=True, exist_ok=True)
-        shutil.copy(tmp_path / f"{name}.png", Path(keep) / f"{name}.png")
 
 
 async def test_a_person_edits_denies_and_answers_in_the_browser(

@@ -123,3 +123,60 @@ async def test_cli_answer_is_signed_and_verifies(client, temporal_address, task_
     assert read_events(events_file) == []  # the tool never ran
     verified = await codemode("history", handle.id, "--verify", env=env)
     assert verified.rc == 0 and "every decision holds" in verified.out, verified
+
+
+async def test_bulk_decisions_are_each_signed_and_counted_by_the_rules(
+    client, task_queue, events_file, tmp_path
+) -> None:
+    """Two calls under a two-approvers rule, approved in bulk by ana, then by bo: each call gets
+    its own signature per person (the inbox's, on their behalf), ana's counts one of two and the
+    call keeps waiting, bo's decides it."""
+    inbox_person, ana, bo = Person("inbox"), Person("ana@example.com"), Person("bo@example.com")
+    approvers = tmp_path / "approvers.toml"
+    approvers.write_text(
+        f'[people."ana@example.com"]\nkeys = ["{ana.public}"]\ngroups = ["finance"]\n\n'
+        f'[people."bo@example.com"]\nkeys = ["{bo.public}"]\ngroups = ["finance"]\n\n'
+        f'[people.inbox]\nkeys = ["{inbox_person.public}"]\nsigns_for = ["group:finance"]\n\n'
+        '[tools.send_money]\napprovers = ["group:finance"]\nrequired = 2\n'
+    )
+    key_file = tmp_path / "inbox.key"
+    key_file.write_bytes(
+        inbox_person.key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    key_file.chmod(0o600)
+    worker = CodeModeWorker(client, ToolRegistry.from_module(TOOLS_MODULE), task_queue=task_queue, approvers=approvers)
+    auth = InboxAuth.build("X-Forwarded-Email", ["127.0.0.1"], None)
+    async with worker.running():
+        inbox = await start_inbox(client, auth, port=free_port(), signer=inbox_signer(key_file))
+        try:
+            handles = [
+                await start_execution(client, CodeExecutionRequest(code=SEND), task_queue=task_queue) for _ in range(2)
+            ]
+            keys = []
+            for handle in handles:
+                (pending,) = (await parked(handle)).pending_approvals
+                keys.append(f"{handle.id}/{pending.call_id}")
+            for person, said in (
+                ("ana@example.com", "counted; the call needs 1 more"),
+                ("bo@example.com", "Approved as"),
+            ):
+                async with aiohttp.ClientSession(headers={"X-Forwarded-Email": person}) as http:
+                    async with http.get(inbox.url + "/") as resp:
+                        csrf = (await resp.text()).split('name="csrf" value="', 1)[1].split('"', 1)[0]
+                    form = [("csrf", csrf), ("action", "approve"), ("confirm", "yes"), *(("call", k) for k in keys)]
+                    async with http.post(inbox.url + "/bulk", data=form) as resp:
+                        page = await resp.text()
+                        assert resp.status == 200 and "2 of 2 decided" in page, page
+                        assert page.count(said) == 2, page
+            outcomes = [await h.result() for h in handles]
+        finally:
+            await inbox.stop()
+    for outcome in outcomes:
+        assert outcome.success and outcome.output == ["bob", 900]
+        (call,) = outcome.tool_calls
+        signatures = call.approval.signatures
+        assert sorted(s.on_behalf_of for s in signatures) == ["ana@example.com", "bo@example.com"]
+        assert {(s.signer, s.key) for s in signatures} == {("inbox", inbox_person.public)}
+    assert len(read_events(events_file)) == 2

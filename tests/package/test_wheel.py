@@ -105,8 +105,10 @@ def test_the_wheel_holds_codemode_and_nothing_else(wheel: Path) -> None:
         "codemode/py.typed",
         "codemode/runtimes/runner/in_sandbox.py",
         "codemode/runtimes/wasm/runner.mjs",
-        # The approvals inbox's pages.
+        # The approvals inbox's pages, its stylesheet and its script.
         "codemode/apps/inbox/templates/call.html",
+        "codemode/apps/inbox/static/inbox.css",
+        "codemode/apps/inbox/static/inbox.js",
     ):
         assert inside in names
     entry_points = zipfile.ZipFile(wheel).read(f"{DIST_INFO}/entry_points.txt").decode()

@@ -135,6 +135,10 @@ async def test_a_parked_run_shows_the_pending_call_and_the_approve_command(
 
     await open_workflow(page, dev, execution_id)
     await expect(page.get_by_role("status").first).to_have_text("Running")
+    # The first thing the workflow's page shows, its Timeline: the wait, and the call's page in
+    # the inbox dev serves (issue 46), not behind a tab.
+    inbox_page = re.compile(rf"waits for a person, decide at http://127\.0\.0\.1:\d+/calls/{execution_id}/{call_id}")
+    await expect(page.get_by_text(inbox_page).first).to_be_visible()
     await screenshot(page, tmp_path / "1-timeline.png")
 
     # User Metadata: Summary, Details (the code) and Current Details (from the worker's query).
@@ -144,8 +148,13 @@ async def test_a_parked_run_shows_the_pending_call_and_the_approve_command(
     current = page.frame_locator("#user-metadata-current-details").locator("body")
     await expect(summary).to_contain_text("Needs approval")  # the code's leading comment
     await expect(current).to_contain_text("send_email")
+    await expect(current).to_contain_text(re.compile(rf"Decide in the inbox: http://127\.0\.0\.1:\d+/calls/{execution_id}"))
     await screenshot(page, tmp_path / "2-user-metadata.png")
     current_text = await current.inner_text()
+    # The code is readable: the UI cuts a code block at its column's edge, so no line is longer.
+    for frame in ("#user-metadata-details", "#user-metadata-current-details"):
+        block = page.frame_locator(frame).locator("pre").first
+        assert await block.evaluate("pre => pre.scrollWidth <= pre.clientWidth"), f"{frame}: code cut at the edge"
 
     # Memo: stored with the execution, shown with no worker running.
     await page.get_by_role("tab", name="Memo").click()
