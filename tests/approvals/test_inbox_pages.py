@@ -53,7 +53,7 @@ async def test_an_edited_approval_shows_what_ran(pages, browser, tmp_path: Path,
     await expect(page.locator("h1")).to_have_text("send_money(to='acme-supplies', amount=1000)")
     await expect(page.locator(".asked-as")).to_contain_text("Asked as send_money(to='acme-supplies', amount=1200)")
     edited = decision.locator("tr.changed")
-    await expect(edited.locator("td.was")).to_have_text("1200")
+    await expect(edited.locator("td.was")).to_have_text("1200.0")  # what the tool would have received (issue 45: rules and people see validated values)
     await expect(edited.locator("td.now")).to_have_text("1000")
     await expect(decision.locator("tr.same")).to_contain_text("acme-supplies")
     await expect(decision).to_contain_text("Comment: the invoice says 1000")
@@ -64,7 +64,7 @@ async def test_an_edited_approval_shows_what_ran(pages, browser, tmp_path: Path,
     # The history's line of the call that ran shows what it ran with, and the edit.
     lines = "\n".join(display.audit_lines(await fetch_audit(pages.client, handle.id)))
     assert "→ send_money(to='acme-supplies', amount=1000)  ✓" in lines, lines
-    assert "edited: amount 1200 → 1000" in lines, lines
+    assert "edited: amount 1200.0 → 1000" in lines, lines
     assert "execution started (monty, 3 lines of code) by cy@example.com" in lines, lines
 
     # Once ended, the page says how: and the next call is a click away.
@@ -76,7 +76,7 @@ async def test_an_edited_approval_shows_what_ran(pages, browser, tmp_path: Path,
     # Recent decisions: the edit as a diff, in words (no "Door").
     await page.goto(pages.url + "/decisions")
     row = page.locator("tr", has_text="amount=1200").first
-    await expect(row.locator("del")).to_have_text("1200")
+    await expect(row.locator("del")).to_have_text("1200.0")
     await expect(row.locator("ins")).to_have_text("1000")
     await expect(row).to_contain_text("in the inbox")
     await expect(page.locator("th", has_text="Door")).to_have_count(0)
