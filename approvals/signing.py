@@ -42,6 +42,9 @@ class DecisionSignature(BaseModel):
     decision: DecisionKind
     arguments_sha256: str
     answer_sha256: str | None = None
+    #: A denial that also rolls the run back (issue 47): signed only when true, so every
+    #: signature made before keeps its bytes.
+    rollback: bool = False
 
     @property
     def approver(self) -> str:
@@ -81,6 +84,7 @@ def signed_document(sig: DecisionSignature) -> bytes:
     """The bytes a signature signs, from its claims."""
     return canonical_json(
         {
+            **({"rollback": True} if sig.rollback else {}),
             "v": VERSION,
             "execution_id": sig.execution_id,
             "call_id": sig.call_id,
@@ -108,11 +112,13 @@ def sign_decision(
     answered: bool = False,
     on_behalf_of: str | None = None,
     signed_at: datetime | None = None,
+    rollback: bool = False,
 ) -> DecisionSignature:
     """Sign one decision on a pending call (its ``args``/``kwargs`` as the call asked them;
     ``edited_arguments`` when the person approves other arguments; ``answer`` with
     ``answered=True`` or ``decision="answer"`` when the person answers instead of the tool).
-    The inbox signs with its service key and ``on_behalf_of`` the person it authenticated."""
+    The inbox signs with its service key and ``on_behalf_of`` the person it authenticated.
+    ``rollback``: a denial that rolls the run back ("deny and roll back")."""
     keys.check_name(signer)
     if on_behalf_of is not None:
         keys.check_name(on_behalf_of)
@@ -128,6 +134,7 @@ def sign_decision(
         decision=decision,
         arguments_sha256=arguments_sha256(args, kwargs, edited_arguments),
         answer_sha256=answer_sha256(answer) if has_answer else None,
+        rollback=rollback,
     )
     return unsigned.model_copy(update={"signature": keys.sign(private_key, signed_document(unsigned))})
 

@@ -34,6 +34,8 @@ class Offer:
     edited: dict[str, Any] | None = None
     answer: Any = None
     answered: bool = False
+    #: "Deny and roll back" (issue 47).
+    rollback: bool = False
 
 
 @dataclass
@@ -78,6 +80,9 @@ class CallTally:
             return f"signed for call {sig.call_id}, not call {self.call_id} (replayed from another call?)"
         if sig.decision != offer.kind:
             return f"signed as {sig.decision}, sent as {offer.kind}"
+        if sig.rollback != offer.rollback:
+            signed, sent = ("deny and roll back", "a plain deny") if sig.rollback else ("a plain deny", "deny and roll back")
+            return f"signed as {signed}, sent as {sent}"
         if sig.arguments_sha256 != arguments_sha256(self.args, self.kwargs, offer.edited):
             return "signed over other arguments than the ones this decision approves"
         has_answer = offer.answered or offer.kind == "answer"

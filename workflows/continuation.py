@@ -16,6 +16,7 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 from codemode.activities.models import CallRequest, CheckpointRef, SegmentRef, StepResult
+from codemode.activities.undo_records import UndoLog
 from codemode.runtimes.journal_replay import JournalEntry
 from codemode.runtimes.types import Determinism
 from codemode.workflows.models import ApprovalRecord, IgnoredSignal, ToolCallRecord
@@ -57,3 +58,5 @@ class Continuation(BaseModel):
     tail_bytes: int = 0
     #: The usage of the runs before (``workflows/usage.py``).
     usage: SandboxUsage | None = None
+    #: The log of applied calls (issue 47): small (ids, compensations, results up to 64 KB).
+    undo: UndoLog | None = None

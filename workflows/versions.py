@@ -29,7 +29,8 @@ GENERATION_PATCH = "generation-43"
 #: Every generation, oldest first. A change that alters the commands a run issues (or how it
 #: judges what the history holds) gets a new name appended here and is asked with
 #: ``Versions.since(name)``; a new run records only the newest marker (two events).
-GENERATIONS: tuple[str, ...] = (GENERATION_PATCH,)
+#: generation-47 (issue 47): the log of applied calls, rollbacks, "deny and roll back".
+GENERATIONS: tuple[str, ...] = (GENERATION_PATCH, "generation-47")
 
 
 class Versions:

@@ -123,7 +123,10 @@ class CliTools:
                 argv, cwd=s.cwd, env=s.env, stdin=stdin, timeout=s.timeout, max_output=s.max_output
             )
         except CommandTimedOut as err:
-            raise ToolFailure("TimeoutError", f"{spec.name}: `{shown}` {err}", retryable=False) from None
+            # It ran, and was stopped: whatever it did so far stays (a rollback reconciles it).
+            raise ToolFailure(
+                "TimeoutError", f"{spec.name}: `{shown}` {err}", retryable=False, indeterminate=True
+            ) from None
         except OSError as err:
             call_attempts.note_unsent(UNSENT, attempt)
             raise ToolFailure(

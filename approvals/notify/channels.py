@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp
 
 from codemode.approvals.notify.config import Email, NotifyConfig, Webhook
-from codemode.approvals.notify.events import NotifyRequest, code_text, event_body, headline
+from codemode.approvals.notify.events import NotifyRequest, code_text, event_body, headline, undo_lines
 from codemode.approvals.notify.signing import SIGNATURE_HEADER, LinkClaim, make_link_token, sign_webhook
 
 #: How long one attempt at a receiver may take.
@@ -78,6 +78,8 @@ def slack_message(req: NotifyRequest, links: dict[str, str]) -> dict[str, Any]:
     lines = [f"*{headline(req)}*", f"Execution `{req.execution_id}`, call `{req.call_id}`"]
     if req.deadline is not None and req.event in ("approval.requested", "approval.reminder"):
         lines.append(f"Decide before {req.deadline.isoformat(timespec='minutes')}")
+    if req.undo is not None and req.event in ("approval.requested", "approval.reminder"):
+        lines += undo_lines(req.undo)
     blocks: list[dict[str, Any]] = [
         {"type": "section", "text": {"type": "mrkdwn", "text": "\n".join(lines)}},
         {"type": "section", "text": {"type": "mrkdwn", "text": f"```{code_text(req.code)}```"}},
@@ -112,6 +114,8 @@ def email_text(req: NotifyRequest, links: dict[str, str]) -> str:
             f"Decision: {d.decision} by {d.by or 'nobody'} via {d.door or '?'}"
             + (f": {d.comment}" if d.comment else "")
         )
+    if req.undo is not None:
+        parts += undo_lines(req.undo)
     parts += ["", "The code (> marks the call):", code_text(req.code), ""]
     for key, label in (("approve", "Approve"), ("deny", "Deny"), ("inbox", "Open in the inbox")):
         if key in links:

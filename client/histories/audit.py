@@ -188,7 +188,7 @@ class _Builder:
         elif kind == "activity_task_scheduled_event_attributes":
             attrs = e.activity_task_scheduled_event_attributes
             name = attrs.activity_type.name
-            if name in names.NOT_TOOLS:
+            if names.not_a_tool(name):
                 self.activities[(self.run, e.event_id)] = (name, None)
                 if name == names.APPROVAL_GATE:
                     self.signed.scheduled(self.run, e.event_id, await decode(attrs.input))

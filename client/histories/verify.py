@@ -83,7 +83,7 @@ class _Fold:
                 inp = _as(GateInput, await self.decode(attrs.input, GateInput))
                 if inp is not None:
                     self.scheduled[(self.run, e.event_id)] = (name, inp)
-            elif name not in names.NOT_TOOLS:
+            elif not names.not_a_tool(name):
                 tool_input = _as(ToolInput, await self.decode(attrs.input, ToolInput))
                 if tool_input is not None and tool_input.call_id not in self.ran:
                     self.ran[tool_input.call_id] = tool_input
