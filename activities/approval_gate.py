@@ -13,7 +13,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from codemode.activities import names
-from codemode.activities.tools import ToolRegistry
+from codemode.activities.tools import COMPENSATE_PREFIX, ToolRegistry
 from codemode.approvals import approvers_file as config
 from codemode.approvals.gate import ApprovalGate, GateInput
 
@@ -41,15 +41,16 @@ class ApproverActivities:
             file = config.load(self.path)
         except config.ApproversFileError as err:
             raise ApplicationError(str(err), type=BROKEN_FILE) from None
-        gate = file.gate(inp.tool, self._named(inp))
+        gate = _gate(file, inp.tool, self._named(inp))
         gate.execution_id, gate.call_id, gate.notify = inp.execution_id, inp.call_id, self.notify
         return gate
 
     def _named(self, inp: GateInput) -> dict[str, Any]:
         """The call's arguments by parameter name (positional ones bound to the tool's
-        signature when the registry knows it)."""
-        if self.registry is not None and inp.tool in self.registry:
-            signature = self.registry[inp.tool].signature
+        signature when the registry knows it; a compensation's: its call's)."""
+        tool = inp.tool.removeprefix(COMPENSATE_PREFIX)
+        if self.registry is not None and tool in self.registry:
+            signature = self.registry[tool].signature
             try:
                 bound = signature.bind(inp.args, inp.kwargs)
             except (TypeError, ValueError):
@@ -60,6 +61,18 @@ class ApproverActivities:
                         bound = {**bound.pop(p.name), **bound}
                 return bound
         return {**{f"arg{i}": v for i, v in enumerate(inp.args)}, **inp.kwargs}
+
+
+def _gate(file: config.ApproversFile, tool: str, named: dict[str, Any]) -> ApprovalGate:
+    """The file as it applies to a call of ``tool``. A compensation (``compensate:<tool>``, issue
+    47) is decided under a rule that names it (``[tools."compensate:transfer"]``) when the file has
+    one, else under its tool's own rule: whoever may approve a transfer may approve its refund."""
+    base = tool.removeprefix(COMPENSATE_PREFIX)
+    if base == tool or file.rule_for(tool)[0].startswith("tools."):
+        return file.gate(tool, named)
+    gate = file.gate(base, named)
+    gate.tool = tool
+    return gate
 
 
 def resolve_path(approvers: str | os.PathLike[str] | None) -> Path | None:

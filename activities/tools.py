@@ -345,6 +345,12 @@ class ToolSpec:
         return await asyncio.to_thread(self.fn, *positional, **keywords)
 
 
+def _undo_helpers(options: ToolOptions | None) -> list[Any]:
+    if options is None:
+        return []
+    return [h for h in (options.compensate.fn if options.compensate else None, options.reconcile) if h is not None]
+
+
 def _validator_for(fn: Callable[..., Any], name: str) -> Any:
     sig = inspect.signature(fn)
     try:
@@ -449,16 +455,21 @@ class ToolRegistry:
 
     @classmethod
     def from_module(cls, module: str | types.ModuleType, *, mcp: Any = None) -> ToolRegistry:
-        """Every public function defined in the module (not imported into it); with ``mcp``
-        (started ``codemode.activities.mcp_tools.McpServers``), their tools too."""
+        """Every public function defined in the module (not imported into it), but the
+        compensations and reconciles its tools name; with ``mcp`` (started
+        ``codemode.activities.mcp_tools.McpServers``), their tools too."""
         mod = importlib.import_module(module) if isinstance(module, str) else module
         registry = cls()
-        for attr, obj in vars(mod).items():
-            if attr.startswith("_") or not inspect.isfunction(obj):
-                continue
-            if obj.__module__ != mod.__name__:
-                continue
-            registry.register(obj)
+        found = [
+            obj
+            for attr, obj in vars(mod).items()
+            if not attr.startswith("_") and inspect.isfunction(obj) and obj.__module__ == mod.__name__
+        ]
+        # A tool's compensation or reconcile defined beside it is not a tool of its own.
+        helpers = {id(h) for f in found for h in _undo_helpers(getattr(f, "__codemode_tool__", None))}
+        for obj in found:
+            if id(obj) not in helpers:
+                registry.register(obj)
         if not registry._tools:
             raise ValueError(f"module {mod.__name__!r} defines no public functions to use as tools")
         if mcp is not None:

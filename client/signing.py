@@ -54,10 +54,11 @@ class Signer:
         edited_arguments: dict[str, Any] | None = None,
         answer: Any = None,
         answered: bool = False,
+        rollback: bool = False,
     ) -> DecisionSignature:
         """Sign ``decision`` on ``call``. ``edited_arguments``: the person's edits; the
         signature covers the whole arguments the call then runs with (the asked ones by name,
-        edited), as the workflow checks it."""
+        edited), as the workflow checks it. ``rollback``: "deny and roll back"."""
         if edited_arguments is not None:
             edited_arguments = {**(call.arguments or {}), **edited_arguments}
         return sign_decision(
@@ -72,6 +73,7 @@ class Signer:
             answer=answer,
             answered=answered,
             on_behalf_of=self.on_behalf_of,
+            rollback=rollback,
         )
 
 
@@ -152,6 +154,7 @@ async def sign_pending(
     edited_arguments: dict[str, Any] | None = None,
     answer: Any = None,
     answered: bool = False,
+    rollback: bool = False,
 ) -> DecisionSignature | None:
     """``signer``'s signature of ``decision`` on the waiting call (None without a signer, or
     when the call does not wait: the decision is then refused as not pending). ``edited_arguments``:
@@ -162,4 +165,6 @@ async def sign_pending(
     call = await pending_call(handle, call_id)
     if call is None:
         return None
-    return signer.sign(handle.id, call, decision, edited_arguments=edited_arguments, answer=answer, answered=answered)
+    return signer.sign(
+        handle.id, call, decision, edited_arguments=edited_arguments, answer=answer, answered=answered, rollback=rollback
+    )

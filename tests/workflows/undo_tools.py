@@ -5,6 +5,7 @@ test sees each attempt across worker processes."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
@@ -29,7 +30,7 @@ def _ledger(kind: str, key: str, **extra: Any) -> None:
             os.fsync(f.fileno())
 
 
-def ledger_lines() -> list[dict[str, Any]]:
+def _ledger_lines() -> list[dict[str, Any]]:
     path = os.environ.get("CODEMODE_TEST_LEDGER")
     if not path or not os.path.exists(path):
         return []
@@ -104,7 +105,7 @@ def note(to: str) -> str:
 def _was_booked(args: dict[str, Any]) -> Reconciled:
     key = current_call().idempotency_key
     _event("reconcile", slot=args["slot"])
-    done = [line for line in ledger_lines() if line["kind"] == "book" and line["key"] == key]
+    done = [line for line in _ledger_lines() if line["kind"] == "book" and line["key"] == key]
     return Reconciled(applied=bool(done), result={"slot": args["slot"], "booking": key} if done else None)
 
 
@@ -119,26 +120,26 @@ def _unbook(args: dict[str, Any], result: dict[str, Any]) -> None:
     compensate=_unbook,
     reconcile=_was_booked,
 )
-def book(slot: str, seconds: float = 0.0, before: bool = False) -> dict:
+async def book(slot: str, seconds: float = 0.0, before: bool = False) -> dict:
     """Books a slot; slow when asked (a worker can be killed while it runs). ``before``: the
     booking is written before the wait (applied), else after it (not applied if killed)."""
     key = current_call().idempotency_key
     _event("call", slot=slot)
     if before:
         _ledger("book", key, slot=slot)
-    time.sleep(seconds)
+    await asyncio.sleep(seconds)
     if not before:
         _ledger("book", key, slot=slot)
     return {"slot": slot, "booking": key}
 
 
 @tool(timeout=timedelta(seconds=3), max_attempts=1, compensate=_unbook)
-def book_blind(slot: str, seconds: float = 0.0) -> dict:
+async def book_blind(slot: str, seconds: float = 0.0) -> dict:
     """Like ``book`` without a reconcile: an interrupted call is reported, never undone blindly."""
     key = current_call().idempotency_key
     _event("call", slot=slot)
     _ledger("book", key, slot=slot)
-    time.sleep(seconds)
+    await asyncio.sleep(seconds)
     return {"slot": slot, "booking": key}
 
 
