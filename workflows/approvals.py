@@ -518,6 +518,7 @@ def _offer(decision: Decision, edited: dict[str, Any] | None) -> Offer:
         edited=edited,
         answer=decision.answer.value if decision.answer is not None else None,
         answered=answered,
+        rollback=decision.rollback,
     )
 
 

@@ -187,7 +187,7 @@ def _check(
     )
     problems = checked.problems
     gate, asked = fold.gates.get(call_id), fold.asked.get(call_id)
-    if record.decision == "timed_out":
+    if record.decision in ("timed_out", "withdrawn"):  # nobody decided (withdrawn: the run rolled back)
         return checked
     if gate is None or not gate.configured:
         if record.signatures or record.rule:
