@@ -115,6 +115,8 @@ class CellRecipe(CompactModel):
     #: Its journal (the tool results) in the store; None when it made no calls.
     journal: SegmentRef | None = None
     raised: bool = False
+    #: Its number in the session (None: recorded before a session could roll back, issue 47).
+    index: int | None = None
 
 
 class SessionRecipe(CompactModel):

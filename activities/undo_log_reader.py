@@ -11,7 +11,7 @@ rollback of the same run is asked too: what it compensated stays compensated.
 from __future__ import annotations
 
 from temporalio import activity
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError
 
 from . import names
@@ -37,11 +37,23 @@ async def read_undo_log(inp: ReadUndoLog) -> UndoLog:
             non_retryable=True,
         )
     log = await handle.query(UNDO_LOG_QUERY, result_type=UndoLog)
-    if inp.rollback_id and inp.previous_run:
-        earlier = await client.get_workflow_handle(inp.rollback_id, run_id=inp.previous_run).query(
+    previous = inp.previous_run
+    if inp.rollback_id and previous is None:  # (a session's rollback does not know it: look)
+        previous = await _latest_closed(client, inp.rollback_id)
+    if inp.rollback_id and previous:
+        earlier = await client.get_workflow_handle(inp.rollback_id, run_id=previous).query(
             UNDO_LOG_QUERY, result_type=UndoLog
         )
         done = {e.call_id: e for e in earlier.entries if e.state in SETTLED}
         log.entries = [done.get(e.call_id, e) for e in log.entries]
     log.rollback = None
     return log
+
+
+async def _latest_closed(client: Client, workflow_id: str) -> str | None:
+    """The run id of the latest closed run of ``workflow_id`` (None: it never ran before)."""
+    latest = None
+    async for wf in client.list_workflows(f'WorkflowId = "{workflow_id}" AND ExecutionStatus != "Running"'):
+        if latest is None or (wf.close_time and latest.close_time and wf.close_time > latest.close_time):
+            latest = wf
+    return latest.run_id if latest is not None else None

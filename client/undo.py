@@ -25,11 +25,12 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from codemode.client.executions import start_execution
-from codemode.client.requests import starter
+from codemode.client.requests import search_attributes_registered, starter
 from codemode.workflows.models import CodeExecutionRequest, ExecutionOutcome, RollbackOf, RollbackRequest
+from codemode.workflows.session_models import SessionRollback, SessionRolledBack, session_workflow_id
 from codemode.workflows.undo_run import ROLLBACK_PREFIX, rollback_id
 
-__all__ = ("ROLLBACK_PREFIX", "RollbackRefused", "roll_back", "rollback_id", "start_rollback")
+__all__ = ("ROLLBACK_PREFIX", "RollbackRefused", "roll_back", "roll_back_session", "rollback_id", "start_rollback")
 
 
 class RollbackRefused(ValueError):
@@ -99,3 +100,36 @@ async def roll_back(client: Client, execution_id: str, **kwargs: Any) -> Executi
     """Roll ``execution_id`` back and wait for the outcome (``start_rollback``'s arguments)."""
     handle = await start_rollback(client, execution_id, **kwargs)
     return await handle.result()
+
+
+async def roll_back_session(
+    client: Client,
+    name: str,
+    before: int,
+    *,
+    by: str | None = None,
+    reason: str | None = None,
+    order: Literal["reverse", "parallel"] = "reverse",
+    door: str | None = None,
+) -> SessionRolledBack:
+    """Roll session ``name`` back to before cell ``before``: the calls of that cell and every later
+    one are compensated (newest cell first, each by a rollback of its own), and the namespace goes
+    back to where it was before it (its next cell rebuilds it). Refused (``RollbackRefused``) while
+    a cell runs or waits, or past what the session can rebuild."""
+    ask = SessionRollback(
+        before=before,
+        by=(by or starter() or "").strip() or "anonymous",
+        reason=reason,
+        door=door,
+        order=order,
+        index_search_attributes=await search_attributes_registered(client),
+    )
+    handle = client.get_workflow_handle(session_workflow_id(name))
+    try:
+        return await handle.execute_update("rollback", ask, result_type=SessionRolledBack)
+    except WorkflowUpdateFailedError as err:
+        raise RollbackRefused(str(err.cause or err)) from None
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise RollbackRefused(f"no open session {name!r}") from None
+        raise
