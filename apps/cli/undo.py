@@ -25,7 +25,9 @@ if TYPE_CHECKING:
 @click.option("--by", default=None, help="Who asks [default: the OS user]; recorded with the rollback.")
 @click.option("--reason", default=None, help="Why, recorded with the rollback.")
 @click.option("--parallel", is_flag=True, help="Run the compensations all at once instead of newest first.")
-@click.option("--no-wait", "no_wait", is_flag=True, help="Ask for the rollback and return (follow with `codemode result`).")
+@click.option(
+    "--no-wait", "no_wait", is_flag=True, help="Ask for the rollback and return (follow with `codemode result`)."
+)
 @json_option
 @connection_options
 def rollback(

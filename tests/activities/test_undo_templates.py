@@ -52,7 +52,9 @@ def test_configs_check_what_a_compensation_names() -> None:
     with pytest.raises(CliConfigError, match="compensate.commit names 'revert', which is not in allow"):
         load_cli_config({"cliTools": {"git": {"allow": ["commit"], "compensate": {"commit": {"tool": "revert"}}}}})
     with pytest.raises(CliConfigError, match="compensate names 'push'"):
-        load_cli_config({"cliTools": {"git": {"allow": ["commit", "revert"], "compensate": {"push": {"tool": "revert"}}}}})
+        load_cli_config(
+            {"cliTools": {"git": {"allow": ["commit", "revert"], "compensate": {"push": {"tool": "revert"}}}}}
+        )
     with pytest.raises(McpConfigError, match="compensate"):
         load_mcp_config(
             {"mcpServers": {"fs": {"command": "x", "tools": {"settings": {"w": {"compensate": {"tol": "m"}}}}}}}
@@ -74,7 +76,12 @@ def test_python_tools_say_they_can_be_undone() -> None:
     registry = ToolRegistry([pay, read])
     spec = registry["pay"].undo_spec()
     assert spec is not None
-    assert (spec.activity, spec.label, spec.max_attempts, spec.requires_approval) == ("compensate:pay", "refund", 7, True)
+    assert (spec.activity, spec.label, spec.max_attempts, spec.requires_approval) == (
+        "compensate:pay",
+        "refund",
+        7,
+        True,
+    )
     assert registry["read"].undo_spec() is None
     shown = registry.signatures()
     assert "Can be undone: a rollback runs its compensation (refund)." in shown["pay"].description

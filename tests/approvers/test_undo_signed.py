@@ -43,7 +43,9 @@ async def test_deny_and_roll_back_is_signed_as_such(client, task_queue, tmp_path
         # A plain denial's signature does not carry a rollback, nor the other way round.
         plain = ana.sign(handle.id, call, "deny")
         with pytest.raises(WorkflowUpdateFailedError) as refused:
-            await decide(handle, Decision(call_id=call.call_id, approve=False, by="ana", signature=plain, rollback=True))
+            await decide(
+                handle, Decision(call_id=call.call_id, approve=False, by="ana", signature=plain, rollback=True)
+            )
         assert "signed as a plain deny, sent as deny and roll back" in str(refused.value.cause)
         rolling = ana.sign(handle.id, call, "deny", rollback=True)
         with pytest.raises(WorkflowUpdateFailedError) as refused:
@@ -82,7 +84,9 @@ async def test_a_compensation_that_asks_waits_for_a_signed_decision(client, task
         assert undo.signed and undo.tool == "compensate:order"
         # Four eyes: ana started the run, so her approval of its compensation does not count.
         with pytest.raises(WorkflowUpdateFailedError) as refused:
-            await decide(handle, Decision(call_id="undo-1", approve=True, by="ana", signature=ana.sign(handle.id, undo)))
+            await decide(
+                handle, Decision(call_id="undo-1", approve=True, by="ana", signature=ana.sign(handle.id, undo))
+            )
         assert "four eyes" in str(refused.value.cause)
         with pytest.raises(WorkflowUpdateFailedError) as refused:
             await decide(handle, Decision(call_id="undo-1", approve=True, by="bob"))
@@ -90,7 +94,7 @@ async def test_a_compensation_that_asks_waits_for_a_signed_decision(client, task
         record = await decide(
             handle, Decision(call_id="undo-1", approve=True, by="bob", signature=bob.sign(handle.id, undo))
         )
-        assert record.decision == "approved" and record.rule == 'tools.compensate:order'
+        assert record.decision == "approved" and record.rule == "tools.compensate:order"
         outcome = await asyncio.wait_for(handle.result(), 60)
     (entry,) = outcome.undo.entries
     assert entry.state == "compensated" and entry.approval is not None and entry.approval.by == "bob"

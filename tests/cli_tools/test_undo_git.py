@@ -26,7 +26,9 @@ def undoable_git(repo: Path) -> dict:
         allow=["log", "status", "add", "commit", "revert"],
         approval={"commit": "never", "revert": "never", "*": "never"},
         flags={"revert": {"no_edit": "bool"}},  # git's help spells it --[no-]edit
-        compensate={"commit": {"tool": "revert", "arguments": {"commit": "{result.stdout|re:([0-9a-f]+)\\]}", "no_edit": True}}},
+        compensate={
+            "commit": {"tool": "revert", "arguments": {"commit": "{result.stdout|re:([0-9a-f]+)\\]}", "no_edit": True}}
+        },
     )
 
 

@@ -228,3 +228,16 @@ async def test_undo_log_query_and_old_runs_refuse(client, task_queue, undo_worke
 
 def unique() -> str:
     return uuid.uuid4().hex[:6]
+
+
+async def test_the_framework_adapters_core_rolls_back(client, task_queue, undo_worker, events_file, ledger) -> None:
+    from codemode.integrations.run_code import RunCode
+
+    core = RunCode(UNDO_TOOLS, client=client, task_queue=task_queue, id_prefix=f"undo-{unique()}")
+    done = await asyncio.wait_for(core.outcome("transfer('ann', 1)\n'ok'", "call-1"), 60)
+    assert done["success"] and done["undo"] == [
+        {"call_id": "1", "summary": "transfer(to='ann', amount=1)", "state": "applied"}
+    ]
+    undone = await asyncio.wait_for(core.rollback(done["execution_id"], reason="by mistake"), 60)
+    assert undone["success"] and [u["state"] for u in undone["undo"]] == ["compensated"]
+    assert undone["execution_id"] == f"rollback:{done['execution_id']}"

@@ -83,8 +83,10 @@ async def test_sigkill_during_rollback_compensates_each_call_once(
         # Killed once the newest call's refund is done and the next one is inside its compensation.
         await until(
             events_file,
-            lambda es: any(e["event"] == "compensated" and e["to"] == "cy" for e in es)
-            and any(e["event"] == "compensate" and e["to"] == "bob" for e in es),
+            lambda es: (
+                any(e["event"] == "compensated" and e["to"] == "cy" for e in es)
+                and any(e["event"] == "compensate" and e["to"] == "bob" for e in es)
+            ),
             "the second compensation under way",
         )
         first.send_signal(signal.SIGKILL)
