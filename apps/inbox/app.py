@@ -161,6 +161,8 @@ class Inbox:
         except (DecisionRefused, SigningRefused) as err:
             return await self._refused(request, f"Nothing was decided: {err}")
         verb = "Answered" if decision.answer is not None else "Approved" if decision.approve else "Denied"
+        if decision.rollback:
+            verb = "Denied and rolled back"
         later = "" if record is not None else " No worker is running: it takes effect when one starts."
         if request.path.startswith("/link/"):
             return views.message(
@@ -230,10 +232,10 @@ def _decision_from_form(form: Any, call_id: str, identity: str) -> Decision:
     base = {"call_id": call_id, "by": identity, "comment": comment or None, "door": "inbox"}
     if action == "approve":
         return Decision(approve=True, **base)
-    if action == "deny":
+    if action in ("deny", "deny_rollback"):
         if not comment:
             raise ValueError("say why it is denied: the code sees the reason")
-        return Decision(approve=False, **base)
+        return Decision(approve=False, rollback=action == "deny_rollback", **base)
     if action == "edit":
         arguments = _json_field(form, "arguments", "the arguments")
         if not isinstance(arguments, dict):
@@ -241,7 +243,7 @@ def _decision_from_form(form: Any, call_id: str, identity: str) -> Decision:
         return Decision(approve=True, arguments=arguments, **base)
     if action == "answer":
         return Decision(approve=True, answer=Answer(value=_json_field(form, "result", "the result")), **base)
-    raise ValueError("unknown action: approve, deny, edit or answer")
+    raise ValueError("unknown action: approve, deny, deny_rollback, edit or answer")
 
 
 def _json_field(form: Any, name: str, what: str) -> Any:

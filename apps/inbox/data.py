@@ -29,10 +29,22 @@ class PendingRow:
     asked_at: datetime | None
     deadline: datetime | None
     line: int | None = None
+    #: What undo means for the call (issue 47), from the memo: ``can_undo``, ``undo_label``,
+    #: ``would_compensate`` (earlier calls, newest first), ``would_compensate_count``; None:
+    #: a run that cannot roll back.
+    undo: dict[str, Any] | None = None
 
     @property
     def left(self) -> str:
         return time_left(self.deadline)
+
+
+def undo_of(entry: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The undo part of a memo entry (None when the run cannot roll back)."""
+    if not entry or entry.get("can_undo") is None:
+        return None
+    keys = ("can_undo", "undo_label", "would_compensate", "would_compensate_count")
+    return {k: entry.get(k) for k in keys} | {"would_compensate": entry.get("would_compensate") or []}
 
 
 @dataclass
@@ -45,6 +57,7 @@ class CallView:
     asked_at: datetime | None = None
     deadline: datetime | None = None
     earlier: list[CallAudit] = field(default_factory=list)
+    undo: dict[str, Any] | None = None
 
     @property
     def left(self) -> str:
@@ -112,6 +125,7 @@ async def pending_calls(client: Client, tool: str | None = None) -> list[Pending
                     asked_at=_when(e.get("asked_at")) or wf.start_time,
                     deadline=_when(e.get("deadline")),
                     line=e.get("line"),
+                    undo=undo_of(e),
                 )
             )
     rows.sort(key=lambda r: r.asked_at or datetime.min.replace(tzinfo=UTC), reverse=True)
@@ -149,6 +163,7 @@ async def call_view(client: Client, execution_id: str, call_id: str) -> CallView
         asked_at=_when(entry.get("asked_at")) if entry else None,
         deadline=_when(entry.get("deadline")) if entry else None,
         earlier=earlier,
+        undo=undo_of(entry),
     )
 
 

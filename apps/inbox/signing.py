@@ -62,4 +62,5 @@ async def sign_for_person(handle: WorkflowHandle[Any, Any], decision: Decision, 
         edited_arguments=decision.arguments,
         answer=decision.answer.value if decision.answer is not None else None,
         answered=answered,
+        rollback=decision.rollback,
     )
