@@ -210,6 +210,8 @@ def audit_lines(audit: ExecutionAudit) -> list[str]:
             text = ("✓ " if audit.success else "✗ ") + text
         elif ev.kind == "failed":
             text = f"✗ {text}"
+        elif ev.kind == "undo":
+            text = f"↩ {text}"
         lines.append(f"  {_clock(ev.at)}  {text}")
     still = [c for c in audit.calls if c.status not in FINAL_CALL_STATES]
     if still and audit.status == "running":
@@ -217,5 +219,6 @@ def audit_lines(audit: ExecutionAudit) -> list[str]:
         lines += ["    " + call_line(c) for c in still]
     if audit.success and audit.output is not None:
         lines.append(f"  output: {short(audit.output, 200)}")
+    lines += [f"  {u}" for u in undo_lines(audit.undo)]
     lines += [f"  {u}" for u in usage_lines(audit)]
     return lines

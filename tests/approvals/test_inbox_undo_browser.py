@@ -49,7 +49,7 @@ async def test_the_inbox_shows_can_be_undone_and_denies_and_rolls_back(
         page = await context.new_page()
         try:
             run = await start_execution(client, CodeExecutionRequest(code=CODE), task_queue=task_queue)
-            (pending,) = (await parked(run)).pending_approvals
+            await parked(run)
             other = await start_execution(client, CodeExecutionRequest(code="ask('lunch?')"), task_queue=task_queue)
             await parked(other)
             await page.goto(inbox.url + "/")

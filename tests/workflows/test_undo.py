@@ -13,6 +13,8 @@ import pytest
 from temporalio.client import WorkflowUpdateFailedError
 
 from codemode.activities import ToolRegistry
+from codemode.client import display
+from codemode.client.histories.audit import fetch_audit
 from codemode.client.executions import start_execution
 from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.models import (
@@ -110,6 +112,15 @@ async def test_deny_and_roll_back_compensates_newest_first(
         ("compensate:transfer", "compensate-2"),
         ("compensate:transfer", "compensate-1"),
     ]
+    # codemode history shows each compensation in the timeline, and the log.
+    audit = await fetch_audit(client, handle.id)
+    assert [ev.text for ev in audit.events if ev.kind == "undo"] == [
+        f"compensated call {c} (transfer)" for c in ("3", "2", "1")
+    ]
+    assert audit.undo is not None and audit.undo.count("compensated") == 3
+    lines = display.audit_lines(audit)
+    assert any("↩ compensated call 3 (transfer)" in line for line in lines)
+    assert any(line.strip().startswith("undo: denied and rolled back by ops: wrong account") for line in lines)
 
 
 async def test_failing_compensations_do_not_stop_the_others(
