@@ -26,6 +26,12 @@ then the review with its notifications (local activities), edited and answered d
 (issue 43, ``workflows/versions.py``); ``gen43-held-*``: decisions held until their call waits,
 ``gen43-notices-*``: notices started by an activity, only on a worker with a channel (recorded by
 tests/workflows/test_replay_stress.py with CODEMODE_RECORD_HISTORIES=gen43).
+``gen47-*.json``, ``gen47py-*.json``: every scenario again once runs record generation-47 (issue 47:
+the log of applied calls; recorded here and by test_replay_stress.py with CODEMODE_RECORD_HISTORIES=gen47).
+``undo-*.json``, ``undopy-*.json``: rollbacks (deny and roll back, the rollback Update with failing and
+retried compensations, in parallel, a compensation approved by a person, on_failure after an error
+and a cancellation, and the rollback of an ended run as a run of its own), recorded by
+tests/workflows/test_undo_replay.py with CODEMODE_RECORD_UNDO_HISTORIES=1.
 ``park0-*.json``: e2b and modal runs parked on an approval before ``sandbox_park`` existed (one
 ``sandbox_release`` that asked for a pause); ``park-*.json``: after it (``PARK_PATCH``): a
 docker and an e2b sandbox paused, a blaxel one in standby, a modal sandbox released after its grace period and the run
