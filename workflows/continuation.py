@@ -35,6 +35,21 @@ class Cursor(BaseModel):
     superseded: CheckpointRef | None = None
 
 
+def can_fuse(cursor: Cursor, local: bool) -> bool:
+    """Whether the next call's tool activity can run the step after it: a step waiting
+    for exactly one call, of a snapshot runtime (any worker can continue it) or of a live
+    process a worker keeps (that worker runs it; elsewhere the activity leaves it to the
+    workflow's own step, on that worker's queue, which is what a run recorded before
+    issue 28 did, so its history replays). Decided from recorded data only, so no patch
+    marker (and no search-attribute upsert) per run."""
+    step = cursor.step
+    if len(cursor.remaining) != 1 or cursor.answers:
+        return False
+    if step.session_id:
+        return step.session_queue is not None
+    return local and (step.checkpoint is not None or step.live is not None)
+
+
 class Continuation(BaseModel):
     started_at: datetime
     #: Run ids of the runs before this one, oldest first (the audit follows the chain).

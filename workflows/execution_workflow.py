@@ -40,7 +40,7 @@ with workflow.unsafe.imports_passed_through():
     from codemode.workflows.approvals import Approvals, permission_error, summary
     from codemode.workflows.call_outcomes import final_details
     from codemode.workflows.call_window import call_window
-    from codemode.workflows.continuation import Continuation, Cursor
+    from codemode.workflows.continuation import Continuation, Cursor, can_fuse
     from codemode.workflows.earlier_runs import all_calls, store_cell_journal, store_run
     from codemode.workflows.models import (
         RUNTIME_KEY,
@@ -268,6 +268,7 @@ class CodeExecutionWorkflow:
             await self._release(start)
             if await settle(self._undo, req, self._set_state, failed=True, cause="cancelled"):
                 self._set_state("cancelled")
+                await workflow.wait_condition(workflow.all_handlers_finished)  # (approvals closed above)
             raise
         self._error = error
         final: ExecutionState = "completed" if success else "timed_out" if error and error.kind == "timeout" else "failed"
@@ -328,7 +329,7 @@ class CodeExecutionWorkflow:
                 return True, step.result.output, None
             if step.kind == "error":
                 return False, None, step.error
-            if self._can_fuse(cursor, local):
+            if can_fuse(cursor, local):
                 # The step waits for one call: its tool activity runs the step after it too.
                 # A history written before this existed has no step in any tool's result, so
                 # it replays on the path below (the workflow's own resume step), unpatched.
@@ -403,20 +404,6 @@ class CodeExecutionWorkflow:
             step = await self._resume(resume, cursor.step, start, local=local, timeout=timeout)
             cursor = self._take(step, superseded=resume.checkpoint)
             fused_before = False
-
-    def _can_fuse(self, cursor: Cursor, local: bool) -> bool:
-        """Whether the next call's tool activity can run the step after it: a step waiting
-        for exactly one call, of a snapshot runtime (any worker can continue it) or of a live
-        process a worker keeps (that worker runs it; elsewhere the activity leaves it to the
-        workflow's own step, on that worker's queue, which is what a run recorded before
-        issue 28 did, so its history replays). Decided from recorded data only, so no patch
-        marker (and no search-attribute upsert) per run."""
-        step = cursor.step
-        if len(cursor.remaining) != 1 or cursor.answers:
-            return False
-        if step.session_id:
-            return step.session_queue is not None
-        return local and (step.checkpoint is not None or step.live is not None)
 
     def _step_begins(self) -> None:
         self._usage.step_began()

@@ -68,7 +68,8 @@ async def settle(
 ) -> bool:
     """After the code stopped: roll back when someone asked, or when it ``failed`` and the request
     says ``on_failure="compensate"`` (``cause``: what ended it). From here on no rollback is
-    accepted (``codemode rollback`` then starts a rollback of its own). Whether it rolled back."""
+    accepted (``codemode rollback`` then starts a rollback of its own). Whether it rolled back.
+    (The caller lets the rollback Updates answer, once no held decision can wait any more.)"""
     if not undo.on:
         return False
     if not undo.requested and failed and req.on_failure == "compensate" and undo.would_compensate():
@@ -78,7 +79,6 @@ async def settle(
     if not undo.requested:
         return False
     await undo.roll_back(workflow.info().workflow_id, req.approval_timeout, set_state)
-    await workflow.wait_condition(workflow.all_handlers_finished)  # the rollback Updates answer
     return True
 
 
@@ -111,6 +111,7 @@ async def rollback_execution(
         error = ErrorInfo(type="RollbackIncomplete", message=f"not everything was undone: {which}", kind="rolled_back")
     set_state("rolled_back" if not left else "failed")
     await undo.approvals.notices.settled()
+    undo.approvals.close("the rollback ended before the call waited for a decision")
     await workflow.wait_condition(workflow.all_handlers_finished)
     return ExecutionOutcome(
         execution_id=info.workflow_id,
