@@ -91,13 +91,6 @@ class UndoLog(CompactModel):
     def count(self, state: str) -> int:
         return sum(1 for e in self.entries if e.state == state)
 
-    @property
-    def undoable(self) -> list[UndoEntry]:
-        """What a rollback would compensate (newest first): applied, or unknown with a reconcile
-        to ask, or a compensation that failed before (tried again)."""
-        out = [e for e in self.entries if e.state in ("applied", "failed") or (e.state == "indeterminate")]
-        return list(reversed(out))
-
 
 class RollbackRequest(BaseModel):
     """Ask a run to roll back (the execution's ``rollback`` Update, or a rollback execution

@@ -252,3 +252,18 @@ async def test_the_framework_adapters_core_rolls_back(client, task_queue, undo_w
     undone = await asyncio.wait_for(core.rollback(done["execution_id"], reason="by mistake"), 60)
     assert undone["success"] and [u["state"] for u in undone["undo"]] == ["compensated"]
     assert undone["execution_id"] == f"rollback:{done['execution_id']}"
+
+
+async def test_large_results_are_kept_as_text_or_said_too_large(client, task_queue, undo_worker, events_file, ledger) -> None:
+    # 300 lines (~31 KB): passed on as JSON text, kept for the compensation; 1000 (~100 KB): too large.
+    code = "receipt(300)\nreceipt(1000)\nask('x')"
+    handle = await start_execution(client, CodeExecutionRequest(code=code), task_queue=task_queue)
+    status = await wait_for_state(handle, "awaiting_approval", timeout=60)
+    kept, dropped = status.undo.entries
+    assert kept.state == "applied" and kept.result is None and kept.result_json is not None
+    assert dropped.state == "cannot_undo" and "larger than" in (dropped.why or "")
+    assert [w.split(":")[0] for w in status.pending_approvals[0].would_compensate] == ["1"]
+    await handle.execute_update("rollback", RollbackRequest(by="ops"))
+    outcome = await asyncio.wait_for(handle.result(), 60)
+    assert [e.state for e in outcome.undo.entries] == ["compensated", "cannot_undo"]
+    assert [e["lines"] for e in compensations(events_file, "compensate")] == [300]

@@ -163,3 +163,13 @@ def ask(question: str) -> str:
 def lookup(key: str) -> str:
     """A read: nothing to undo."""
     return key.upper()
+
+
+def _void_receipt(args: dict[str, Any], result: dict[str, Any]) -> None:
+    _event("compensate", receipt=result["id"], lines=len(result["lines"]))
+
+
+@tool(compensate=_void_receipt)
+def receipt(n: int) -> dict:
+    """A receipt of ``n`` lines of 100 characters: large results for the log's limits."""
+    return {"id": current_call().idempotency_key, "lines": ["x" * 100] * n}
