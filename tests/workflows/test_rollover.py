@@ -107,9 +107,7 @@ async def test_long_runs_roll_over_and_finish(small_client, runtime, calls) -> N
     assert sum("⚖" in ln and "approved by ana" in ln for ln in lines) == 1
     # Every run of the chain replays deterministically (the first from the request, the
     # others from the state the run before carried).
-    histories = [
-        await small_client.get_workflow_handle(handle.id, run_id=run).fetch_history() for run in audit.runs
-    ]
+    histories = [await small_client.get_workflow_handle(handle.id, run_id=run).fetch_history() for run in audit.runs]
     replayer = Replayer(workflows=[CodeExecutionWorkflow], data_converter=small_client.data_converter)
     results = await replayer.replay_workflows(_aiter(histories), raise_on_replay_failure=False)
     assert not results.replay_failures

@@ -10,12 +10,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from temporalio.client import WorkflowUpdateFailedError
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 
 from codemode.activities import ToolRegistry
 from codemode.client import display
-from codemode.client.histories.audit import fetch_audit
 from codemode.client.executions import start_execution
+from codemode.client.histories.audit import fetch_audit
 from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.models import (
     ApprovalRecord,
@@ -56,6 +56,13 @@ async def undo_worker(client, task_queue: str) -> AsyncIterator[CodeModeWorker]:
 
 def compensations(events_file: Path, kind: str = "compensated") -> list[dict]:
     return [e for e in read_events(events_file) if e["event"] == kind]
+
+
+async def parked(client, task_queue: str, code: str, **request) -> WorkflowHandle:
+    """A run of ``code`` started and waiting for a decision (its last call asks a person)."""
+    handle = await start_execution(client, CodeExecutionRequest(code=code, **request), task_queue=task_queue)
+    await wait_for_state(handle, "awaiting_approval", timeout=60)
+    return handle
 
 
 @pytest.mark.parametrize("runtime", ["monty", "python"])
@@ -126,9 +133,7 @@ async def test_deny_and_roll_back_compensates_newest_first(
 async def test_failing_compensations_do_not_stop_the_others(
     client, task_queue, undo_worker, events_file, ledger
 ) -> None:
-    code = "hold('a')\nlock('b')\nnote('c')\ntransfer('d', 1)\nask('go?')"
-    handle = await start_execution(client, CodeExecutionRequest(code=code), task_queue=task_queue)
-    await wait_for_state(handle, "awaiting_approval", timeout=60)
+    handle = await parked(client, task_queue, "hold('a')\nlock('b')\nnote('c')\ntransfer('d', 1)\nask('go?')")
     await handle.start_update("rollback", RollbackRequest(by="ops", reason="stop"), wait_for_stage=_accepted())
     outcome = await asyncio.wait_for(handle.result(), 120)
     assert outcome.undo is not None
@@ -169,6 +174,42 @@ async def test_on_failure_compensate_after_an_uncaught_error(
     assert len(compensations(events_file)) == 2
 
 
+async def test_on_failure_compensate_after_a_cancellation(client, task_queue, undo_worker, events_file, ledger) -> None:
+    from temporalio.client import WorkflowFailureError
+
+    handle = await parked(client, task_queue, "transfer('ann', 1)\nask('x')", on_failure="compensate")
+    await handle.cancel()
+    with pytest.raises(WorkflowFailureError):
+        await asyncio.wait_for(handle.result(), 60)
+    log = await handle.query("undo_log", result_type=UndoLog)  # answered from the closed run's history
+    assert [e.state for e in log.entries] == ["compensated"]
+    assert log.rollback is not None and log.rollback.trigger == "on_failure"
+    assert [e["to"] for e in compensations(events_file)] == ["ann"]
+
+
+async def test_a_parallel_rollback_schedules_every_compensation_at_once(
+    client, task_queue, undo_worker, events_file, ledger
+) -> None:
+    handle = await parked(client, task_queue, "transfer('ann', 1)\ntransfer('bob', 2)\ntransfer('cy', 3)\nask('x')")
+    await handle.execute_update("rollback", RollbackRequest(by="ops", order="parallel"))
+    outcome = await asyncio.wait_for(handle.result(), 60)
+    assert [e.state for e in outcome.undo.entries] == ["compensated"] * 3 and outcome.undo.rollback.order == "parallel"
+    assert sorted(e["to"] for e in compensations(events_file)) == ["ann", "bob", "cy"]
+    # All three were scheduled before any of them completed.
+    ids: set[int] = set()
+    kinds = []
+    for e in (await handle.fetch_history()).events:
+        scheduled = e.activity_task_scheduled_event_attributes
+        if e.HasField("activity_task_scheduled_event_attributes") and scheduled.activity_type.name.startswith(
+            "compensate:"
+        ):
+            ids.add(e.event_id)
+            kinds.append("scheduled")
+        elif e.activity_task_completed_event_attributes.scheduled_event_id in ids:
+            kinds.append("completed")
+    assert kinds == ["scheduled"] * 3 + ["completed"] * 3
+
+
 async def run(client, request, task_queue):
     handle = await start_execution(client, request, task_queue=task_queue)
     return await handle.result()
@@ -200,9 +241,7 @@ async def test_rollback_of_an_ended_run_is_a_run_of_its_own(
 async def test_rollback_waits_for_a_compensation_that_asks_a_person(
     client, task_queue, undo_worker, events_file, ledger
 ) -> None:
-    code = "order('lamp')\nask('more?')"
-    handle = await start_execution(client, CodeExecutionRequest(code=code), task_queue=task_queue)
-    await wait_for_state(handle, "awaiting_approval", timeout=60)
+    handle = await parked(client, task_queue, "order('lamp')\nask('more?')")
     await handle.start_update("rollback", RollbackRequest(by="ops"), wait_for_stage=_accepted())
     for _ in range(300):
         status = await handle.query("status", result_type=ExecutionStatus)
@@ -254,7 +293,9 @@ async def test_the_framework_adapters_core_rolls_back(client, task_queue, undo_w
     assert undone["execution_id"] == f"rollback:{done['execution_id']}"
 
 
-async def test_large_results_are_kept_as_text_or_said_too_large(client, task_queue, undo_worker, events_file, ledger) -> None:
+async def test_large_results_are_kept_as_text_or_said_too_large(
+    client, task_queue, undo_worker, events_file, ledger
+) -> None:
     # 300 lines (~31 KB): passed on as JSON text, kept for the compensation; 1000 (~100 KB): too large.
     code = "receipt(300)\nreceipt(1000)\nask('x')"
     handle = await start_execution(client, CodeExecutionRequest(code=code), task_queue=task_queue)

@@ -68,6 +68,7 @@ def ledger(tmp_path: Path) -> Path:
     return tmp_path / "ledger.jsonl"
 
 
+@pytest.mark.slow  # two worker processes and a lost attempt's timeout: ~35 s on 2 loaded cores
 async def test_sigkill_during_rollback_compensates_each_call_once(
     client, temporal_address, task_queue, events_file, ledger
 ) -> None:
