@@ -85,3 +85,16 @@ async def test_rollback_of_an_ended_run(undo_env, undo_worker, tmp_path: Path) -
 
     unknown = await codemode("rollback", "exec-nobody-ran-this", env=undo_env)
     assert unknown.rc == 2 and "cannot be rolled back" in unknown.err, unknown
+
+
+async def test_run_on_failure_compensate(undo_env, undo_worker, tmp_path: Path) -> None:
+    code = tmp_path / "fails.py"
+    code.write_text("transfer('eve', 1)\ntransfer('fay', 2)\n1 / 0\n")
+    ran = await codemode("run", str(code), "--tools", TOOLS, "--on-failure", "compensate", "--json", env=undo_env)
+    assert ran.rc == 1, ran
+    outcome = json.loads(ran.out)
+    assert outcome["error"]["type"] == "ZeroDivisionError"
+    assert outcome["undo"]["rollback"]["trigger"] == "on_failure"
+    assert compensated(undo_env, outcome["execution_id"]) == ["fay", "eve"]
+    kept = await codemode("run", str(code), "--tools", TOOLS, "--json", env=undo_env)  # --on-failure keep
+    assert kept.rc == 1 and [e["state"] for e in json.loads(kept.out)["undo"]["entries"]] == ["applied"] * 2, kept
