@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
     from codemode.workflows.approvals import Approvals, permission_error, summary
     from codemode.workflows.call_outcomes import final_details
     from codemode.workflows.call_window import call_window
+    from codemode.workflows.child_execution import indexed_at_start
     from codemode.workflows.continuation import Continuation, Cursor, can_fuse
     from codemode.workflows.earlier_runs import all_calls, store_cell_journal, store_run
     from codemode.workflows.models import (
@@ -228,7 +229,7 @@ class CodeExecutionWorkflow:
             self._undo.restore(carry.undo)
             # A deferred step's tail rode in carry.journal (see _roll_over).
             self._deferred.stdout_at_base, self._deferred.tail_bytes = carry.base_stdout, carry.tail_bytes
-        elif self._index and not _indexed_at_start(req.runtime):
+        elif self._index and not indexed_at_start(req.runtime):
             workflow.upsert_search_attributes([STATUS_KEY.value_set("running"), RUNTIME_KEY.value_set(req.runtime)])
         if req.rollback_of is not None and self._undo.on:  # a rollback of a run that has ended
             return await rollback_execution(req, self._undo, self._set_state)
@@ -281,7 +282,6 @@ class CodeExecutionWorkflow:
         await self._approvals.notices.settled()
         await self._close_approvals("the run ended before the call waited for a decision")
         if self._cell_end is not None and self._cell_end.effect == "kept":
-            assert self._cell_end is not None
             await store_cell_journal(start, self._segments, self._journal, self._cell_end)
         return ExecutionOutcome(
             execution_id=info.workflow_id,
@@ -601,9 +601,3 @@ class CodeExecutionWorkflow:
         if self._index:
             workflow.upsert_search_attributes([STATUS_KEY.value_set(state)])
 
-
-def _indexed_at_start(runtime: str) -> bool:
-    """Whether the starter set our search attributes already (``start_execution`` does; a
-    start from the UI or another SDK does not, and the workflow upserts them itself)."""
-    attrs = workflow.info().typed_search_attributes
-    return attrs.get(STATUS_KEY) == "running" and attrs.get(RUNTIME_KEY) == runtime

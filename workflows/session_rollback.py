@@ -22,20 +22,27 @@ from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedErro
 with workflow.unsafe.imports_passed_through():
     from codemode.activities.models import CellRecipe, SegmentRef
     from codemode.workflows.models import CodeExecutionRequest, ExecutionOutcome, RollbackOf, RollbackRequest
-    from codemode.workflows.session_models import CellUndo, SessionRollback, cell_execution_id
+    from codemode.workflows.session_models import CellUndo, SessionRollback, SessionRolledBack, cell_execution_id
     from codemode.workflows.undo_run import rollback_id
 
 
 def refusal(
     ask: SessionRollback,
     *,
+    closed: str | None,
+    recorded_before: bool,
     cells: int,
     busy: bool,
     recipe: list[CellRecipe],
     segments: list[SegmentRef],
     restart_cell: int,
 ) -> str | None:
-    """Why the session cannot roll back to before ``ask.before`` (None: it can)."""
+    """Why the session cannot roll back to before ``ask.before`` (None: it can). ``closed``: the
+    name of a session that closed; ``recorded_before``: it started before generation-47."""
+    if closed is not None:
+        return f"session {closed!r} is closed"
+    if recorded_before:
+        return "this session started before sessions could roll back"
     if busy:
         return "a cell runs or waits: roll back when the session is idle (or close the running cell first)"
     if not 1 <= ask.before <= cells:
@@ -85,3 +92,13 @@ async def roll_back_cells(name: str, ask: SessionRollback, cells: int) -> list[C
             part.error = str(getattr(err, "cause", None) or err)
         out.append(part)
     return out
+
+
+def rolled_back(ask: SessionRollback, cells: list[CellUndo], recipe: list[CellRecipe]) -> SessionRolledBack:
+    """The Update's answer once the cells are rolled back (``recipe``: the cells kept)."""
+    kept = ", ".join(str(r.index) for r in recipe)
+    return SessionRolledBack(
+        before=ask.before,
+        cells=cells,
+        namespace=f"its next cell rebuilds it from cells {kept}" if kept else "its next cell starts it afresh",
+    )

@@ -83,8 +83,8 @@ with workflow.unsafe.imports_passed_through():
     )
     from codemode.workflows.session_release import release_state, release_when_idle
     from codemode.workflows.session_replies import send_reply
-    from codemode.workflows.session_rollback import refusal, roll_back_cells
-    from codemode.workflows.summary import execution_details, plain, summary_text
+    from codemode.workflows.session_rollback import refusal, roll_back_cells, rolled_back
+    from codemode.workflows.summary import execution_details, first_line, plain, span_in_words, summary_text
     from codemode.workflows.versions import Versions
 
 #: Recipe entries (and code characters) a session carries inline before it stores them.
@@ -166,7 +166,7 @@ class CodeSessionWorkflow:
         queued.record = CellRecord(
             index=index,
             execution_id=execution_id,
-            summary=_first_line(queued.request.code),
+            summary=first_line(queued.request.code),
             restart=queued.request.restart,
         )
         self._queue.append(queued)
@@ -249,19 +249,16 @@ class CodeSessionWorkflow:
 
     @rollback.validator
     def _validate_rollback(self, ask: SessionRollback) -> None:
-        busy = self._running is not None or bool(self._queue) or self._rewind is not None
         why = refusal(
             ask,
+            closed=None if self._state == "open" else self._name,
+            recorded_before=not self._versions.since("generation-47"),
             cells=self._count,
-            busy=busy,
+            busy=self._running is not None or bool(self._queue) or self._rewind is not None,
             recipe=self._recipe,
             segments=self._recipe_segments,
             restart_cell=self._restart_cell,
         )
-        if not self._versions.since("generation-47"):
-            why = "this session started before sessions could roll back"
-        if self._state != "open":
-            why = f"session {self._name!r} is closed"
         if why is not None:
             raise ApplicationError(why, type="RollbackRefused")
 
@@ -330,7 +327,7 @@ class CodeSessionWorkflow:
                             timeout_summary="the session closes when idle",
                         )
                     except TimeoutError:
-                        self._begin_close(f"idle for {_human(self._idle)}")
+                        self._begin_close(f"idle for {span_in_words(self._idle)}")
                 if self._state != "open":
                     break
                 if self._rewind is not None:
@@ -488,12 +485,7 @@ class CodeSessionWorkflow:
         self._state_ref, self._live, self._idle_sandbox, self._variables = None, None, None, {}
         self._recipe = [r for r in self._recipe if r.index is not None and r.index < ask.before]
         self._replay_reason = f"the session was rolled back to before cell {ask.before}"
-        kept = ", ".join(str(r.index) for r in self._recipe)
-        self._rewound = SessionRolledBack(
-            before=ask.before,
-            cells=cells,
-            namespace=f"its next cell rebuilds it from cells {kept}" if kept else "its next cell starts it afresh",
-        )
+        self._rewound = rolled_back(ask, cells, self._recipe)
         self._rewind = None
         self._last_active = workflow.now()
 
@@ -601,19 +593,3 @@ class CodeSessionWorkflow:
 def _new_determinism() -> Determinism:
     """The seed and clock of a session (a restart gets new ones, like a fresh interpreter)."""
     return Determinism(seed=workflow.random().getrandbits(63), epoch=workflow.now().timestamp())
-
-
-def _first_line(code: str) -> str:
-    for line in code.splitlines():
-        if line.strip():
-            text = line.strip()
-            return text if len(text) <= 80 else text[:77] + "..."
-    return "(empty)"
-
-
-def _human(span: timedelta) -> str:
-    seconds = int(span.total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"

@@ -61,3 +61,5 @@ async def test_roll_back_to_before_a_cell(client, task_queue, undo_worker, event
     # Cell 1's transfer ran once: the rebuild replayed its recorded result.
     assert [e["to"] for e in read_events(events_file) if e["event"] == "call"] == ["ann", "bob", "cy", "dee"]
     await close_session(client, session_name)
+    with pytest.raises(RollbackRefused, match="no open session"):
+        await roll_back_session(client, session_name, 1, by="ops")
