@@ -25,7 +25,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from codemode.activities import approvers_peers, names
-from codemode.activities.tools import ToolRegistry
+from codemode.activities.tools import COMPENSATE_PREFIX, ToolRegistry
 from codemode.approvals import approvers_file as config
 from codemode.approvals.gate import TOOL_DOC_LIMIT, ApprovalGate, GateInput
 
@@ -77,7 +77,7 @@ class ApproverActivities:
             log.warning("%s", why)
             raise ApplicationError(why, type=FILE_DIFFERS)
         received, unvalidated = self._received(inp)
-        gate = file.gate(inp.tool, received, unvalidated=unvalidated)
+        gate = _gate(file, inp.tool, received, unvalidated)
         gate.execution_id, gate.call_id, gate.notify = inp.execution_id, inp.call_id, self.notify
         if inp.strict:
             person, how = gate.authenticate_start(
@@ -134,15 +134,28 @@ class ApproverActivities:
         not when they cannot be had (then no ``allow`` rule can match)."""
         if inp.tool == config.CODE_TOOL:
             return {"code": inp.args[0] if inp.args else "", **{f"arg{i}": v for i, v in enumerate(inp.args)}}, ""
-        if self.registry is None or inp.tool not in self.registry:
+        tool = inp.tool.removeprefix(COMPENSATE_PREFIX)  # a compensation's: its call's (issue 47)
+        if self.registry is None or tool not in self.registry:
             return {
                 **{f"arg{i}": v for i, v in enumerate(inp.args)},
                 **inp.kwargs,
             }, "this worker does not know the tool"
         try:
-            return self.registry[inp.tool].received(inp.args, inp.kwargs), ""
+            return self.registry[tool].received(inp.args, inp.kwargs), ""
         except (TypeError, ValueError) as err:
             return {}, f"{type(err).__name__}: {err}"
+
+
+def _gate(file: config.ApproversFile, tool: str, named: dict[str, Any], unvalidated: str = "") -> ApprovalGate:
+    """The file as it applies to a call of ``tool``. A compensation (``compensate:<tool>``, issue
+    47) is decided under a rule that names it (``[tools."compensate:transfer"]``) when the file has
+    one, else under its tool's own rule: whoever may approve a transfer may approve its refund."""
+    base = tool.removeprefix(COMPENSATE_PREFIX)
+    if base == tool or file.rule_for(tool)[0].startswith("tools."):
+        return file.gate(tool, named, unvalidated=unvalidated)
+    gate = file.gate(base, named, unvalidated=unvalidated)
+    gate.tool = tool
+    return gate
 
 
 def resolve_path(approvers: str | os.PathLike[str] | None) -> Path | None:

@@ -10,9 +10,20 @@ only when the attempt before it left that note (``previous_attempt_unsent``).
 
 from __future__ import annotations
 
+import contextvars
+from typing import Any
+
 from temporalio import activity
 
 from .tools import ToolFailure, current_call
+
+#: The notes the attempt being served has left so far (one heartbeat carries them all: the
+#: server keeps only the last heartbeat's details for the next attempt).
+_notes: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("codemode_attempt_notes", default=None)
+#: The note every attempt that failed in the open leaves (an exception, not a lost worker):
+#: the next attempt knows the one before it ended, and whether any before that was lost.
+ENDED = "ended"
+LOST = "lost"
 
 
 def attempt() -> int:
@@ -23,10 +34,36 @@ def attempt() -> int:
         return 1
 
 
+def note(key: str, value: Any) -> None:
+    """Leave a note for the next attempt of this call (with the others this attempt left)."""
+    if not activity.in_activity():
+        return
+    notes = _notes.get()
+    if notes is None:
+        notes = {}
+        _notes.set(notes)
+    notes[key] = value
+    activity.heartbeat(dict(notes))
+
+
+def begin_attempt() -> None:
+    """A fresh set of notes for the attempt being served (the tool activity calls it first)."""
+    _notes.set({})
+
+
 def note_unsent(key: str, number: int) -> None:
     """Record that attempt ``number`` sent nothing (under ``key``: ``mcp_unsent``, ``cli_unsent``)."""
-    if activity.in_activity():
-        activity.heartbeat({key: number})
+    note(key, number)
+
+
+def earlier_attempt_lost(number: int) -> bool:
+    """Whether an attempt before ``number`` was lost mid-way (its worker died, or it overran its
+    timeout) rather than failing in the open: then the call may have been applied by it."""
+    if number <= 1 or not activity.in_activity():
+        return False
+    details = activity.info().heartbeat_details
+    notes = details[0] if details and isinstance(details[0], dict) else {}
+    return notes.get(ENDED) != number - 1 or bool(notes.get(LOST))
 
 
 def previous_attempt_unsent(key: str, number: int) -> bool:
@@ -49,5 +86,6 @@ def refuse_a_repeat(name: str, key: str, *, what: str, not_again: str) -> int:
             f"{name}: the previous attempt of this call got no answer (it timed out, or its worker stopped); "
             f"{what} is not idempotent and may have run, so {not_again}",
             retryable=False,
+            indeterminate=True,
         )
     return number

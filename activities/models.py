@@ -115,6 +115,8 @@ class CellRecipe(CompactModel):
     #: Its journal (the tool results) in the store; None when it made no calls.
     journal: SegmentRef | None = None
     raised: bool = False
+    #: Its number in the session (None: recorded before a session could roll back, issue 47).
+    index: int | None = None
 
 
 class SessionRecipe(CompactModel):
@@ -208,6 +210,51 @@ class SessionReleaseInput(CompactModel):
     everything: bool = False
 
 
+class UndoSpec(CompactModel):
+    """How a call of a tool is undone, as the workflow needs it (issue 47): the compensation's
+    activity and policy, from the tool's declaration on the worker (the workflow never sees
+    the registry). Recorded with the call, so the log of applied calls says what undoes each."""
+
+    #: The compensation's activity type, ``compensate:<tool>``.
+    activity: str
+    #: How people read it (``refund``, ``fs.move_file``).
+    label: str = ""
+    max_attempts: int = 5
+    timeout_seconds: float = 60.0
+    #: A person approves it first, under the same rules as a call (the approvers file's).
+    requires_approval: bool = False
+    #: The tool can say whether a call whose outcome a crash hid was applied
+    #: (``reconcile:<tool>``); without it such a call is reported, never compensated blindly.
+    reconcile: bool = False
+
+
+class CompensateInput(CompactModel):
+    """One compensation (or reconcile) as its activity sees it: the call it undoes, as it ran."""
+
+    #: The execution whose call is undone (a rollback after the run ended runs in another).
+    execution_id: str
+    call_id: str
+    args: list[Any] = Field(default_factory=list)
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    #: The call's result (a large one as its JSON text, passed on unparsed).
+    result: Any = None
+    result_json: str | None = None
+
+
+class CompensateOutput(CompactModel):
+    #: False: the compensation found nothing to undo (it returned False).
+    compensated: bool = True
+    attempt: int = 1
+
+
+class ReconcileOutput(CompactModel):
+    """Whether a call whose outcome was unknown was applied, and then its result."""
+
+    applied: bool
+    result: Any = None
+    attempt: int = 1
+
+
 class CallRequest(CompactModel):
     """A tool call the code made, validated, with the tool's policy attached so the
     (deterministic) workflow can schedule it without knowing the registry."""
@@ -235,6 +282,9 @@ class CallRequest(CompactModel):
     #: values the tool receives (``ToolSpec.received``). Its activity runs the call only when
     #: its own validation gives the same values (issue 45).
     received_sha256: str | None = None
+    #: How the call is undone, when its tool says (issue 47): it enters the log of applied
+    #: calls once its result is in the history.
+    undo: UndoSpec | None = None
 
     def function_call(self) -> FunctionCall:
         """The call as the code made it (what its journal entry records)."""
@@ -421,14 +471,14 @@ class ToolOutput(CompactModel):
     #: the SDK fails as a potential deadlock (issue 43).
     value_json: str | None = None
     preview: str | None = None
-
-    def result(self) -> Any:
-        """The value, parsed when it came as JSON text (outside the workflow: the audit, a client)."""
-        return json.loads(self.value_json) if self.value_json is not None else self.value
     #: The sandbox step run after the call (``ToolInput.then``), or None: then ``unfused``
     #: says why, and the workflow runs the step itself. The tool never runs again for it.
     step: StepResult | None = None
     unfused: str | None = None
+
+    def result(self) -> Any:
+        """The value, parsed when it came as JSON text (outside the workflow: the audit, a client)."""
+        return json.loads(self.value_json) if self.value_json is not None else self.value
 
 
 class ParkResult(CompactModel):

@@ -27,6 +27,8 @@ NOTIFY_START = "codemode.notify.start"
 NOTIFY_STEPS = frozenset(
     {NOTIFY_START, "codemode.notify.plan", "codemode.notify.deliver", "codemode.notify.still_pending"}
 )
+#: Read the log of applied calls of a run that has ended, for its rollback (issue 47).
+READ_UNDO_LOG = "read_undo_log"
 #: The retention sweep of the object store (``activities/retention.py``).
 STORAGE_SWEEP = "storage_sweep"
 #: The sweep of sandboxes no open execution names (``activities/sandbox_sweep.py``).
@@ -38,7 +40,15 @@ SANDBOX_STEPS = frozenset(
 SESSION_STEPS = frozenset({SESSION_SAVE_RECIPE, SESSION_RELEASE})
 #: Every activity name that is not a tool's and that a tool could take (the notify
 #: workflow's dotted names are no Python identifier: no tool can).
-RESERVED = SANDBOX_STEPS | SESSION_STEPS | {STORAGE_SWEEP, SANDBOX_SWEEP, APPROVAL_GATE}
+RESERVED = SANDBOX_STEPS | SESSION_STEPS | {STORAGE_SWEEP, SANDBOX_SWEEP, APPROVAL_GATE, READ_UNDO_LOG}
 #: Activity types in an execution's history that are not tool calls (a run of the current
 #: generation starts its notify workflows with an activity: ``workflows/approval_notices.py``).
+#: A tool's compensation and reconcile activities are ``compensate:<tool>`` and ``reconcile:<tool>``
+#: (``not_a_tool``).
 NOT_TOOLS = RESERVED | NOTIFY_STEPS
+UNDO_PREFIXES = ("compensate:", "reconcile:")
+
+
+def not_a_tool(activity_type: str) -> bool:
+    """Whether an activity type in an execution's history is anything but a tool call."""
+    return activity_type in NOT_TOOLS or activity_type.startswith(UNDO_PREFIXES)

@@ -39,8 +39,9 @@ class ErrorInfo(CompactModel):
 
 class ApprovalRecord(CompactModel):
     #: ``counted``: only in the ``decide`` Update's answer, when a call needs more distinct
-    #: approvers (``required`` in the approvers file) and this one was counted.
-    decision: Literal["approved", "denied", "timed_out", "counted"]
+    #: approvers (``required`` in the approvers file) and this one was counted. ``withdrawn``:
+    #: nobody decided; the run rolled back while the call waited (issue 47).
+    decision: Literal["approved", "denied", "timed_out", "counted", "withdrawn"]
     by: str | None = None
     comment: str | None = None
     #: The arguments the call asked for and, when a person edited them, the ones approved.
@@ -59,6 +60,8 @@ class ApprovalRecord(CompactModel):
     approvers_file: str | None = None
     #: Approvals still needed (``counted`` answers only).
     needed: int = 0
+    #: A denial that rolled the run back ("deny and roll back", issue 47).
+    rollback: bool = False
 
 
 class ToolCallRecord(CompactModel):

@@ -248,6 +248,7 @@ def _call_request(call: FunctionCall, spec: ToolSpec, received: dict[str, Any]) 
         max_attempts=opts.max_attempts,
         timeout_seconds=opts.timeout.total_seconds(),
         private_data=opts.private_data,
+        undo=spec.undo_spec(),
     )
     if opts.requires_approval is False and spec.approval_rules is None:
         return request

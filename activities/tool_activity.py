@@ -24,6 +24,7 @@ from temporalio.exceptions import ApplicationError
 
 from codemode.runtimes.journal_replay import JournalEntry
 
+from . import call_attempts
 from .models import MAX_VALUE_BYTES, RECORD_RESULT_BYTES, ToolInput, ToolOutput, clip, human_bytes
 from .records import preview
 from .tools import CallContext, ToolFailure, ToolRegistry, ToolSpec, _current
@@ -45,28 +46,39 @@ def make_tool_activity(spec: ToolSpec, sandbox: SandboxActivities | None = None)
         attempt = info.attempt
         token = _current.set(CallContext(info.workflow_id or "", inp.call_id, spec.name, attempt))
         _judged_values(spec, inp)
+        call_attempts.begin_attempt()
+        #: An attempt before this one was lost mid-way: whatever this one does, the call may
+        #: have been applied (a failure then says so: a rollback reconciles it, issue 47).
+        lost = call_attempts.earlier_attempt_lost(attempt)
         beating = asyncio.create_task(_heartbeat())
         try:
             if inp.then is not None and inp.timeout_seconds:
                 value = await _within(spec, inp, inp.timeout_seconds, attempt)
             else:
                 value = await spec.invoke(inp.args, inp.kwargs)
-        except _OwnTimeout as err:
+        except _OwnTimeout as err:  # cut off mid-way: it may have been applied
             raise ApplicationError(
                 str(err),
-                {"attempt": attempt},
+                _details(attempt, indeterminate=True),
                 type="TimeoutError",
                 non_retryable="TimeoutError" in spec.options.non_retryable,
             ) from None
         except ToolFailure as err:
+            if err.retryable:
+                _ended(attempt, lost)
             raise ApplicationError(
-                clip(err.message), {"attempt": attempt}, type=err.type_name, non_retryable=not err.retryable
+                clip(err.message),
+                _details(attempt, indeterminate=lost or err.indeterminate),
+                type=err.type_name,
+                non_retryable=not err.retryable,
             ) from err
         except Exception as err:
             exc_type = type(err).__name__
+            if exc_type not in spec.options.non_retryable:
+                _ended(attempt, lost)
             raise ApplicationError(
                 clip(str(err)),
-                {"attempt": attempt},
+                _details(attempt, indeterminate=lost),
                 type=exc_type,
                 non_retryable=exc_type in spec.options.non_retryable,
             ) from err
@@ -134,6 +146,17 @@ def _judged_values(spec: ToolSpec, inp: ToolInput) -> None:
             type="PermissionError",
             non_retryable=True,
         )
+def _details(attempt: int, *, indeterminate: bool) -> dict[str, Any]:
+    """A failure's details: its attempt, and whether the call may have been applied all the same."""
+    return {"attempt": attempt, "indeterminate": True} if indeterminate else {"attempt": attempt}
+
+
+def _ended(attempt: int, lost: bool) -> None:
+    """Note for the next attempt (a retryable failure has one) that this one failed in the open,
+    and whether one before it was lost."""
+    call_attempts.note(call_attempts.ENDED, attempt)
+    if lost:
+        call_attempts.note(call_attempts.LOST, True)
 
 
 async def _within(spec: ToolSpec, inp: ToolInput, seconds: float, attempt: int) -> Any:

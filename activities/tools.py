@@ -18,7 +18,7 @@ import types
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import ConfigDict, ValidationError, create_model
 from pydantic_core import to_jsonable_python
@@ -27,6 +27,7 @@ from codemode.runtimes import artifacts
 from codemode.runtimes.signatures import ToolSignature, signature_from_callable
 
 from . import names
+from .models import UndoSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -43,6 +44,64 @@ RESERVED_NAMES = names.RESERVED
 #: and what it said is recorded with the call, so a replay never asks it again.
 ApprovalPredicate = Callable[[dict[str, Any]], bool]
 
+#: The activity types of a tool's compensation and reconcile (no tool can take them: a tool's
+#: name is a Python identifier, or an MCP or CLI canonical id, ``mcp:...``, ``cli:...``).
+COMPENSATE_PREFIX = "compensate:"
+RECONCILE_PREFIX = "reconcile:"
+
+
+@dataclass(frozen=True)
+class Compensation:
+    """How a call of a tool is undone (``@tool(compensate=...)``): ``fn(args, result)`` gets the
+    call's arguments by parameter name and its result, and undoes what the call did. It runs as
+    an activity of its own (``compensate:<tool>``) with this retry policy, once per call: use
+    ``current_call().idempotency_key`` (``<execution>/<call>/compensate``) where the other side
+    takes one. Returning ``False`` says there was nothing to undo (reported as such).
+    ``requires_approval``: a person (under the approvers file's rules) approves it first."""
+
+    fn: Callable[[dict[str, Any], Any], Any]
+    max_attempts: int = 5
+    timeout: timedelta = timedelta(seconds=60)
+    non_retryable: tuple[str, ...] = DEFAULT_NON_RETRYABLE
+    requires_approval: bool = False
+    #: How people read it (``refund``; an MCP tool's: ``fs.move_file``).
+    label: str = ""
+
+    async def run(self, args: dict[str, Any], result: Any) -> Any:
+        if inspect.iscoroutinefunction(self.fn):
+            return await self.fn(args, result)
+        return await asyncio.to_thread(self.fn, args, result)
+
+
+def compensation(
+    fn: Callable[[dict[str, Any], Any], Any],
+    *,
+    max_attempts: int = 5,
+    timeout: timedelta = timedelta(seconds=60),
+    non_retryable: Iterable[str | type[BaseException]] = DEFAULT_NON_RETRYABLE,
+    requires_approval: bool = False,
+) -> Compensation:
+    """A compensation with its own policy: ``@tool(compensate=compensation(refund, max_attempts=10))``."""
+    if max_attempts < 1:
+        raise ValueError("max_attempts must be at least 1")
+    names = tuple(n if isinstance(n, str) else n.__name__ for n in non_retryable)
+    return Compensation(fn, max_attempts, timeout, names, requires_approval, getattr(fn, "__name__", ""))
+
+
+@dataclass(frozen=True)
+class Reconciled:
+    """What a tool's ``reconcile`` found out about a call whose outcome a crash hid: whether it
+    was applied, and then its result (what the compensation gets)."""
+
+    applied: bool
+    result: Any = None
+
+
+#: ``reconcile(args)``: whether a call whose attempt was cut off (its worker died, it timed out,
+#: the run was cancelled while it ran) was applied after all; ``current_call().idempotency_key``
+#: is the call's own key. A bool, or ``Reconciled(applied, result)``.
+Reconcile = Callable[[dict[str, Any]], Any]
+
 
 @dataclass(frozen=True)
 class ToolOptions:
@@ -55,6 +114,9 @@ class ToolOptions:
     #: Its results are private data (seed 001's ratchet): an execution with
     #: ``network="ratchet"`` loses its network, for good, before the code sees one.
     private_data: bool = False
+    #: How a call is undone, and how an interrupted call is found out (issue 47).
+    compensate: Compensation | None = None
+    reconcile: Reconcile | None = None
 
 
 def tool(
@@ -66,6 +128,8 @@ def tool(
     non_retryable: Iterable[str | type[BaseException]] = DEFAULT_NON_RETRYABLE,
     name: str | None = None,
     private_data: bool = False,
+    compensate: Compensation | Callable[[dict[str, Any], Any], Any] | None = None,
+    reconcile: Reconcile | None = None,
 ) -> Any:
     """Mark a function as a tool with its policy. Usable bare (``@tool``) or with options.
 
@@ -75,13 +139,25 @@ def tool(
     value) that says whether this call needs a person (``lambda a: a["amount"] > 500``).
     ``private_data``: what the tool returns is private (patient records, a user's mail): in
     an execution with ``network="ratchet"`` the sandbox is cut off the network before the
-    code sees the first such result, for the rest of the execution."""
+    code sees the first such result, for the rest of the execution.
+    ``compensate``: how a call is undone, ``fn(args, result)`` or a ``compensation(...)`` with
+    its own policy; a rollback runs it (``docs/guides/undo.md``). ``reconcile``: ``fn(args)``,
+    whether a call whose outcome a crash hid was applied (else such a call is reported, never
+    compensated blindly)."""
     if max_attempts < 1:
         raise ValueError("max_attempts must be at least 1")
     if not isinstance(requires_approval, bool) and not callable(requires_approval):
         raise TypeError("requires_approval must be True, False or a function of the call's arguments")
+    if compensate is not None and not isinstance(compensate, Compensation):
+        if not callable(compensate):
+            raise TypeError("compensate must be a function of (args, result) or compensation(...)")
+        compensate = compensation(compensate)
+    if reconcile is not None and not callable(reconcile):
+        raise TypeError("reconcile must be a function of the call's arguments")
+    if reconcile is not None and compensate is None:
+        raise ValueError("reconcile= goes with compensate=: it says whether a call must be compensated")
     names = tuple(n if isinstance(n, str) else n.__name__ for n in non_retryable)
-    options = ToolOptions(requires_approval, max_attempts, timeout, names, name, private_data)
+    options = ToolOptions(requires_approval, max_attempts, timeout, names, name, private_data, compensate, reconcile)
 
     def mark(f: F) -> F:
         f.__codemode_tool__ = options  # type: ignore[attr-defined]
@@ -99,10 +175,15 @@ class CallContext:
     call_id: str
     tool: str
     attempt: int
+    #: What runs: the call itself, its compensation, or its reconcile (which asks about the
+    #: call, so it has the call's own key).
+    phase: Literal["call", "compensate", "reconcile"] = "call"
 
     @property
     def idempotency_key(self) -> str:
-        return f"{self.execution_id}/{self.call_id}"
+        """``<execution>/<call>``; a compensation's: ``<execution>/<call>/compensate``."""
+        key = f"{self.execution_id}/{self.call_id}"
+        return f"{key}/compensate" if self.phase == "compensate" else key
 
 
 _current: contextvars.ContextVar[CallContext] = contextvars.ContextVar("codemode_current_call")
@@ -122,11 +203,14 @@ class ToolFailure(Exception):
     is retried. An MCP tool raises it (``activities/mcp_tools``): it knows whether the
     request reached the server, which no exception type says."""
 
-    def __init__(self, type_name: str, message: str, *, retryable: bool) -> None:
+    def __init__(self, type_name: str, message: str, *, retryable: bool, indeterminate: bool = False) -> None:
         super().__init__(message)
         self.type_name = type_name
         self.message = message
         self.retryable = retryable
+        #: The call may have been applied all the same (sent, then no answer): its outcome is
+        #: unknown, and a rollback reconciles it before anything compensates it.
+        self.indeterminate = indeterminate
 
 
 @dataclass
@@ -149,6 +233,33 @@ class ToolSpec:
     #: Approval rules from a config (an MCP server's, a CLI command's): checked with the
     #: call's arguments when ``options.requires_approval`` is not already True.
     approval_rules: Any = field(default=None, repr=False)
+    #: How a call is undone and found out when set by a config (an MCP server's tool, a CLI
+    #: command: another tool of the same source, ``activities/undo_templates.py``); a Python
+    #: tool's come from ``@tool(compensate=..., reconcile=...)``.
+    configured_compensation: Compensation | None = field(default=None, repr=False)
+    configured_reconcile: Reconcile | None = field(default=None, repr=False)
+
+    @property
+    def compensation(self) -> Compensation | None:
+        return self.options.compensate or self.configured_compensation
+
+    @property
+    def reconciler(self) -> Reconcile | None:
+        return self.options.reconcile or self.configured_reconcile
+
+    def undo_spec(self) -> UndoSpec | None:
+        """What the workflow needs to undo a call of this tool (None: it cannot be undone)."""
+        comp = self.compensation
+        if comp is None:
+            return None
+        return UndoSpec(
+            activity=COMPENSATE_PREFIX + self.name,
+            label=comp.label,
+            max_attempts=comp.max_attempts,
+            timeout_seconds=comp.timeout.total_seconds(),
+            requires_approval=comp.requires_approval,
+            reconcile=self.reconciler is not None,
+        )
 
     @property
     def is_async(self) -> bool:
@@ -273,6 +384,12 @@ def received_sha256(received: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _undo_helpers(options: ToolOptions | None) -> list[Any]:
+    if options is None:
+        return []
+    return [h for h in (options.compensate.fn if options.compensate else None, options.reconcile) if h is not None]
+
+
 def _validator_for(fn: Callable[..., Any], name: str) -> Any:
     sig = inspect.signature(fn)
     try:
@@ -377,16 +494,21 @@ class ToolRegistry:
 
     @classmethod
     def from_module(cls, module: str | types.ModuleType, *, mcp: Any = None) -> ToolRegistry:
-        """Every public function defined in the module (not imported into it); with ``mcp``
-        (started ``codemode.activities.mcp_tools.McpServers``), their tools too."""
+        """Every public function defined in the module (not imported into it), but the
+        compensations and reconciles its tools name; with ``mcp`` (started
+        ``codemode.activities.mcp_tools.McpServers``), their tools too."""
         mod = importlib.import_module(module) if isinstance(module, str) else module
         registry = cls()
-        for attr, obj in vars(mod).items():
-            if attr.startswith("_") or not inspect.isfunction(obj):
-                continue
-            if obj.__module__ != mod.__name__:
-                continue
-            registry.register(obj)
+        found = [
+            obj
+            for attr, obj in vars(mod).items()
+            if not attr.startswith("_") and inspect.isfunction(obj) and obj.__module__ == mod.__name__
+        ]
+        # A tool's compensation or reconcile defined beside it is not a tool of its own.
+        helpers = {id(h) for f in found for h in _undo_helpers(getattr(f, "__codemode_tool__", None))}
+        for obj in found:
+            if id(obj) not in helpers:
+                registry.register(obj)
         if not registry._tools:
             raise ValueError(f"module {mod.__name__!r} defines no public functions to use as tools")
         if mcp is not None:
@@ -444,8 +566,19 @@ class ToolRegistry:
         for a front that also answers ``get_schema``."""
         chosen = self.select(allow)
         if listed:
-            return {n: s.listed_signature for n, s in chosen.items()}
-        return {n: s.signature for n, s in chosen.items()}
+            return {n: undoable(s, s.listed_signature) for n, s in chosen.items()}
+        return {n: undoable(s, s.signature) for n, s in chosen.items()}
+
+
+def undoable(spec: ToolSpec, signature: ToolSignature) -> ToolSignature:
+    """The signature a prompt shows: a tool whose calls can be undone says so (and by what)."""
+    comp = spec.compensation
+    if comp is None:
+        return signature
+    by = f" ({comp.label})" if comp.label else ""
+    note = f"Can be undone: a rollback runs its compensation{by}."
+    text = signature.description.rstrip()
+    return signature.model_copy(update={"description": f"{text}\n\n{note}" if text else note})
 
 
 def _save_artifact(name: str, data: bytes | str, mime_type: str | None = None) -> dict[str, Any]:

@@ -31,6 +31,8 @@ class RecheckedOffer(BaseModel):
     answered: bool = False
     comment: str | None = None
     door: str | None = None
+    #: "Deny and roll back" (issue 47): a signature covers it.
+    rollback: bool = False
     by: str = ""
     #: ``signal`` (its name ``approve``/``deny``) or ``update`` (the ``decide`` Update's id).
     source: str = "signal"

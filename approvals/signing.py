@@ -57,6 +57,9 @@ class DecisionSignature(BaseModel):
     comment: str | None = None
     #: The door the decision came through (``cli``, ``inbox``, ``link``, ``mcp``, ``signal``...).
     door: str | None = None
+    #: A denial that also rolls the run back (issue 47): in the document only when true (in
+    #: either version), so every signature made without it keeps its bytes.
+    rollback: bool = False
 
     @property
     def approver(self) -> str:
@@ -99,7 +102,9 @@ def _check_names(signer: str, on_behalf_of: str | None) -> None:
 
 
 def signed_document(sig: DecisionSignature) -> bytes:
-    """The bytes a signature signs, from its claims (in the shape of its version)."""
+    """The bytes a signature signs, from its claims (in the shape of its version). One
+    canonical document: issue 45's v2 adds the run, the comment and the door; issue 47 adds
+    ``"rollback": true`` for "deny and roll back" (absent otherwise, in v1 and v2 alike)."""
     document: dict[str, Any] = {
         "v": 1 if sig.v < 2 else sig.v,
         "execution_id": sig.execution_id,
@@ -113,6 +118,8 @@ def signed_document(sig: DecisionSignature) -> bytes:
     }
     if sig.v >= 2:
         document.update(run_id=sig.run_id, comment=sig.comment, door=sig.door)
+    if sig.rollback:
+        document["rollback"] = True
     return canonical_json(document)
 
 
@@ -133,12 +140,14 @@ def sign_decision(
     run_id: str | None = None,
     comment: str | None = None,
     door: str | None = None,
+    rollback: bool = False,
 ) -> DecisionSignature:
     """Sign one decision on a pending call (its ``args``/``kwargs`` as the call asked them;
     ``edited_arguments`` when the person approves other arguments; ``answer`` with
     ``answered=True`` or ``decision="answer"`` when the person answers instead of the tool;
     ``run_id``, ``comment`` and ``door`` exactly as the decision carries them). The inbox
-    signs with its service key and ``on_behalf_of`` the person it authenticated."""
+    signs with its service key and ``on_behalf_of`` the person it authenticated.
+    ``rollback``: a denial that rolls the run back ("deny and roll back")."""
     _check_names(signer, on_behalf_of)
     has_answer = answered or decision == "answer"
     unsigned = DecisionSignature(
@@ -156,6 +165,7 @@ def sign_decision(
         run_id=run_id,
         comment=comment,
         door=door,
+        rollback=rollback,
     )
     return unsigned.model_copy(update={"signature": keys.sign(private_key, signed_document(unsigned))})
 

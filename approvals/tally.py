@@ -46,6 +46,8 @@ class Offer:
     #: signature covers both).
     comment: str | None = None
     door: str | None = None
+    #: "Deny and roll back" (issue 47).
+    rollback: bool = False
 
 
 @dataclass
@@ -127,7 +129,8 @@ class CallTally:
         return None
 
     def _claims_refusal(self, sig: DecisionSignature, offer: Offer) -> str | None:
-        """Whether the signature holds, over this execution, call, decision, arguments and answer."""
+        """Whether the signature holds, over this execution, call, decision (and whether it rolls
+        back), arguments and answer."""
         if not verify_signature(sig):
             return f"the signature of {sig.signer} does not verify (forged or altered)"
         if sig.execution_id != self.execution_id:
@@ -136,6 +139,9 @@ class CallTally:
             return f"signed for call {sig.call_id}, not call {self.call_id} (replayed from another call?)"
         if sig.decision != offer.kind:
             return f"signed as {sig.decision}, sent as {offer.kind}"
+        if sig.rollback != offer.rollback:
+            signed, sent = ("deny and roll back", "a plain deny") if sig.rollback else ("a plain deny", "deny and roll back")
+            return f"signed as {signed}, sent as {sent}"
         if sig.arguments_sha256 != arguments_sha256(self.args, self.kwargs, offer.edited):
             return "signed over other arguments than the ones this decision approves"
         has_answer = offer.answered or offer.kind == "answer"

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from codemode.client.decision_hints import decide_command
-from codemode.workflows.models import ExecutionOutcome, ExecutionStatus, PendingApproval, ToolCallRecord
+from codemode.workflows.models import ExecutionOutcome, ExecutionStatus, PendingApproval, ToolCallRecord, UndoLog
 
 if TYPE_CHECKING:  # (the audit is read only by `history`: `status` does without it)
     from codemode.client.histories.audit import CallAudit, ExecutionAudit
@@ -55,12 +55,64 @@ def approval_help(execution_id: str, pending: list[PendingApproval], address_fla
     lines = [f"⏸ {execution_id} is waiting for approval:"]
     for p in pending:
         lines.append(f"    call {p.call_id}: {p.summary or p.tool}")
+        if p.can_undo is not None:  # a run that can roll back (issue 47)
+            undo = f"can be undone ({p.undo_label})" if p.can_undo else "cannot be undone"
+            would = ", ".join(w.split(":")[0] for w in p.would_compensate or []) or "nothing"
+            lines.append(f"      {undo}; deny and roll back would compensate: {would}")
     for p in pending:  # the call's page in the approvals inbox, when the worker has one
         if p.inbox_url:
             lines.append(f"  decide in the inbox: {p.inbox_url}")
     for p in pending:  # (signed: with NAME's key, under an approvers file)
         lines.append(f"  approve: {decide_command('approve', execution_id, p.call_id, signed=p.signed, flags=address_flag)}")
         lines.append(f"  deny:    {decide_command('deny', execution_id, p.call_id, signed=p.signed, flags=address_flag)}")
+        if p.can_undo is not None:
+            deny = decide_command("deny", execution_id, p.call_id, signed=p.signed, flags=address_flag)
+            lines.append(f"  deny and roll back: {deny} --rollback")
+    return lines
+
+
+#: How each state of the log of applied calls is shown.
+UNDO_MARKS = {
+    "applied": "•",
+    "compensating": "…",
+    "compensated": "↩",
+    "nothing_to_do": "∅",
+    "failed": "✗",
+    "indeterminate": "?",
+    "cannot_undo": "!",
+}
+
+
+#: Calls of the log a summary shows at most (the newest).
+UNDO_SHOWN = 20
+
+
+def undo_lines(log: UndoLog | None) -> list[str]:
+    """The log of applied calls and what a rollback did with each (none: no line)."""
+    if log is None or not log.entries:
+        return []
+    rb = log.rollback
+    head = "undo:"
+    if rb is not None:
+        by = f" by {rb.by}" if rb.by else ""
+        why = f": {rb.reason}" if rb.reason else ""
+        word = {"deny": "denied and rolled back", "request": "rolled back", "on_failure": "compensated on failure"}
+        head = f"undo: {word[rb.trigger]}{by}{why}" + ("" if rb.finished else " (still rolling back)")
+    lines = [head]
+    shown = log.entries if len(log.entries) <= UNDO_SHOWN else log.entries[-UNDO_SHOWN:]
+    if len(shown) < len(log.entries):
+        lines.append(f"  ({len(log.entries) - len(shown)} earlier calls: codemode history shows every one)")
+    for e in shown:
+        text = f"  {UNDO_MARKS.get(e.state, ' ')} call {e.call_id} {e.summary or e.tool}: {e.state.replace('_', ' ')}"
+        if e.reconciled:
+            text += f" (reconciled: {e.reconciled.replace('_', ' ')})"
+        if e.error is not None:
+            text += f" — {e.error.type}: {e.error.message}"
+        elif e.why and e.state in ("indeterminate", "cannot_undo"):
+            text += f" — {e.why}"
+        if e.approval is not None and e.approval.by:
+            text += f" [{e.approval.decision} by {e.approval.by}]"
+        lines.append(text)
     return lines
 
 
@@ -68,12 +120,14 @@ def outcome_summary(outcome: ExecutionOutcome) -> str:
     calls = len(outcome.tool_calls)
     tail = f"{outcome.duration_ms / 1000:.1f}s · {calls} tool call{'s' if calls != 1 else ''} · {outcome.execution_id}"
     if outcome.success:
-        return f"✓ completed in {tail}" + artifact_lines(outcome) + "".join(f"\n  {u}" for u in usage_lines(outcome))
+        undo = "".join(f"\n  {u}" for u in undo_lines(outcome.undo))
+        return f"✓ completed in {tail}" + artifact_lines(outcome) + undo + "".join(f"\n  {u}" for u in usage_lines(outcome))
     err = outcome.error
     where = f" (line {err.line})" if err and err.line else ""
     what = f"{err.type}: {err.message}{where}" if err else "failed"
     trace = "".join(f"\n  {ln}" for ln in err.traceback.rstrip().splitlines()) if err and err.traceback else ""
-    return f"✗ {what}{trace}\n  after {tail}" + "".join(f"\n  {u}" for u in usage_lines(outcome))
+    undo = "".join(f"\n  {u}" for u in undo_lines(outcome.undo))
+    return f"✗ {what}{trace}\n  after {tail}" + undo + "".join(f"\n  {u}" for u in usage_lines(outcome))
 
 
 def usage_lines(outcome: ExecutionOutcome | ExecutionAudit) -> list[str]:
@@ -119,6 +173,7 @@ def status_lines(execution_id: str, status: ExecutionStatus) -> list[str]:
         lines.append(f"  ⚠ {ignored.signal} ignored: {ignored.reason} (input {ignored.payload})")
     for held in status.held_decisions:
         lines.append(f"  ⏳ {held.signal} for call {held.call_id} held: it applies when the call waits (input {held.payload})")
+    lines += ["  " + u for u in undo_lines(status.undo)]
     if status.pending_approvals:
         lines += ["", *approval_help(execution_id, status.pending_approvals)]
     return lines
@@ -166,6 +221,8 @@ def audit_lines(audit: ExecutionAudit) -> list[str]:
             text = ("✓ " if audit.success else "✗ ") + text
         elif ev.kind == "failed":
             text = f"✗ {text}"
+        elif ev.kind == "undo":
+            text = f"↩ {text}"
         lines.append(f"  {_clock(ev.at)}  {text}")
     still = [c for c in audit.calls if c.status not in FINAL_CALL_STATES]
     if still and audit.status == "running":
@@ -173,5 +230,6 @@ def audit_lines(audit: ExecutionAudit) -> list[str]:
         lines += ["    " + call_line(c) for c in still]
     if audit.success and audit.output is not None:
         lines.append(f"  output: {short(audit.output, 200)}")
+    lines += [f"  {u}" for u in undo_lines(audit.undo)]
     lines += [f"  {u}" for u in usage_lines(audit)]
     return lines

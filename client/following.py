@@ -143,6 +143,7 @@ async def send_decision(
     answer: Answer | None = None,
     door: str | None = None,
     signature: DecisionSignature | None = None,
+    rollback: bool = False,
 ) -> ApprovalRecord | None:
     """Decide one pending call as ``by``: every door (CLI, inbox, signed links, MCP,
     pydantic-ai) sends its decisions through here. Pass a ``Decision``, or its parts.
@@ -153,7 +154,8 @@ async def send_decision(
     applied when a worker runs the workflow: returns None. Edited arguments and answers are
     checked by the workflow before they are recorded, so they need a worker: without one they
     are refused here. ``signature``: the decision signed (``client/signing.py``), which
-    a worker with an approvers file requires (also carried by the signal)."""
+    a worker with an approvers file requires (also carried by the signal). ``rollback``: "deny and
+    roll back" (with ``approve=False``): the run stops and compensates what it applied."""
     if isinstance(call_id, Decision):
         decision = call_id
     else:
@@ -166,6 +168,7 @@ async def send_decision(
             answer=answer,
             door=door,
             signature=signature,
+            rollback=rollback,
         )
     if via_update:
         try:
@@ -193,7 +196,11 @@ async def send_decision(
         await handle.signal("approve", signal)
     else:
         denial = DenySignal(
-            call_id=decision.call_id, by=decision.by, reason=decision.comment, signature=decision.signature
+            call_id=decision.call_id,
+            by=decision.by,
+            reason=decision.comment,
+            signature=decision.signature,
+            rollback=decision.rollback,
         )
         await handle.signal("deny", denial)
     return None

@@ -56,11 +56,12 @@ class Signer:
         answered: bool = False,
         comment: str | None = None,
         door: str | None = None,
+        rollback: bool = False,
     ) -> DecisionSignature:
         """Sign ``decision`` on ``call``. ``edited_arguments``: the person's edits; the
         signature covers the whole arguments the call then runs with (the asked ones by name,
         edited), as the workflow checks it; ``comment`` and ``door`` exactly as the decision
-        carries them, and the call's run (``call.run_id``)."""
+        carries them, and the call's run (``call.run_id``). ``rollback``: "deny and roll back"."""
         if edited_arguments is not None:
             edited_arguments = {**(call.arguments or {}), **edited_arguments}
         return sign_decision(
@@ -78,6 +79,7 @@ class Signer:
             run_id=call.run_id or None,
             comment=comment,
             door=door,
+            rollback=rollback,
         )
 
     def sign_start(self, execution_id: str, code: str) -> StartSignature:
@@ -178,6 +180,7 @@ async def sign_pending(
     answered: bool = False,
     comment: str | None = None,
     door: str | None = None,
+    rollback: bool = False,
 ) -> DecisionSignature | None:
     """``signer``'s signature of ``decision`` on the waiting call (None without a signer, or
     when the call does not wait: the decision is then refused as not pending). ``edited_arguments``:
@@ -198,4 +201,5 @@ async def sign_pending(
         answered=answered,
         comment=comment,
         door=door,
+        rollback=rollback,
     )

@@ -99,6 +99,9 @@ class RunCodeReturn(TypedDict, total=False):
     #: Something the model must know beyond the outcome (its session had closed; how to fix code
     #: that did not run).
     notice: str
+    #: The calls that can be undone and where each stands (issue 47): ``call_id``, ``summary``,
+    #: ``state`` (applied, compensated, failed, nothing_to_do, indeterminate...).
+    undo: list[dict[str, Any]]
 
 
 def retry_message(error: Any) -> str:
@@ -137,6 +140,10 @@ def run_code_result(
         shown["more_tool_calls"] = len(calls) - CALLS_SHOWN
     if outcome.artifacts:
         shown["artifacts"] = [{"name": a.name, "mime_type": a.mime_type, "size": a.size} for a in outcome.artifacts]
+    if outcome.undo is not None and outcome.undo.entries:
+        shown["undo"] = [
+            {"call_id": e.call_id, "summary": e.summary, "state": e.state} for e in outcome.undo.entries[-CALLS_SHOWN:]
+        ]
     if session is not None:
         shown["session"] = session
     if cell is not None:
@@ -372,6 +379,16 @@ class RunCode:
         """Start (or find) the call's execution and wait for its outcome."""
         handle = await self.start(code, call_id, scope)
         return run_code_result(await handle.result())
+
+    async def rollback(self, execution_id: str, *, reason: str | None = None) -> RunCodeReturn:
+        """Undo what an execution of this tool did (issue 47): compensate its calls that can be
+        undone, newest first (``client/undo.py``); the rollback's outcome, ``undo`` saying what
+        became of each call. For a framework's own "undo" tool or an application's button;
+        compensations that need a person wait for one, as any call does."""
+        from codemode.client.undo import roll_back
+
+        client = await self.get_client()
+        return run_code_result(await roll_back(client, execution_id, reason=reason, door=self.name), fix_hint=False)
 
 
 def pending_summary(execution_id: str, status: ExecutionStatus) -> dict[str, Any]:

@@ -56,7 +56,9 @@ from codemode.activities.notify import NotifyActivities
 from codemode.activities.retention import RetentionActivities
 from codemode.activities.sandbox_steps import SandboxActivities
 from codemode.activities.sandbox_sweep import SandboxSweepActivities, report_lines
+from codemode.activities.compensation_activity import undo_activities
 from codemode.activities.tool_activity import tool_activities
+from codemode.activities.undo_log_reader import read_undo_log
 from codemode.activities.tools import ToolRegistry
 from codemode.approvals.notify.config import NotifyConfig, load_notify_config
 from codemode.runtimes import CodeRuntime
@@ -295,6 +297,8 @@ class CodeModePlugin(SimplePlugin):
             SandboxSweepActivities(sandbox.sweep_sandboxes).sweep,
             *NotifyActivities(self.notify).activities(),
             *tool_activities(self.registry, sandbox),
+            *undo_activities(self.registry),
+            read_undo_log,
         ]
         # Which approvers file this worker reads, in its identity: workers of one queue with
         # different files are named, and one without a file leaves calls to those with one.

@@ -72,6 +72,7 @@ class Queued:
             answered=o.answered,
             comment=o.comment,
             door=o.door,
+            rollback=o.rollback,
             by=self.by,
             source=self.source if self.source == "update" else self.name,
             update_id=self.update_id,

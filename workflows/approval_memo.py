@@ -15,26 +15,36 @@ with workflow.unsafe.imports_passed_through():
     from codemode.workflows.waiting_words import details, memo_extras
 
 
+#: How many calls "deny and roll back" would compensate the memo lists (newest first).
+MEMO_UNDO_SHOWN = 20
+
+
 def show_pending(
     execution_id: str,
     pending: list[PendingApproval],
     tallies: dict[str, CallTally],
     starter: str | None = None,
     code: str | None = None,
+    undo: list[str] | None = None,
 ) -> None:
     """What waits for a person, where anyone can see it without a worker: the memo
-    (UI "Memo", ``temporal workflow describe``) and the current details (``waiting_words``)."""
+    (UI "Memo", ``temporal workflow describe``) and the current details (``waiting_words``). ``undo``: what "deny and roll back" would compensate now, newest
+    first (None: the run cannot roll back; issue 47)."""
     if not pending:
         workflow.upsert_memo({"pending_approvals": None})
         return
-    entries = [_memo_entry(execution_id, p, tallies, starter) for p in pending]
+    entries = [_memo_entry(execution_id, p, tallies, starter, undo) for p in pending]
     workflow.upsert_memo({"pending_approvals": entries})
     progress = {c: t.progress() for c, t in tallies.items()}
     workflow.set_current_details(details(execution_id, pending, progress, code))
 
 
 def _memo_entry(
-    execution_id: str, p: PendingApproval, tallies: dict[str, CallTally], starter: str | None
+    execution_id: str,
+    p: PendingApproval,
+    tallies: dict[str, CallTally],
+    starter: str | None,
+    undo: list[str] | None = None,
 ) -> dict[str, Any]:
     tally = tallies.get(p.call_id)
     by = " --by NAME" if tally is not None else ""
@@ -49,6 +59,14 @@ def _memo_entry(
         "deny_command": f"codemode deny {execution_id} {p.call_id}{by}",
         **memo_extras(p, starter),
     }
+    if p.can_undo is not None and undo is not None:  # a run that can roll back (issue 47): what people see first
+        entry.update(
+            can_undo=p.can_undo,
+            undo_label=p.undo_label,
+            would_compensate=undo[:MEMO_UNDO_SHOWN],
+            would_compensate_count=len(undo),
+            rollback_command=f"codemode deny {execution_id} {p.call_id} --rollback{by}",
+        )
     if tally is None:
         entry["signal_input"] = {"call_id": p.call_id, "by": "your name"}
     else:  # who may decide, and who did so far (the verified approvers)

@@ -26,7 +26,7 @@ from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from codemode.activities.notify import START, StartNotice
-    from codemode.approvals.notify.events import DecidedInfo, EventName, NotifyRequest, excerpt
+    from codemode.approvals.notify.events import DecidedInfo, EventName, NotifyRequest, UndoNotice, excerpt
     from codemode.workflows.models import CODE_APPROVAL_ID, ApprovalRecord, PendingApproval
     from codemode.workflows.notify_workflow import NOTIFY_WORKFLOW
     from codemode.workflows.versions import Versions
@@ -83,6 +83,11 @@ class Notices:
                 comment=decision.comment,
                 approved_arguments=decision.approved_arguments,
                 answered=decision.answered,
+            ),
+            undo=None
+            if review.can_undo is None
+            else UndoNotice(
+                can_undo=review.can_undo, label=review.undo_label, would_compensate=review.would_compensate or []
             ),
         )
         # Unique across the namespace (run ids are), and the same on a replay under another id.

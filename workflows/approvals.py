@@ -16,12 +16,13 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from codemode.activities import names
     from codemode.activities.models import CallRequest
+    from codemode.activities.undo_records import UNDO_CALL_PREFIX
     from codemode.approvals.decision_checks import approved_arguments, check_answer, conform_answer
     from codemode.approvals.gate import ApprovalGate, GateInput
     from codemode.approvals.signing import DecisionSignature
     from codemode.approvals.tally import CallTally, Offer
     from codemode.workflows.approval_checks import Checks, Queued, recheck_timeout, refused_by_approvers
-    from codemode.workflows.approval_memo import show_pending, summary
+    from codemode.workflows.approval_memo import MEMO_UNDO_SHOWN, show_pending, summary  # noqa: F401 (re-exported)
     from codemode.workflows.approval_notices import Notices
     from codemode.workflows.early_decisions import EarlyDecisions
     from codemode.workflows.models import (
@@ -74,6 +75,13 @@ class Approvals:
         self.checks = Checks()
         #: The first run id of the chain: a version 2 signature names it.
         self.run_id = ""
+        #: Undo (issue 47; set by the run): the state after a wait (``rolling_back`` while a
+        #: compensation waited), what a "deny and roll back" asks of the run (None: it cannot),
+        #: what it would compensate now, and why calls of the code no longer wait (the run rolls back).
+        self.after_wait: ExecutionState = "running"
+        self.on_rollback: Callable[[str, ApprovalRecord], None] | None = None
+        self.undo_preview: Callable[[], list[str]] = list
+        self.withdrawing: str | None = None
 
     @property
     def strict(self) -> bool:
@@ -107,7 +115,13 @@ class Approvals:
         except ValueError as err:
             self._ignore(IgnoredSignal(signal=name, payload=_shown(payload), reason=f"malformed signature: {err}"))
             return
-        offer = Offer(kind="approve" if name == "approve" else "deny", signature=signature)
+        rollback = payload.get("rollback") if isinstance(payload, dict) else None
+        if rollback not in (None, False):
+            why = self._no_rollback(call_id, approve=name == "approve") if rollback is True else "rollback must be true or false"
+            if why is not None:
+                self._ignore(IgnoredSignal(signal=name, payload=_shown(payload), reason=why))
+                return
+        offer = Offer(kind="approve" if name == "approve" else "deny", signature=signature, rollback=rollback is True)
         door = "signal"
         if self.strict:  # a version 2 signature says the door it was made for (and covers the comment)
             offer.comment, offer.door = text, signature.door if signature is not None else None
@@ -118,6 +132,7 @@ class Approvals:
             return
         asked = self.pending[call_id].arguments
         record = ApprovalRecord(decision=_word(offer), by=by, comment=text, asked_arguments=asked, door=door)
+        record.rollback = offer.rollback
         if self._queues(call_id):
             self.checks.queued.setdefault(call_id, []).append(Queued(call_id, offer, record, "signal", name, by=by))
             return
@@ -128,6 +143,16 @@ class Approvals:
         a call under an approvers file)."""
         tally = self.tallies.get(call_id)
         return self.strict and tally is not None and tally.gate.configured
+
+    def _no_rollback(self, call_id: str, *, approve: bool) -> str | None:
+        """Why "deny and roll back" cannot apply to ``call_id`` (None: it can)."""
+        if approve:
+            return "rollback goes with a denial (deny and roll back), not an approval"
+        if self.on_rollback is None:
+            return "this run cannot roll back: it started before undo existed (deny it, then undo by hand)"
+        if call_id == CODE_APPROVAL_ID or call_id.startswith(UNDO_CALL_PREFIX):
+            return f"call {call_id} is not a call of the code: deny it (nothing of it ran to roll back)"
+        return None
 
     def _holds(self, call_id: str | None) -> bool:
         """Whether a decision for ``call_id`` is held until the call waits (``EarlyDecisions``):
@@ -218,6 +243,7 @@ class Approvals:
             record.answered = True
         elif decision.approve and edited is not None:
             record.approved_arguments = edited
+        record.rollback = decision.rollback
         if self._queues(call_id):
             info = workflow.current_update_info()
             queued = Queued(
@@ -254,6 +280,12 @@ class Approvals:
         call_id = self._decide_target(decision)
         if not decision.by.strip() and decision.signature is None:
             raise ValueError("say who decides: by must not be empty")
+        if decision.rollback:
+            why = self._no_rollback(call_id, approve=decision.approve)
+            if why is not None:
+                raise ValueError(why)
+        if call_id.startswith(UNDO_CALL_PREFIX) and (decision.arguments is not None or decision.answer is not None):
+            raise ValueError("a compensation is approved or denied as it is")
         if decision.arguments is not None and decision.answer is not None:
             raise ValueError("give edited arguments or an answer, not both")
         if not decision.approve and (decision.arguments is not None or decision.answer is not None):
@@ -312,6 +344,8 @@ class Approvals:
                 return record
             record.signatures, record.by = deciding, ", ".join(s.approver for s in deciding)
         self.decisions[call_id] = record
+        if record.rollback and record.decision == "denied" and self.on_rollback is not None:
+            self.on_rollback(call_id, record)  # the run stops and compensates what it applied
         return record
 
     async def consult(self, review: PendingApproval, timeout: timedelta) -> ApprovalRecord | None:
@@ -398,6 +432,9 @@ class Approvals:
             reason=call.approval_reason,
             run_id=self.run_id,
         )
+        if self.on_rollback is not None and not call.call_id.startswith(UNDO_CALL_PREFIX):
+            review.can_undo = call.undo is not None
+            review.undo_label = call.undo.label if call.undo is not None else None
         self.early.expect(review.call_id)
         decided = await self.consult(review, timeout)  # a policy rule may decide
         if decided is not None:
@@ -421,10 +458,14 @@ class Approvals:
         self.pending[review.call_id] = review
         review.signed = review.call_id in self.tallies
         self._judge(self.early.take(review.call_id))  # held for it (a run of this generation)
+        if self.withdrawing is not None and not review.call_id.startswith(UNDO_CALL_PREFIX):
+            self.decisions.setdefault(review.call_id, self._withdrawn(review))
         if review.call_id in self.decisions:  # decided as it began to wait: nobody is asked
             decision = self.decisions[review.call_id]
         else:
             self._set_state("awaiting_approval")
+            if review.can_undo is not None:  # what people see before they decide (issue 47)
+                review.would_compensate = self.undo_preview()[:MEMO_UNDO_SHOWN]
             self.show_pending(execution_id)
             self.notices.send("approval.requested", review)
             if self._queues(review.call_id):
@@ -449,10 +490,13 @@ class Approvals:
         self.notices.send("approval.expired" if expired else "approval.decided", review, decision)
         self.show_pending(execution_id)
         if not self.pending:
-            self._set_state("running")
-            verb = {"approved": "Approved", "denied": "Denied", "timed_out": "No decision in time for"}[
-                decision.decision
-            ]
+            self._set_state(self.after_wait)
+            verb = {
+                "approved": "Approved",
+                "denied": "Denied",
+                "timed_out": "No decision in time for",
+                "withdrawn": "Withdrawn (the run rolls back):",
+            }[decision.decision]
             by = f" by {decision.by}" if decision.by and decision.decision != "timed_out" else ""
             if decision.signatures:
                 by += f" (signature verified; rule {decision.rule})"
@@ -528,10 +572,27 @@ class Approvals:
                 self._refuse_queued(queued, why)
         self.checks.queued.clear()
 
+    def withdraw(self, why: str) -> None:
+        """The run rolls back (issue 47): every call of the code waiting now is withdrawn (nobody
+        decided it), and none waits from now on; compensations still wait for their people."""
+        self.withdrawing = why
+        for p in list(self.pending.values()):
+            if p.call_id not in self.decisions and not p.call_id.startswith(UNDO_CALL_PREFIX):
+                self.decisions[p.call_id] = self._withdrawn(p)
+
+    def _withdrawn(self, p: PendingApproval) -> ApprovalRecord:
+        return ApprovalRecord(decision="withdrawn", comment=self.withdrawing, asked_arguments=p.arguments, door="rollback")
+
     def show_pending(self, execution_id: str) -> None:
         """What waits for a person, where anyone can see it without a worker: the memo
         (UI "Memo", ``temporal workflow describe``) and the current details."""
-        show_pending(execution_id, self.waiting_calls(), self.tallies, self.starter, self.notices.code)
+        show_pending(
+            execution_id, self.waiting_calls(), self.tallies, self.starter, self.notices.code, self._undo_preview_now()
+        )
+
+    def _undo_preview_now(self) -> list[str] | None:
+        """What "deny and roll back" would compensate now (None: the run cannot roll back)."""
+        return self.undo_preview() if self.on_rollback is not None else None
 
 
 def _offer(decision: Decision, edited: dict[str, Any] | None) -> Offer:
@@ -542,6 +603,7 @@ def _offer(decision: Decision, edited: dict[str, Any] | None) -> Offer:
         edited=edited,
         answer=decision.answer.value if decision.answer is not None else None,
         answered=answered,
+        rollback=decision.rollback,
     )
 
 
@@ -568,4 +630,7 @@ def permission_error(what: str, decision: ApprovalRecord) -> ErrorInfo:
         by = f" by {decision.by}" if decision.by else ""
         why = f": {decision.comment}" if decision.comment else ""
         return ErrorInfo(type="PermissionError", message=f"{what} was denied{by}{why}", kind="denied")
+    if decision.decision == "withdrawn":
+        why = f": {decision.comment}" if decision.comment else ""
+        return ErrorInfo(type="PermissionError", message=f"{what} was withdrawn{why}", kind="denied")
     return ErrorInfo(type="PermissionError", message=f"{what} was not approved in time", kind="denied")

@@ -65,3 +65,11 @@ async def start_code(
         static_summary=execution_summary(request),
         static_details=execution_details(request),
     )
+
+
+def indexed_at_start(runtime: str) -> bool:
+    """In a ``CodeExecutionWorkflow``: whether its starter set our search attributes already
+    (``execute_code`` here and ``start_execution`` do; a start from the UI or another SDK does
+    not, and the workflow upserts them itself)."""
+    attrs = workflow.info().typed_search_attributes
+    return attrs.get(STATUS_KEY) == "running" and attrs.get(RUNTIME_KEY) == runtime

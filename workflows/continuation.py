@@ -16,6 +16,7 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 from codemode.activities.models import CallRequest, CheckpointRef, SegmentRef, StepResult
+from codemode.activities.undo_records import UndoLog
 from codemode.runtimes.journal_replay import JournalEntry
 from codemode.runtimes.types import Determinism
 from codemode.workflows.models import ApprovalRecord, IgnoredSignal, ToolCallRecord
@@ -32,6 +33,21 @@ class Cursor(BaseModel):
     answers: list[JournalEntry] = Field(default_factory=list)
     #: The checkpoint before ``step.checkpoint``; the next resume deletes it.
     superseded: CheckpointRef | None = None
+
+
+def can_fuse(cursor: Cursor, local: bool) -> bool:
+    """Whether the next call's tool activity can run the step after it: a step waiting
+    for exactly one call, of a snapshot runtime (any worker can continue it) or of a live
+    process a worker keeps (that worker runs it; elsewhere the activity leaves it to the
+    workflow's own step, on that worker's queue, which is what a run recorded before
+    issue 28 did, so its history replays). Decided from recorded data only, so no patch
+    marker (and no search-attribute upsert) per run."""
+    step = cursor.step
+    if len(cursor.remaining) != 1 or cursor.answers:
+        return False
+    if step.session_id:
+        return step.session_queue is not None
+    return local and (step.checkpoint is not None or step.live is not None)
 
 
 class Continuation(BaseModel):
@@ -59,3 +75,5 @@ class Continuation(BaseModel):
     tail_bytes: int = 0
     #: The usage of the runs before (``workflows/usage.py``).
     usage: SandboxUsage | None = None
+    #: The log of applied calls (issue 47): small (ids, compensations, results up to 64 KB).
+    undo: UndoLog | None = None

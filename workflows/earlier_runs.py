@@ -13,6 +13,19 @@ with workflow.unsafe.imports_passed_through():
     from codemode.workflows.step_activities import load_state, save_state
 
 
+async def store_run(journal: list[JournalEntry], calls: list[ToolCallRecord]) -> SegmentRef:
+    """Store a run's journal and call records for the runs after it (``_roll_over``)."""
+    info = workflow.info()
+    return await save_state(
+        SaveStateInput(
+            execution_id=info.workflow_id,
+            first_run_id=info.first_execution_run_id,
+            segment=StateSegment(journal=journal, calls=calls),
+        ),
+        summary="store the journal and call records for the next run",
+    )
+
+
 async def all_calls(
     start: StartInput, segments: list[SegmentRef], current: list[ToolCallRecord]
 ) -> list[ToolCallRecord]:

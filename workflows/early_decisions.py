@@ -33,6 +33,7 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from codemode.activities.undo_records import UNDO_CALL_PREFIX
     from codemode.workflows.models import CODE_APPROVAL_ID, HeldDecision, decision_target
     from codemode.workflows.versions import Versions
 
@@ -60,7 +61,7 @@ class EarlyDecisions:
             return False
         if call_id in waiting or call_id in decided:
             return False
-        if not (call_id.isdigit() or call_id == CODE_APPROVAL_ID):
+        if not (call_id.isdigit() or call_id == CODE_APPROVAL_ID or _undo_of_a_call(call_id)):
             return False  # no call is ever named so
         return (call_id in self.expected or self.stepping) and len(self.held) < MAX_HELD
 
@@ -103,3 +104,8 @@ class EarlyDecisions:
         """No held decision can apply any more: all of them, to be listed as ignored."""
         self.closed = True
         return self.take()
+
+
+def _undo_of_a_call(call_id: str) -> bool:
+    """``undo-3``: the compensation of call 3 waiting for a person (issue 47)."""
+    return call_id.startswith(UNDO_CALL_PREFIX) and call_id[len(UNDO_CALL_PREFIX) :].isdigit()

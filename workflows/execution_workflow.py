@@ -28,12 +28,9 @@ with workflow.unsafe.imports_passed_through():
         CellRef,
         CheckpointRef,
         NextStep,
-        ReleaseInput,
         ResumeInput,
-        SaveStateInput,
         SegmentRef,
         StartInput,
-        StateSegment,
         StepResult,
     )
     from codemode.activities.sandbox_sweep import SANDBOX_HELD_QUERY, HeldSandbox
@@ -43,8 +40,9 @@ with workflow.unsafe.imports_passed_through():
     from codemode.workflows.approvals import Approvals, permission_error, summary
     from codemode.workflows.call_outcomes import final_details
     from codemode.workflows.call_window import call_window
-    from codemode.workflows.continuation import Continuation, Cursor
-    from codemode.workflows.earlier_runs import all_calls, store_cell_journal
+    from codemode.workflows.child_execution import indexed_at_start
+    from codemode.workflows.continuation import Continuation, Cursor, can_fuse
+    from codemode.workflows.earlier_runs import all_calls, store_cell_journal, store_run
     from codemode.workflows.models import (
         RUNTIME_KEY,
         STATUS_KEY,
@@ -56,6 +54,9 @@ with workflow.unsafe.imports_passed_through():
         ExecutionOutcome,
         ExecutionState,
         ExecutionStatus,
+        RollbackInfo,
+        RollbackRequest,
+        UndoLog,
         call_order,
     )
     from codemode.workflows.parking import Parking
@@ -63,13 +64,14 @@ with workflow.unsafe.imports_passed_through():
         LOCAL_STEP_RUNTIMES,
         release_sandbox,
         run_step,
-        save_state,
         step_cause,
         step_on_own_queue,
         why_not_live,
     )
     from codemode.workflows.step_state import DeferredTail, Held
     from codemode.workflows.tool_calls import CallRecords, run_call
+    from codemode.workflows.undo import Undo
+    from codemode.workflows.undo_run import rollback_execution, settle, stopped
     from codemode.workflows.usage import UsageMeter
     from codemode.workflows.versions import Versions
 
@@ -121,6 +123,8 @@ class CodeExecutionWorkflow:
         self._deferred = DeferredTail()
         self._usage = UsageMeter(self._runtime)
         self._parking = Parking(self._usage, self._versions)
+        #: The log of applied calls and its rollback (issue 47; ``workflows/undo.py``).
+        self._undo = Undo(self._versions, self._approvals)
 
     # -- handlers -----------------------------------------------------------------------
 
@@ -147,6 +151,21 @@ class CodeExecutionWorkflow:
     def _validate_decide(self, decision: Decision) -> None:
         self._approvals.validate_decide(decision)
 
+    @workflow.update(description="Roll the run back: stop its code, then compensate its calls, newest first.")
+    async def rollback(self, request: RollbackRequest) -> UndoLog:
+        self._undo.stop(RollbackInfo(trigger="request", **request.model_dump()))
+        await workflow.wait_condition(lambda: self._undo.rollback is not None and self._undo.rollback.finished)
+        return self._undo.view()
+
+    @rollback.validator
+    def _validate_rollback(self, request: RollbackRequest) -> None:
+        self._undo.validate(request)
+
+    @workflow.query
+    def undo_log(self) -> UndoLog:
+        """The log of applied calls and what a rollback did with each (read after the run ended)."""
+        return self._undo.view()
+
     @workflow.query
     def status(self, since: int | None = None) -> ExecutionStatus:
         """The state, pending approvals, stdout and a page of the calls: from index ``since``,
@@ -156,7 +175,7 @@ class CodeExecutionWorkflow:
         return ExecutionStatus(
             state=self._state,
             runtime=self._runtime,
-            pending_approvals=sorted(self._approvals.pending.values(), key=lambda p: call_order(p.call_id)),
+            pending_approvals=self._undo.shown(sorted(self._approvals.pending.values(), key=lambda p: call_order(p.call_id))),
             tool_calls=page,
             calls_from=calls_from,
             call_count=earlier + len(self._calls.by_id),
@@ -165,6 +184,7 @@ class CodeExecutionWorkflow:
             runs=len(self._runs) + 1,
             ignored_signals=list(self._approvals.ignored),
             held_decisions=self._approvals.held_decisions(),
+            undo=self._undo.shown_log(),
         )
 
     @workflow.query(name=SANDBOX_HELD_QUERY)
@@ -205,10 +225,13 @@ class CodeExecutionWorkflow:
             self._code_approval = carry.code_approval
             self._approvals.ignored = list(carry.ignored_signals)
             self._approvals.checks.pinned = carry.approvers_sha256 if self._approvals.strict else None
+            self._undo.restore(carry.undo)
             # A deferred step's tail rode in carry.journal (see _roll_over).
             self._deferred.stdout_at_base, self._deferred.tail_bytes = carry.base_stdout, carry.tail_bytes
-        elif self._index and not _indexed_at_start(req.runtime):
+        elif self._index and not indexed_at_start(req.runtime):
             workflow.upsert_search_attributes([STATUS_KEY.value_set("running"), RUNTIME_KEY.value_set(req.runtime)])
+        if req.rollback_of is not None and self._undo.on:  # a rollback of a run that has ended
+            return await rollback_execution(req, self._undo, self._set_state)
         start = StartInput(
             execution_id=info.workflow_id,
             runtime=req.runtime,
@@ -243,15 +266,21 @@ class CodeExecutionWorkflow:
             reason = workflow.cancellation_reason()
             workflow.set_current_details(f"**Cancelled**{': ' + reason if reason else ''}")
             await self._release(start)
+            if await settle(self._undo, req, self._set_state, failed=True, cause="cancelled"):
+                self._set_state("cancelled")
+                await workflow.wait_condition(workflow.all_handlers_finished)  # (approvals closed above)
             raise
         self._error = error
-        self._set_state("completed" if success else "timed_out" if error and error.kind == "timeout" else "failed")
+        final: ExecutionState = "completed" if success else "timed_out" if error and error.kind == "timeout" else "failed"
+        self._set_state("rolling_back" if self._undo.requested else final)
         workflow.set_current_details(final_details(success, error, workflow.now() - started, len(self._calls.by_id)))
         await self._release(start)
+        if await settle(self._undo, req, self._set_state, failed=not success, cause=error):
+            assert self._undo.rollback is not None
+            self._set_state(final if self._undo.rollback.trigger == "on_failure" else "rolled_back")
         await self._approvals.notices.settled()
         await self._close_approvals("the run ended before the call waited for a decision")
         if self._cell_end is not None and self._cell_end.effect == "kept":
-            assert self._cell_end is not None
             await store_cell_journal(start, self._segments, self._journal, self._cell_end)
         return ExecutionOutcome(
             execution_id=info.workflow_id,
@@ -266,6 +295,7 @@ class CodeExecutionWorkflow:
             cell=self._cell_end,
             artifacts=artifacts_of(calls, start.first_run_id),
             usage=self._usage.by_runtime(),
+            undo=self._undo.shown_log(),
         )
 
     async def _execute(
@@ -291,12 +321,14 @@ class CodeExecutionWorkflow:
         fused_before = False
         while True:
             step = cursor.step
+            if (stop := stopped(self._undo)) is not None:  # rolled back: the code goes no further
+                return False, None, stop
             if step.kind == "result":
                 assert step.result is not None
                 return True, step.result.output, None
             if step.kind == "error":
                 return False, None, step.error
-            if self._can_fuse(cursor, local):
+            if can_fuse(cursor, local):
                 # The step waits for one call: its tool activity runs the step after it too.
                 # A history written before this existed has no step in any tool's result, so
                 # it replays on the path below (the workflow's own resume step), unpatched.
@@ -341,8 +373,12 @@ class CodeExecutionWorkflow:
                 answers = [a for a, _ in await asyncio.gather(*(self._run_call(c, req.approval_timeout) for c in window))]
                 cursor.answers.extend(answers)
                 self._journal.extend(answers)
+                if self._undo.requested:
+                    break
                 if cursor.remaining and self._should_roll_over():
                     await self._roll_over(req, cursor)
+            if (stop := stopped(self._undo)) is not None:
+                return False, None, stop
             if (settled or not self._versions.current) and self._should_roll_over():
                 await self._roll_over(req, cursor)
             resume = ResumeInput(
@@ -367,20 +403,6 @@ class CodeExecutionWorkflow:
             step = await self._resume(resume, cursor.step, start, local=local, timeout=timeout)
             cursor = self._take(step, superseded=resume.checkpoint)
             fused_before = False
-
-    def _can_fuse(self, cursor: Cursor, local: bool) -> bool:
-        """Whether the next call's tool activity can run the step after it: a step waiting
-        for exactly one call, of a snapshot runtime (any worker can continue it) or of a live
-        process a worker keeps (that worker runs it; elsewhere the activity leaves it to the
-        workflow's own step, on that worker's queue, which is what a run recorded before
-        issue 28 did, so its history replays). Decided from recorded data only, so no patch
-        marker (and no search-attribute upsert) per run."""
-        step = cursor.step
-        if len(cursor.remaining) != 1 or cursor.answers:
-            return False
-        if step.session_id:
-            return step.session_queue is not None
-        return local and (step.checkpoint is not None or step.live is not None)
 
     def _step_begins(self) -> None:
         self._usage.step_began()
@@ -446,16 +468,7 @@ class CodeExecutionWorkflow:
         if keep:
             self._journal = self._journal[: self._deferred.base_index]
         if self._calls.by_id or self._journal:  # every record is final here: nothing runs, nobody decides
-            info = workflow.info()
-            ref = await save_state(
-                SaveStateInput(
-                    execution_id=info.workflow_id,
-                    first_run_id=info.first_execution_run_id,
-                    segment=StateSegment(journal=self._journal, calls=list(self._calls.by_id.values())),
-                ),
-                summary="store the journal and call records for the next run",
-            )
-            self._segments.append(ref)
+            self._segments.append(await store_run(self._journal, list(self._calls.by_id.values())))
             self._journal, self._calls = [], CallRecords(record_bytes=self._calls.record_bytes)
         self._journal = keep
         carry = Continuation(
@@ -474,6 +487,7 @@ class CodeExecutionWorkflow:
             base_stdout=self._deferred.stdout_at_base,
             tail_bytes=self._deferred.tail_bytes,
             usage=self._usage.snapshot(),
+            undo=self._undo.view() if self._undo.on else None,
         )
         workflow.continue_as_new(args=[req, carry])
 
@@ -550,19 +564,8 @@ class CodeExecutionWorkflow:
         self._parking.cancel()
         self._usage.ended()
         held, self._held = self._held, Held()
-        if held.checkpoint is None and held.session is None and held.live is None:
-            return
-        inp = ReleaseInput(
-            execution_id=start.execution_id,
-            runtime=start.runtime,
-            first_run_id=start.first_run_id,
-            checkpoint=held.checkpoint,
-            superseded=held.superseded,
-            session_id=held.session[0] if held.session else None,
-            live=held.live,
-            cell=start.cell is not None,
-        )
-        await release_sandbox(inp, held.session[1] if held.session else None)
+        if (inp := held.release_input(start)) is not None:
+            await release_sandbox(inp, held.session[1] if held.session else None)
 
     def _absorb(self, step: StepResult) -> None:
         if step.stdout:
@@ -588,6 +591,7 @@ class CodeExecutionWorkflow:
             approvals=self._approvals,
             park=park,
             step_begins=self._step_begins,
+            undo=self._undo,
         )
 
     def _set_state(self, state: ExecutionState) -> None:
@@ -597,9 +601,3 @@ class CodeExecutionWorkflow:
         if self._index:
             workflow.upsert_search_attributes([STATUS_KEY.value_set(state)])
 
-
-def _indexed_at_start(runtime: str) -> bool:
-    """Whether the starter set our search attributes already (``start_execution`` does; a
-    start from the UI or another SDK does not, and the workflow upserts them itself)."""
-    attrs = workflow.info().typed_search_attributes
-    return attrs.get(STATUS_KEY) == "running" and attrs.get(RUNTIME_KEY) == runtime

@@ -23,6 +23,13 @@ from codemode.activities.records import (  # noqa: F401 (shared with the activit
     ErrorInfo,
     ToolCallRecord,
 )
+from codemode.activities.undo_records import (  # noqa: F401 (re-exported for clients)
+    RollbackInfo,
+    RollbackOf,
+    RollbackRequest,
+    UndoEntry,
+    UndoLog,
+)
 from codemode.approvals.signing import DecisionSignature, StartSignature
 from codemode.runtimes.types import CompactModel, ExecutionLimits, NetworkPolicy, SandboxOptions
 from codemode.workflows.usage import SandboxUsage
@@ -38,7 +45,11 @@ RUNTIME_KEY = SearchAttributeKey.for_keyword(SA_RUNTIME)
 CODE_APPROVAL_ID = "code"
 
 #: The words every surface uses (CLI, search attribute, memo, status query).
-ExecutionState = Literal["running", "awaiting_approval", "completed", "failed", "cancelled", "timed_out"]
+#: ``rolling_back``: compensating the calls it applied (issue 47); ``rolled_back``: a person
+#: stopped it and its calls were compensated ("deny and roll back", ``codemode rollback``).
+ExecutionState = Literal[
+    "running", "awaiting_approval", "completed", "failed", "cancelled", "timed_out", "rolling_back", "rolled_back"
+]
 
 
 #: What a session may be called: it becomes part of workflow ids (``session:NAME``,
@@ -93,6 +104,15 @@ class CodeExecutionRequest(CompactModel):
     """Who started the run, signed (``approvals/signing.py``'s ``sign_start``) by a key the
     approvers file lists: the starter four eyes trusts. Without it the starter is not known
     for sure, and a four-eyes call needs one approver more (``approvals/tally.py``)."""
+    on_failure: Literal["keep", "compensate"] = "keep"
+    """After an uncaught error, a timeout or a cancellation: ``keep`` what the calls did (the
+    default; ``codemode rollback`` can still undo it later), or ``compensate`` every call that
+    can be undone, newest first (``docs/guides/undo.md``)."""
+    compensation_order: Literal["reverse", "parallel"] = "reverse"
+    """How ``on_failure="compensate"`` runs the compensations: newest first, or all at once."""
+    rollback_of: RollbackOf | None = None
+    """Set by ``roll_back`` for a run that has ended (never by a caller): this execution runs
+    no code; it compensates that run's calls (``workflows/undo_run.py``)."""
 
     @field_validator("session")
     @classmethod
@@ -129,6 +149,8 @@ class ExecutionOutcome(CompactModel):
     usage: dict[str, SandboxUsage] = Field(default_factory=dict)
     """What its sandboxes cost, per runtime: seconds running and paused, sandboxes created, journal
     replays (``workflows/usage.py``)."""
+    undo: UndoLog | None = None
+    """The calls that can be undone, and what a rollback did with each (None: none)."""
 
 
 class PendingApproval(BaseModel):
@@ -160,6 +182,12 @@ class PendingApproval(BaseModel):
     inbox_url: str | None = None
     #: What the tool does, as its docstring says (the gate's ``tool_doc``).
     tool_doc: str | None = None
+    #: Whether this call can be undone once it ran (its tool declares a compensation, and
+    #: what), and what "deny and roll back" would compensate now (earlier calls, newest first:
+    #: ``call id: summary``). None: a run from before undo (issue 47).
+    can_undo: bool | None = None
+    undo_label: str | None = None
+    would_compensate: list[str] | None = None
 
 
 class IgnoredSignal(BaseModel):
@@ -194,6 +222,8 @@ class ExecutionStatus(BaseModel):
     ignored_signals: list[IgnoredSignal] = Field(default_factory=list)
     #: Decisions waiting for their call to wait (``HeldDecision``), in the order they came.
     held_decisions: list[HeldDecision] = Field(default_factory=list)
+    #: The log of applied calls that can be undone, and the rollback if one runs (issue 47).
+    undo: UndoLog | None = None
 
 
 class ApproveSignal(BaseModel):
@@ -210,6 +240,8 @@ class DenySignal(BaseModel):
     by: str | None = None
     reason: str | None = None
     signature: DecisionSignature | None = None
+    #: Deny, and roll the run back (issue 47): stop it and compensate what it applied.
+    rollback: bool = False
 
 
 class Answer(BaseModel):
@@ -236,6 +268,9 @@ class Decision(BaseModel):
     #: The decision's Ed25519 signature (``sign_decision``): required when the worker has an
     #: approvers file; then the signer (or whom a service signed for) is who decided.
     signature: DecisionSignature | None = None
+    #: "Deny and roll back" (with ``approve=False``): the call is denied, the run stops, and the
+    #: calls it applied are compensated (issue 47). A signature must say so too.
+    rollback: bool = False
 
 
 #: Keys a person may use in an approve/deny signal (the UI's "Send a Signal" box is free JSON).
@@ -243,7 +278,7 @@ _CALL_KEYS = ("call_id", "callId", "id")
 _BY_KEYS = ("by", "approver", "user")
 _TEXT_KEYS = ("comment", "reason", "note")
 #: Read by the approvals bookkeeping (``workflows/approvals.py``), not here.
-_SIGNATURE_KEYS = ("signature",)
+_SIGNATURE_KEYS = ("signature", "rollback")
 #: Who a decision is recorded as when the signal names nobody.
 ANONYMOUS = "anonymous"
 

@@ -13,7 +13,14 @@ from pydantic import BaseModel, Field, field_validator
 from codemode.activities.models import CellEffect, CellRecipe, CheckpointRef, SegmentRef
 from codemode.activities.records import SESSION_WORKFLOW_TYPE, ErrorInfo
 from codemode.runtimes.types import Determinism
-from codemode.workflows.models import SESSION_NAME, CodeExecutionRequest, ExecutionOutcome, check_session_name
+from codemode.workflows.models import (
+    SESSION_NAME,
+    CodeExecutionRequest,
+    ExecutionOutcome,
+    RollbackRequest,
+    UndoLog,
+    check_session_name,
+)
 
 __all__ = ("SESSION_WORKFLOW_TYPE",)  # (defined beside the execution's, for the retention sweep)
 #: A session with no cell for this long closes, and its state is deleted.
@@ -189,6 +196,38 @@ class SessionStatus(BaseModel):
     closes_at: datetime | None = None
     closed_reason: str | None = None
     runs: int = 1
+    #: A rollback to before this cell is under way (issue 47).
+    rolling_back_to: int | None = None
+
+
+class SessionRollback(RollbackRequest):
+    """Roll the session back to before cell ``before`` (the Update ``rollback``): every cell from
+    it on is rolled back, newest first, and the namespace is as it was before it."""
+
+    before: int
+    #: Whether the rollbacks keep the CodeModeStatus search attribute (the client says: it knows
+    #: whether the server has it), so the inbox finds a compensation that waits for a person.
+    index_search_attributes: bool = True
+
+
+class CellUndo(BaseModel):
+    """One cell's part of a session's rollback."""
+
+    index: int
+    execution_id: str
+    #: The rollback's own execution (``rollback:session:NAME:N``) and what it did.
+    rollback_id: str
+    undo: UndoLog | None = None
+    error: str | None = None
+
+
+class SessionRolledBack(BaseModel):
+    """What rolling a session back did: each cell's compensations, newest cell first, and the
+    namespace (rebuilt from the cells before ``before`` when the next cell runs)."""
+
+    before: int
+    cells: list[CellUndo] = Field(default_factory=list)
+    namespace: str = ""
 
 
 class SessionCarry(BaseModel):
@@ -214,6 +253,8 @@ class SessionCarry(BaseModel):
     last_active: datetime
     #: Request ids of cells sent by workflows -> the cell's number (the latest ones).
     requests: dict[str, int] = Field(default_factory=dict)
+    #: The cell that last restarted the session (0: none): its namespace began there.
+    restart_cell: int = 0
 
 
 class SessionSummary(BaseModel):

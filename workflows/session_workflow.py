@@ -40,7 +40,6 @@ from temporalio.exceptions import (
     ApplicationError,
     CancelledError,
     ChildWorkflowError,
-    FailureError,
     WorkflowAlreadyStartedError,
 )
 
@@ -58,10 +57,10 @@ with workflow.unsafe.imports_passed_through():
     )
     from codemode.activities.records import ErrorInfo
     from codemode.runtimes.types import Determinism
+    from codemode.workflows import session_replies as replies
     from codemode.workflows.execution_workflow import CodeExecutionWorkflow
     from codemode.workflows.models import RUNTIME_KEY, STATUS_KEY, ExecutionOutcome
     from codemode.workflows.session_models import (
-        CELL_REPLY_SIGNAL,
         ENQUEUE_SIGNAL,
         MAX_QUEUED,
         RECENT_CELLS,
@@ -73,6 +72,8 @@ with workflow.unsafe.imports_passed_through():
         CellTicket,
         QueuedCell,
         SessionCarry,
+        SessionRollback,
+        SessionRolledBack,
         SessionStart,
         SessionState,
         SessionStatus,
@@ -81,7 +82,9 @@ with workflow.unsafe.imports_passed_through():
         cell_execution_id,
     )
     from codemode.workflows.session_release import release_state, release_when_idle
-    from codemode.workflows.summary import execution_details, plain, summary_text
+    from codemode.workflows.session_replies import send_reply
+    from codemode.workflows.session_rollback import refusal, roll_back_cells, rolled_back
+    from codemode.workflows.summary import execution_details, first_line, plain, span_in_words, summary_text
     from codemode.workflows.versions import Versions
 
 #: Recipe entries (and code characters) a session carries inline before it stores them.
@@ -134,6 +137,11 @@ class CodeSessionWorkflow:
         #: latest answers sent (for a request sent again after its cell ended).
         self._requests: dict[str, int] = {}
         self._replies: list[CellReply] = []
+        #: Rolling back to before a cell (issue 47): asked, and done; the cell that last
+        #: restarted the session (its namespace cannot go back before it).
+        self._rewind: SessionRollback | None = None
+        self._rewound: SessionRolledBack | None = None
+        self._restart_cell = 0
         if carry is not None:
             self._restore(carry)
         else:
@@ -158,7 +166,7 @@ class CodeSessionWorkflow:
         queued.record = CellRecord(
             index=index,
             execution_id=execution_id,
-            summary=_first_line(queued.request.code),
+            summary=first_line(queued.request.code),
             restart=queued.request.restart,
         )
         self._queue.append(queued)
@@ -199,39 +207,16 @@ class CodeSessionWorkflow:
         if index is not None:  # sent again: it runs once, and its answer stands
             kept = next((r for r in self._replies if r.request_id == cell.request_id), None)
             if kept is not None:
-                await self._send_reply(cell.reply_to, kept)
+                await send_reply(cell.reply_to, kept)
             elif not any(q.record.index == index for q in self._queue) and (
                 self._running is None or self._running.index != index
             ):
-                await self._send_reply(
-                    cell.reply_to,
-                    CellReply(
-                        request_id=cell.request_id,
-                        session=self._name,
-                        index=index,
-                        execution_id=cell_execution_id(self._name, index),
-                        state="refused",
-                        error=ErrorInfo(
-                            type="DuplicateCell",
-                            message=f"request {cell.request_id} already ran as cell {index}: its outcome is "
-                            f"the result of execution {cell_execution_id(self._name, index)}",
-                            kind="sandbox",
-                        ),
-                    ),
-                )
+                await send_reply(cell.reply_to, replies.duplicate(self._name, cell.request_id, index))
             return  # (queued or running: the answer comes when it ends)
         try:
             self._validate_submit(CellSubmission(request=cell.request))
         except ApplicationError as err:
-            await self._send_reply(
-                cell.reply_to,
-                CellReply(
-                    request_id=cell.request_id,
-                    session=self._name,
-                    state="refused",
-                    error=ErrorInfo(type=err.type or "SessionError", message=err.message, kind="sandbox"),
-                ),
-            )
+            await send_reply(cell.reply_to, replies.refused(self._name, cell.request_id, err.type, err.message))
             return
         queued = QueuedCell(
             record=CellRecord(index=0, execution_id=""),
@@ -251,6 +236,31 @@ class CodeSessionWorkflow:
         if self._state == "open":
             self._begin_close(reason or "closed on request")
         return self.describe()
+
+    @workflow.update(
+        description="Roll the session back to before a cell: compensate the calls of that cell and every later "
+        "one (newest first), and take the namespace back to where it was before it."
+    )
+    async def rollback(self, ask: SessionRollback) -> SessionRolledBack:
+        self._rewind, self._rewound = ask, None
+        await workflow.wait_condition(lambda: self._rewound is not None)
+        assert self._rewound is not None
+        return self._rewound
+
+    @rollback.validator
+    def _validate_rollback(self, ask: SessionRollback) -> None:
+        why = refusal(
+            ask,
+            closed=None if self._state == "open" else self._name,
+            recorded_before=not self._versions.since("generation-47"),
+            cells=self._count,
+            busy=self._running is not None or bool(self._queue) or self._rewind is not None,
+            recipe=self._recipe,
+            segments=self._recipe_segments,
+            restart_cell=self._restart_cell,
+        )
+        if why is not None:
+            raise ApplicationError(why, type="RollbackRefused")
 
     @workflow.signal(description="A worker let the session's live process go (it shut down).")
     def live_lost(self, key: str) -> None:
@@ -294,6 +304,7 @@ class CodeSessionWorkflow:
             closes_at=closes_at if self._running is None and not self._queue else None,
             closed_reason=self._closed_reason,
             runs=len(self._runs) + 1,
+            rolling_back_to=self._rewind.before if self._rewind is not None else None,
         )
 
     # -- the run ----------------------------------------------------------------------------
@@ -311,14 +322,17 @@ class CodeSessionWorkflow:
                     left = self._last_active + self._idle - workflow.now()
                     try:
                         await workflow.wait_condition(
-                            lambda: bool(self._queue) or self._state != "open",
+                            lambda: bool(self._queue) or self._state != "open" or self._rewind is not None,
                             timeout=max(left, timedelta(seconds=1)),
                             timeout_summary="the session closes when idle",
                         )
                     except TimeoutError:
-                        self._begin_close(f"idle for {_human(self._idle)}")
+                        self._begin_close(f"idle for {span_in_words(self._idle)}")
                 if self._state != "open":
                     break
+                if self._rewind is not None:
+                    await self._roll_back(self._rewind)
+                    continue
                 # The cell runs in a task of its own: a cancellation of this workflow reaches
                 # this loop (which closes the session) instead of being spent on the cell's
                 # child, which the session cancels itself.
@@ -362,6 +376,7 @@ class CodeSessionWorkflow:
         record.state = "starting"
         self._running = record
         if req.restart:
+            self._restart_cell = record.index
             await release_state(self._runtime, self._live, self._state_ref, everything=False)
             self._state_ref, self._live, self._idle_sandbox = None, None, None
             self._recipe, self._recipe_segments, self._variables = [], [], {}
@@ -440,6 +455,7 @@ class CodeSessionWorkflow:
                             tools=req.tools,
                             journal=end.journal,
                             raised=not outcome.success,
+                            index=record.index,
                         )
                     )
                     if (
@@ -458,31 +474,20 @@ class CodeSessionWorkflow:
         """Tell the workflow that sent this cell how it ended (cells sent by Update: nothing)."""
         if queued.reply_to is None or queued.request_id is None:
             return
-        record = queued.record
-        error = record.error if outcome is None else None
-        if outcome is None and record.state == "dropped":
-            error = ErrorInfo(
-                type="SessionClosed",
-                message=f"session {self._name!r} closed before cell {record.index} ran ({self._closed_reason})",
-                kind="sandbox",
-            )
-        reply = CellReply(
-            request_id=queued.request_id,
-            session=self._name,
-            index=record.index,
-            execution_id=record.execution_id,
-            state=record.state,
-            outcome=outcome,
-            error=error,
-        )
+        reply = replies.ended(self._name, queued, outcome, self._closed_reason)
         self._replies = [*self._replies, reply][-KEPT_REPLIES:]
-        await self._send_reply(queued.reply_to, reply)
+        await send_reply(queued.reply_to, reply)
 
-    async def _send_reply(self, to: str, reply: CellReply) -> None:
-        try:
-            await workflow.get_external_workflow_handle(to).signal(CELL_REPLY_SIGNAL, reply)
-        except FailureError as err:  # the sender is gone (it closed): nobody to tell
-            workflow.logger.info("could not answer %s about cell %s: %s", to, reply.index, err)
+    async def _roll_back(self, ask: SessionRollback) -> None:
+        """Roll the cells from ``ask.before`` on back, then the namespace (``session_rollback.py``)."""
+        cells = await roll_back_cells(self._name, ask, self._count)
+        await release_state(self._runtime, self._live, self._state_ref, everything=False)
+        self._state_ref, self._live, self._idle_sandbox, self._variables = None, None, None, {}
+        self._recipe = [r for r in self._recipe if r.index is not None and r.index < ask.before]
+        self._replay_reason = f"the session was rolled back to before cell {ask.before}"
+        self._rewound = rolled_back(ask, cells, self._recipe)
+        self._rewind = None
+        self._last_active = workflow.now()
 
     async def _store_recipe(self) -> None:
         """Move the recipe of the latest cells to the store (every cell's start carries the
@@ -525,6 +530,7 @@ class CodeSessionWorkflow:
         self._recent = list(carry.recent)
         self._last_active = carry.last_active
         self._requests = dict(carry.requests)
+        self._restart_cell = carry.restart_cell
 
     # -- continue-as-new ----------------------------------------------------------------------
 
@@ -561,6 +567,7 @@ class CodeSessionWorkflow:
             recent=self._recent,
             last_active=self._last_active,
             requests=self._requests,
+            restart_cell=self._restart_cell,
         )
         workflow.continue_as_new(args=[start, carry])
 
@@ -576,7 +583,7 @@ class CodeSessionWorkflow:
             self._idle_sandbox,
             last_active=self._last_active,
             idle_timeout=self._idle,
-            busy=lambda: bool(self._queue) or self._state != "open",
+            busy=lambda: bool(self._queue) or self._state != "open" or self._rewind is not None,
             versions=self._versions,
         )
         if why is not None:
@@ -586,19 +593,3 @@ class CodeSessionWorkflow:
 def _new_determinism() -> Determinism:
     """The seed and clock of a session (a restart gets new ones, like a fresh interpreter)."""
     return Determinism(seed=workflow.random().getrandbits(63), epoch=workflow.now().timestamp())
-
-
-def _first_line(code: str) -> str:
-    for line in code.splitlines():
-        if line.strip():
-            text = line.strip()
-            return text if len(text) <= 80 else text[:77] + "..."
-    return "(empty)"
-
-
-def _human(span: timedelta) -> str:
-    seconds = int(span.total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"

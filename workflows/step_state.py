@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from codemode.activities.models import CheckpointRef
+    from codemode.activities.models import CheckpointRef, ReleaseInput, StartInput
 
 
 @dataclass
@@ -26,6 +26,21 @@ class Held:
     #: The step whose sandbox holds compute (a cloud session) has been suspended.
     suspended: bool = False
     holds_compute: bool = False
+
+    def release_input(self, start: StartInput) -> ReleaseInput | None:
+        """What freeing it takes (None: it holds nothing)."""
+        if self.checkpoint is None and self.session is None and self.live is None:
+            return None
+        return ReleaseInput(
+            execution_id=start.execution_id,
+            runtime=start.runtime,
+            first_run_id=start.first_run_id,
+            checkpoint=self.checkpoint,
+            superseded=self.superseded,
+            session_id=self.session[0] if self.session else None,
+            live=self.live,
+            cell=start.cell is not None,
+        )
 
 
 @dataclass

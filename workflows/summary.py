@@ -7,6 +7,7 @@ Pure functions of the request: deterministic, so workflow code may call them.
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 from codemode.workflows.models import CodeExecutionRequest
 
@@ -90,3 +91,21 @@ def in_words(seconds: float) -> str:
     if seconds >= 60 and seconds % 60 == 0:
         return f"{seconds / 60:g}m"
     return f"{seconds:g}s"
+
+
+def first_line(code: str) -> str:
+    """A session cell's summary: its first line that is not blank, cut at 80 characters."""
+    for line in code.splitlines():
+        if line.strip():
+            text = line.strip()
+            return text if len(text) <= 80 else text[:77] + "..."
+    return "(empty)"
+
+
+def span_in_words(span: timedelta) -> str:
+    """A whole span as people write it: ``24h``, ``30m``, ``7d``, ``45s``."""
+    seconds = int(span.total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"

@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from codemode.workflows.call_outcomes import preview
     from codemode.workflows.models import ErrorInfo, ToolCallRecord
     from codemode.workflows.step_activities import run_tool, tool_failure
+    from codemode.workflows.undo import Undo, indeterminate
 
 #: Calls the status query returns at most (a long execution is read in pages), and the
 #: results it carries at most (a query answer is not offloaded like a payload).
@@ -78,11 +79,14 @@ async def run_call(
     approvals: Approvals,
     park: Callable[[], Awaitable[None]],
     step_begins: Callable[[], None],
+    undo: Undo | None = None,
 ) -> tuple[JournalEntry, StepResult | None]:
     """Approve (if needed) and run one call: its outcome as a journal entry, and the step after
     it when ``then`` asked the tool activity to run it and it did. The journal keeps the call as
     the code made it; a person's edit changes what the tool runs with, an answer replaces the
-    tool. ``park``: parks the run's sandbox before a person is asked."""
+    tool. ``park``: parks the run's sandbox before a person is asked. ``undo``: the log of
+    applied calls, which a call of a tool that can be undone enters once its result is in the
+    history (or, cut off mid-way, as indeterminate)."""
     record = ToolCallRecord(
         call_id=call.call_id, tool=call.tool, args=call.args, kwargs=call.kwargs, summary=call.summary
     )
@@ -92,7 +96,7 @@ async def run_call(
         record.status = "awaiting_approval"
         record.approval = approval = await approvals.review_call(call, approval_timeout, park)
         if approval.decision != "approved":
-            record.status = "denied" if approval.decision == "denied" else "timed_out"
+            record.status = {"denied": "denied", "withdrawn": "cancelled"}.get(approval.decision, "timed_out")
             record.error = permission_error(call.summary, approval)
             return JournalEntry.raised(asked, "PermissionError", record.error.message), None
         if approval.answered:  # the person's value is the result: the tool does not run
@@ -112,13 +116,19 @@ async def run_call(
         if isinstance(err.cause, CancelledError):
             # Only the execution's cancellation cancels a tool's activity: it is not the
             # call's outcome, and the run ends cancelled (the record says "cancelled").
+            if undo is not None:
+                undo.unknown(call, "the run was cancelled while it ran: it may have been applied")
             raise asyncio.CancelledError(str(err.cause)) from err
+        if undo is not None and (why := indeterminate(err)) is not None:
+            undo.unknown(call, why)
         etype, message, attempts = tool_failure(err, call)
         record.status = "error"
         record.attempts = attempts
         record.error = ErrorInfo(type=etype, message=message, kind="tool", line=call.line)
         return JournalEntry.raised(asked, etype, message), None
     record.attempts = out.attempt
+    if undo is not None:
+        undo.applied(call, out)  # its result is in the history now
     if out.unfused:
         workflow.logger.info("call %s: running the step after it separately: %s", call.call_id, out.unfused)
     if out.value_json is not None:  # large: passed on as text, kept in the record as a preview

@@ -26,15 +26,18 @@ from temporalio import workflow
 #: ones), decisions for a call that does not wait yet held until it does, and every earlier
 #: patch taken.
 GENERATION_PATCH = "generation-43"
-#: Every generation, oldest first. A change that alters the commands a run issues (or how it
-#: judges what the history holds) gets a new name appended here and is asked with
-#: ``Versions.since(name)``; a new run records only the newest marker (two events).
 #: Issue 45: approvals that hold against the code they guard. A run pins the approvers file it
 #: first sees (and refuses gates from a worker without it, or with another), judges every
 #: decision again against the file as it is when the decision arrives (an activity), reads the
 #: door of a signal, and counts decisions by the strict rules of ``approvals/tally.py``.
 GENERATION_45 = "generation-45"
-GENERATIONS: tuple[str, ...] = (GENERATION_PATCH, GENERATION_45)
+#: Issue 47: the log of applied calls, rollbacks, "deny and roll back" (merged after 45, so a
+#: generation-47 run also takes everything generation-45 does).
+GENERATION_47 = "generation-47"
+#: Every generation, oldest first. A change that alters the commands a run issues (or how it
+#: judges what the history holds) gets a new name appended here and is asked with
+#: ``Versions.since(name)``; a new run records only the newest marker (two events).
+GENERATIONS: tuple[str, ...] = (GENERATION_PATCH, GENERATION_45, GENERATION_47)
 
 
 class Versions:

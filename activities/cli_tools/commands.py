@@ -39,6 +39,7 @@ from codemode.runtimes.signatures import render_stubs
 from .. import call_attempts
 from ..models import clip, human_bytes
 from ..tools import ToolFailure
+from ..undo_templates import configured_compensation
 from .arguments import ArgumentError
 from .config import CliConfig, load_cli_config
 from .policy import CliSetupError, commands_of
@@ -78,8 +79,28 @@ class CliTools:
         except CliSetupError as err:
             raise CliStartError(str(err)) from None
         self._specs = [build_spec(c, self._caller, self.cache_dir) for c in commands]
+        try:
+            self._compensations()
+        except ValueError as err:
+            raise CliStartError(str(err)) from None
         self.started = True
         return self
+
+    def _compensations(self) -> None:
+        """Each command's ``compensate`` (another subcommand of the same binary)."""
+        by_word = {(s.settings.key, s.settings.subcommand): s for s in self._specs if s.settings is not None}
+        for spec in self._specs:
+            s = spec.settings
+            assert s is not None
+            cfg = self.config.tools[s.key].compensate.get(s.subcommand or "*")
+            if cfg is None:
+                continue
+            other = by_word.get((s.key, " ".join(cfg.tool.split())))
+            if other is None:
+                raise ValueError(f"{s.key}: compensate.{s.subcommand} names {cfg.tool!r}, which is not a command here")
+            asks = other.options.requires_approval is True or other.approval_rules is not None
+            spec.configured_compensation = configured_compensation(cfg, other, asks)
+            spec.policy_notes = [*spec.policy_notes, f"can be undone: {other.code_name}(...) (configured)"]
 
     def tool_specs(self) -> list[CliToolSpec]:
         if not self.started:
@@ -123,7 +144,10 @@ class CliTools:
                 argv, cwd=s.cwd, env=s.env, stdin=stdin, timeout=s.timeout, max_output=s.max_output
             )
         except CommandTimedOut as err:
-            raise ToolFailure("TimeoutError", f"{spec.name}: `{shown}` {err}", retryable=False) from None
+            # It ran, and was stopped: whatever it did so far stays (a rollback reconciles it).
+            raise ToolFailure(
+                "TimeoutError", f"{spec.name}: `{shown}` {err}", retryable=False, indeterminate=True
+            ) from None
         except OSError as err:
             call_attempts.note_unsent(UNSENT, attempt)
             raise ToolFailure(

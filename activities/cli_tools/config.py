@@ -34,6 +34,10 @@ canonical ids, ``cli:git/log``, and is the default namespace and command):
   ``{"GIT_AUTHOR_NAME": "bot", "HOME": "${HOME}"}``; never the worker's whole environment),
   ``args`` (host arguments put before the subcommand: ``["-C", "/repo"]``; the code can never
   put any there);
+- ``compensate``: by subcommand, how a call is undone: another allowed subcommand, with
+  arguments taken from the call and its result (``{"commit": {"tool": "revert", "arguments":
+  {"commit": "{result.stdout|re:([0-9a-f]+)\\]}", "no_edit": true}}}``;
+  ``activities/undo_templates.py``, issue 47);
 - ``flags``: by subcommand (``"*"`` for all), flags the help text leaves out
   (``"max_count": "int"`` or ``{"type": "int", "flag": "-n", "help": "..."}``) or that the
   code may not use (``"output": null``); ``positionals``: by subcommand, the positional
@@ -59,6 +63,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from codemode.approvals.approval_when import Condition
 
 from ..config_files import ConfigProblem, checked_entry, config_section
+from ..undo_templates import CompensateConfig
 
 Approval = Literal["always", "never"]
 JsonMode = bool | Literal["stream"]
@@ -145,6 +150,9 @@ class CliToolConfig(BaseModel):
     help: list[str] | None = None
     inline_values: bool | None = None
     profile: str | Literal[False] | None = None
+    #: By subcommand: how a call is undone, another allowed subcommand with arguments taken
+    #: from the call and its result (``activities/undo_templates.py``, issue 47).
+    compensate: dict[str, CompensateConfig] = Field(default_factory=dict)
 
     @field_validator("max_output", mode="before")
     @classmethod
@@ -199,6 +207,10 @@ class CliToolConfig(BaseModel):
                 self._check_keys(key, value, known)
         self._check_keys("flags", self.flags, known)
         self._check_keys("positionals", self.positionals, known)
+        self._check_keys("compensate", self.compensate, known)
+        for sub, undo in self.compensate.items():
+            if self.allow is not None and " ".join(undo.tool.split()) not in self.allow:
+                raise ValueError(f"compensate.{sub} names {undo.tool!r}, which is not in allow ({', '.join(self.allow)})")
         for entry in self.read_only or ():
             if entry not in known:
                 raise ValueError(f"read_only names {entry!r}, which is not in allow")

@@ -34,6 +34,9 @@ Policy keys, per server and per tool (``tools.settings``; a tool's own setting w
   before the code sees one);
 - ``async``: declare the tools ``async def``, so the code awaits them and the calls it
   gathers (``asyncio.gather``) run at the same time (default: plain ``def``);
+- per tool only: ``compensate``: how a call is undone, another tool of the same server with
+  arguments taken from the call and its result (``{"tool": "move_file", "arguments":
+  {"source": "{args.path}", ...}}``; ``activities/undo_templates.py``, issue 47);
 - per server only: ``namespace`` (the name the code uses, default the server's key),
   ``startup_timeout`` (seconds, default 60: ``npx`` may download first), ``disabled``; per tool only: ``alias`` (its name in the code).
 
@@ -54,6 +57,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from codemode.approvals.approval_when import Condition
 
 from ..config_files import ConfigProblem, checked_entry, config_section
+from ..undo_templates import CompensateConfig
 
 Approval = Literal["annotations", "always", "never"]
 
@@ -93,6 +97,8 @@ class ToolSettings(_Policy):
     alias: str | None = None
     #: Declared ``async def``: the code awaits it, and calls it gathers run at once.
     is_async: bool | None = Field(default=None, alias="async")
+    #: How a call is undone: another tool of the server (``activities/undo_templates.py``).
+    compensate: CompensateConfig | None = None
 
     @field_validator("alias")
     @classmethod

@@ -252,6 +252,7 @@ def _unknown(spec: McpToolSpec, type_name: str, what: str) -> ToolFailure:
         f"{spec.name}: {what}; the request had been sent and the tool is not idempotent, "
         "so it may have run: not sent again",
         retryable=False,
+        indeterminate=True,
     )
 
 

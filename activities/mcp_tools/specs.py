@@ -30,6 +30,7 @@ from codemode.approvals.approval_when import ApprovalRules, Condition
 from codemode.runtimes.signatures import python_parameter_name, signature_from_json_schema
 
 from ..tools import DEFAULT_NON_RETRYABLE, ToolOptions, ToolSpec
+from ..undo_templates import configured_compensation
 from .config import ServerConfig, ToolSettings
 
 #: Default retry policy of an MCP tool (a tool's or server's settings override it).
@@ -232,7 +233,27 @@ def build_specs(
             notes = [n for n in policy.notes if not n.startswith(("approval", "no approval"))]
             spec.policy_notes = [f"approval when {spec.approval_rules} (configured)", *notes]
         specs.append(spec)
+    _compensations(server, config, specs)
     return specs
+
+
+def _compensations(server: str, config: ServerConfig, specs: list[McpToolSpec]) -> None:
+    """Each tool's ``compensate`` (another tool of this server), checked now: a compensation
+    that names a tool the code is not offered fails the load."""
+    by_tool = {s.tool: s for s in specs}
+    for spec in specs:
+        cfg = config.settings_for(spec.tool).compensate
+        if cfg is None:
+            continue
+        other = by_tool.get(cfg.tool)
+        if other is None:
+            raise McpToolError(
+                f"MCP tool {spec.name!r}: compensate names {cfg.tool!r}, which is not one of the server's tools "
+                f"offered here ({', '.join(by_tool)})"
+            )
+        asks = other.options.requires_approval is True or other.approval_rules is not None
+        spec.configured_compensation = configured_compensation(cfg, other, asks)
+        spec.policy_notes = [*spec.policy_notes, f"can be undone: {other.signature.code_name}(...) (configured)"]
 
 
 def _conditions(

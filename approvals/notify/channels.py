@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from codemode.approvals.notify.config import Email, NotifyConfig, Webhook
-from codemode.approvals.notify.events import NotifyRequest, code_text, event_body, headline
+from codemode.approvals.notify.events import NotifyRequest, code_text, event_body, headline, undo_lines
 from codemode.approvals.notify.signing import SIGNATURE_HEADER, LinkClaim, make_link_token, sign_webhook
 from codemode.approvals.signing import sha256_of
 
@@ -142,6 +142,8 @@ def slack_message(req: NotifyRequest, links: dict[str, str]) -> dict[str, Any]:
     lines = [f"*{title}*", f"Execution `{slack_code(req.execution_id)}`, call `{slack_code(req.call_id)}`"]
     if req.deadline is not None and req.event in ("approval.requested", "approval.reminder"):
         lines.append(f"Decide before {req.deadline.isoformat(timespec='minutes')}")
+    if req.undo is not None and req.event in ("approval.requested", "approval.reminder"):
+        lines += undo_lines(req.undo)
     blocks: list[dict[str, Any]] = [
         {"type": "section", "text": {"type": "mrkdwn", "text": "\n".join(lines)}},
         {"type": "section", "text": {"type": "mrkdwn", "text": f"```{slack_code(code_text(req.code))}```"}},
@@ -176,6 +178,8 @@ def email_text(req: NotifyRequest, links: dict[str, str]) -> str:
             f"Decision: {d.decision} by {d.by or 'nobody'} via {d.door or '?'}"
             + (f": {d.comment}" if d.comment else "")
         )
+    if req.undo is not None:
+        parts += undo_lines(req.undo)
     parts += ["", "The code (> marks the call):", code_text(req.code), ""]
     for key, label in (("approve", "Approve"), ("deny", "Deny"), ("inbox", "Open in the inbox")):
         if key in links:

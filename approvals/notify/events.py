@@ -30,6 +30,27 @@ class DecidedInfo(BaseModel):
     answered: bool = False
 
 
+class UndoNotice(BaseModel):
+    """What people see of undo before they decide (issue 47): whether the waiting call can be
+    undone once it ran (and by what), and which earlier calls "deny and roll back" would
+    compensate (``call id: summary``, newest first)."""
+
+    can_undo: bool = False
+    label: str | None = None
+    would_compensate: list[str] = Field(default_factory=list)
+
+
+def undo_lines(undo: UndoNotice) -> list[str]:
+    """The two lines a message says about undo."""
+    by = f" ({undo.label})" if undo.label else ""
+    lines = [f"Can be undone: yes{by}" if undo.can_undo else "Can be undone: no (this call cannot be compensated)"]
+    if undo.would_compensate:
+        lines.append("Deny and roll back would compensate: " + "; ".join(undo.would_compensate))
+    else:
+        lines.append("Deny and roll back would compensate: nothing (no earlier call can be undone)")
+    return lines
+
+
 class NotifyRequest(BaseModel):
     """One event about one call, as the execution workflow hands it to the notify workflow."""
 
@@ -48,6 +69,8 @@ class NotifyRequest(BaseModel):
     decided: DecidedInfo | None = None
     #: The reminder's index (its idempotency key differs from the request's).
     reminder: int | None = None
+    #: Undo, for a call of a run that can roll back (issue 47).
+    undo: UndoNotice | None = None
 
     @property
     def idempotency_key(self) -> str:
@@ -90,6 +113,8 @@ def event_body(req: NotifyRequest, links: dict[str, str]) -> dict[str, Any]:
     }
     if req.decided is not None:
         body["decision"] = req.decided.model_dump(exclude_none=True)
+    if req.undo is not None:
+        body["undo"] = req.undo.model_dump()
     return body
 
 

@@ -3,7 +3,8 @@
 One module per command group, so a command is found by its file name:
 
 - ``run.py``: ``run``, ``result`` (and the follower that shows tool calls as they happen)
-- ``decide.py``: ``approve``, ``deny``, ``answer``, ``cancel``
+- ``decide.py``: ``approve``, ``deny`` (``--rollback``: deny and roll back), ``answer``, ``cancel``
+- ``undo.py``: ``rollback`` (compensate what an execution applied)
 - ``inspect.py``: ``status``, ``history``
 - ``listing.py``: ``list``
 - ``artifacts.py``: ``artifacts`` (list an execution's files, or fetch one)
@@ -110,6 +111,11 @@ COMMANDS: dict[str, Entry] = {
     ),
     "mcp": Entry(None, "mcp", "Serve durable code mode to MCP clients: tools search, get_schema, execute and result."),
     "result": Entry("run", "result", "Wait for an execution's outcome (same output and exit codes as run)."),
+    "rollback": Entry(
+        "undo",
+        "rollback",
+        "Roll an execution back: compensate the calls it applied that can be undone, newest first.",
+    ),
     "run": Entry("run", "run", "Run a code file (or - for stdin) and show each tool call as it happens."),
     "server": Entry(
         "serve",

@@ -65,11 +65,16 @@ def _decision_command(approve: bool) -> click.Command:
         edits = _json_option(extra.get("edits"), "--args")
         if edits is not None and (every or not isinstance(edits, dict)):
             raise Fail("--args takes a JSON object of the arguments to change, for one call")
+        rollback = bool(extra.get("rollback"))
+        if rollback and every:
+            raise Fail("--rollback denies one call (the run then stops and rolls back): give its CALL_ID")
         import asyncio
 
         signer = _signer(by or os_user(), key_file)
         return asyncio.run(
-            _decide(approve, execution_id, call_id, every, by or os_user(), text, target, signer, edits=edits)
+            _decide(
+                approve, execution_id, call_id, every, by or os_user(), text, target, signer, edits=edits, rollback=rollback
+            )
         )
 
     if approve:
@@ -80,6 +85,13 @@ def _decision_command(approve: bool) -> click.Command:
             metavar="JSON",
             help='Approve with these arguments changed: a JSON object, e.g. \'{"amount": 100}\' '
             "(checked against the tool's parameters before anything runs).",
+        )(command)
+    else:
+        command = click.option(
+            "--rollback",
+            is_flag=True,
+            help="Deny and roll back: the run stops, and the calls it applied that can be undone are compensated, "
+            "newest first (one decision, signed like any).",
         )(command)
     command.__doc__ = (
         f"{verb.capitalize()} a tool call waiting for approval (CALL_ID as printed by run/status), "
@@ -148,6 +160,7 @@ async def _decide(
     *,
     edits: object = None,
     answer: object = None,
+    rollback: bool = False,
 ) -> int:
     """Decide one pending call, or every pending call (``--all``)."""
     import json
@@ -197,7 +210,14 @@ async def _decide(
         raise Fail(setup_hint(f"codemode {kind}", execution_id, chosen[0].call_id))
     for p in chosen:
         decision = Decision(
-            call_id=p.call_id, approve=approve, by=by, comment=text, arguments=edits, answer=answer, door="cli"
+            call_id=p.call_id,
+            approve=approve,
+            by=by,
+            comment=text,
+            arguments=edits,
+            answer=answer,
+            door="cli",
+            rollback=rollback,
         )
         if signer is not None:  # over the arguments the call runs with (edited: the asked ones changed)
             value = answer.value if isinstance(answer, Answer) else None
@@ -210,6 +230,7 @@ async def _decide(
                 answered=answer is not None,
                 comment=decision.comment,
                 door=decision.door,
+                rollback=rollback,
             )
         try:
             recorded = await send_decision(handle, decision, via_update=not from_history)
@@ -227,7 +248,8 @@ async def _decide(
         edited = ""
         if recorded is not None and recorded.approved_arguments is not None:
             edited = f" with arguments {json.dumps(recorded.approved_arguments, default=str)}"
-        click.echo(f"✓ {verb} call {p.call_id} ({p.summary}) of {execution_id} as {by}{edited}{signed}")
+        rolled = "; the run rolls back (see: codemode result)" if rollback else ""
+        click.echo(f"✓ {verb} call {p.call_id} ({p.summary}) of {execution_id} as {by}{edited}{signed}{rolled}")
     if from_history:
         note("note: no worker is running; the decision is recorded and takes effect when one starts.")
     note(f"See the outcome with: codemode result {execution_id}")

@@ -24,7 +24,18 @@ if TYPE_CHECKING:
     from codemode.worker.connection import Target
 
 #: The state words, the same in `status`, `list` and the CodeModeStatus search attribute.
-STATES = ("running", "awaiting_approval", "completed", "failed", "cancelled", "timed_out")
+STATES = (
+    "running",
+    "awaiting_approval",
+    "rolling_back",
+    "completed",
+    "failed",
+    "cancelled",
+    "timed_out",
+    "rolled_back",
+)
+#: The states of a run still going.
+OPEN_STATES = ("running", "awaiting_approval", "rolling_back")
 #: Each state as a visibility query. Temporal's own close status is asked too: it is right even
 #: when the workflow could not update CodeModeStatus (terminated, or cancelled by an older
 #: workflow version), and it keeps a closed run out of the running states.
@@ -35,6 +46,8 @@ STATE_QUERIES = {
     "failed": f'(ExecutionStatus="Failed" OR ExecutionStatus="Terminated" OR {SA_STATUS}="failed")',
     "cancelled": f'(ExecutionStatus="Canceled" OR {SA_STATUS}="cancelled")',
     "timed_out": f'(ExecutionStatus="TimedOut" OR {SA_STATUS}="timed_out")',
+    "rolling_back": f'ExecutionStatus="Running" AND {SA_STATUS}="rolling_back"',
+    "rolled_back": f'ExecutionStatus="Completed" AND {SA_STATUS}="rolled_back"',
 }
 DESCRIBE_AT_ONCE = 8
 
@@ -68,10 +81,10 @@ def state_of(execution: WorkflowExecution) -> str:
     """One of STATES, from Temporal's status and the CodeModeStatus search attribute."""
     indexed = execution.typed_search_attributes.get(STATUS_KEY)
     if execution.status == WorkflowExecutionStatus.RUNNING:
-        return indexed if indexed in ("running", "awaiting_approval") else "running"
+        return indexed if indexed in OPEN_STATES else "running"
     if execution.status in CLOSED_STATES:
         return CLOSED_STATES[execution.status]
-    return indexed if indexed in STATES[2:] else "completed"
+    return indexed if indexed in STATES and indexed not in OPEN_STATES else "completed"
 
 
 async def _summary(client: Client, execution_id: str, run_id: str, gate: asyncio.Semaphore) -> str | None:
@@ -123,6 +136,8 @@ UNINDEXED_QUERIES = {
     "failed": '(ExecutionStatus="Failed" OR ExecutionStatus="Terminated")',
     "cancelled": 'ExecutionStatus="Canceled"',
     "timed_out": 'ExecutionStatus="TimedOut"',
+    "rolling_back": 'ExecutionStatus="Running"',
+    "rolled_back": 'ExecutionStatus="Completed"',
 }
 #: How many running executions a listing without the index reads, at most, per one it shows.
 UNINDEXED_READ_FACTOR = 20
@@ -141,6 +156,8 @@ async def _list_unindexed(client: Client, state: str, limit: int) -> tuple[str, 
     status asked of the index, the rest (running or awaiting approval) read from each memo."""
     query = f'WorkflowType="{WORKFLOW_TYPE}" AND ExecutionStatus!="ContinuedAsNew" AND {UNINDEXED_QUERIES[state]}'
     running = state in ("running", "awaiting_approval")
+    if state in ("rolling_back", "rolled_back"):  # (only the index knows them)
+        running = False
     found, states = [], {}
     async for e in client.list_workflows(query, limit=limit * UNINDEXED_READ_FACTOR if running else limit):
         if running:

@@ -215,6 +215,14 @@ async def follow(
     help=f"How long a call waits for a decision (e.g. 90s, 30m, 2h, 7d) [default: {_APPROVAL_TIMEOUT.days}d].",
 )
 @click.option(
+    "--on-failure",
+    type=click.Choice(["keep", "compensate"]),
+    default="keep",
+    show_default=True,
+    help="After an uncaught error, a timeout or a cancellation: keep what the calls did, or compensate the "
+    "ones that can be undone, newest first (see `codemode rollback --help`).",
+)
+@click.option(
     "--image",
     envvar="CODEMODE_DOCKER_IMAGE",
     show_envvar=True,
@@ -279,6 +287,7 @@ def run(
     max_stdout: int | None,
     allowed_tools: tuple[str, ...],
     approval_timeout: timedelta | None,
+    on_failure: str,
     image: str | None,
     mounts: tuple[str, ...],
     network: str,
@@ -299,7 +308,11 @@ def run(
         "max_tool_calls": max_calls,
         "max_stdout_bytes": max_stdout,
     }
-    given = {"approval_timeout": approval_timeout, "tools": list(allowed_tools) or None}
+    given = {
+        "approval_timeout": approval_timeout,
+        "tools": list(allowed_tools) or None,
+        "on_failure": on_failure if on_failure != "keep" else None,
+    }
     if session_name is None and (restart or idle_timeout is not None):
         raise Fail("--restart and --idle-timeout go with --session NAME")
     if session_name is not None:

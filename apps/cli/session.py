@@ -1,4 +1,4 @@
-"""``codemode session list|show|close|export``: the sessions a server keeps (cells that share a
+"""``codemode session list|show|close|export|rollback``: the sessions a server keeps (cells that share a
 namespace; ``codemode run FILE --session NAME`` sends a cell). ``show`` asks the running cell
 too: a cell parked on a person's decision reads ``awaiting_approval``, with its calls."""
 
@@ -57,6 +57,45 @@ async def _list(only_open: bool, as_json: bool, target: Target) -> int:
     for s in found:
         state = "open" if s.status == "running" else "closed"
         click.echo(f"{s.name}\t{state}\tstarted {s.started_at:%Y-%m-%d %H:%M:%S}")
+    return EXIT_OK
+
+
+@session.command("rollback")
+@click.argument("name")
+@click.option("--before", type=int, required=True, help="The cell to roll back to before (it and every later one).")
+@click.option("--by", default=None, help="Who asks [default: the OS user].")
+@click.option("--reason", default=None, help="Why, recorded with each cell's rollback.")
+@click.option("--parallel", is_flag=True, help="Each cell's compensations all at once instead of newest first.")
+@json_option
+@connection_options
+def rollback_command(
+    name: str, before: int, by: str | None, reason: str | None, parallel: bool, as_json: bool, target: Target
+) -> int:
+    """Roll a session back to before a cell: compensate the calls of that cell and every later one
+    (newest first), and take its namespace back to where it was before it."""
+    import asyncio
+
+    return asyncio.run(_rollback(name, before, by, reason, parallel, as_json, target))
+
+
+async def _rollback(
+    name: str, before: int, by: str | None, reason: str | None, parallel: bool, as_json: bool, target: Target
+) -> int:
+    from codemode.apps.cli.common import os_user
+    from codemode.client import display
+    from codemode.client.undo import RollbackRefused, roll_back_session
+
+    client = await open_client(target, quick=True)
+    order = "parallel" if parallel else "reverse"
+    try:
+        done = await roll_back_session(client, name, before, by=by or os_user(), reason=reason, order=order, door="cli")
+    except RollbackRefused as err:
+        raise Fail(f"session {name!r} cannot roll back to before cell {before}: {err}") from None
+    lines = [f"session {name} rolled back to before cell {before}; {done.namespace}"]
+    for cell in done.cells:
+        lines.append(f"cell {cell.index} ({cell.rollback_id})" + (f": {cell.error}" if cell.error else ""))
+        lines += ["  " + ln for ln in display.undo_lines(cell.undo)]
+    emit(done, lines, as_json=as_json)
     return EXIT_OK
 
 

@@ -90,4 +90,7 @@ def _policy(spec: ToolSpec) -> str:
         policy.insert(0, "requires approval when its predicate says so")
     if opts.private_data:
         policy.append("private data")
+    if spec.compensation is not None:  # issue 47: a rollback runs its compensation
+        label = spec.compensation.label or "its compensation"
+        policy.append(f"can be undone: {label}" + (" (reconciled after a crash)" if spec.reconciler else ""))
     return ", ".join(policy)

@@ -260,6 +260,8 @@ class Inbox:
         except (DecisionRefused, SigningRefused) as err:
             return await self._refused(request, f"Nothing was decided: {refusal(str(err))}", action=action, typed=typed)
         verb = "Answered" if decision.answer is not None else "Approved" if decision.approve else "Denied"
+        if decision.rollback:
+            verb = "Denied and rolled back"
         later = "" if record is not None else " No worker is running: it takes effect when one starts."
         if request.path.startswith("/link/"):
             return views.message(
@@ -411,10 +413,10 @@ def _decision_from_form(form: Any, call_id: str, identity: str) -> Decision:
     base = {"call_id": call_id, "by": identity, "comment": comment or None, "door": "inbox"}
     if action == "approve":
         return Decision(approve=True, **base)
-    if action == "deny":
+    if action in ("deny", "deny_rollback"):
         if not comment:
             raise ValueError("say why it is denied: the code sees the reason.")
-        return Decision(approve=False, **base)
+        return Decision(approve=False, rollback=action == "deny_rollback", **base)
     if action == "edit":
         arguments = _json_field(form, "arguments", "the arguments are")
         if not isinstance(arguments, dict):
@@ -422,7 +424,7 @@ def _decision_from_form(form: Any, call_id: str, identity: str) -> Decision:
         return Decision(approve=True, arguments=arguments, **base)
     if action == "answer":
         return Decision(approve=True, answer=Answer(value=_json_field(form, "result", "the result is")), **base)
-    raise ValueError("this form asks for no decision the inbox knows (approve, deny, edit or answer).")
+    raise ValueError("this form asks for no decision the inbox knows (approve, deny, deny and roll back, edit or answer).")
 
 
 def _json_field(form: Any, name: str, what: str) -> Any:

@@ -36,6 +36,10 @@ class PendingRow:
     started_by: str = ""
     tool_doc: str = ""
     reason: str = ""
+    #: What undo means for the call (issue 47), from the memo: ``can_undo``, ``undo_label``,
+    #: ``would_compensate`` (earlier calls, newest first), ``would_compensate_count``; None:
+    #: a run that cannot roll back.
+    undo: dict[str, Any] | None = None
 
     @property
     def left(self) -> str:
@@ -45,6 +49,14 @@ class PendingRow:
     def key(self) -> str:
         """``execution/call``: how a form names the call."""
         return f"{self.execution_id}/{self.call_id}"
+
+
+def undo_of(entry: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The undo part of a memo entry (None when the run cannot roll back)."""
+    if not entry or entry.get("can_undo") is None:
+        return None
+    keys = ("can_undo", "undo_label", "would_compensate", "would_compensate_count")
+    return {k: entry.get(k) for k in keys} | {"would_compensate": entry.get("would_compensate") or []}
 
 
 @dataclass
@@ -65,8 +77,8 @@ class CallView:
     run_state: str = ""
     #: The next call waiting for a decision (another run's, or this one's), if any.
     next_call: PendingRow | None = None
-    #: Whether the call can be undone: issue 47 (undo) fills this in; None until then.
-    undo: str | None = None
+    #: What undo means for the call (issue 47, ``undo_of``): None when the run cannot roll back.
+    undo: dict[str, Any] | None = None
 
     @property
     def left(self) -> str:
@@ -160,6 +172,7 @@ async def pending_calls(client: Client, tool: str | None = None) -> list[Pending
                     started_by=str(e.get("started_by") or ""),
                     tool_doc=str(e.get("tool_doc") or ""),
                     reason=str(e.get("reason") or ""),
+                    undo=undo_of(e),
                 )
             )
     rows.sort(key=lambda r: r.asked_at or datetime.min.replace(tzinfo=UTC), reverse=True)
@@ -201,6 +214,7 @@ async def call_view(client: Client, execution_id: str, call_id: str) -> CallView
         tool_doc=str(entry.get("tool_doc") or (call.tool_doc if call else "") or ""),
         reason=str(entry.get("reason") or ""),
         run_state=run_state(audit, waiting=bool(memo.get("pending_approvals"))),
+        undo=undo_of(entry),
     )
 
 

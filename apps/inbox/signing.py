@@ -64,4 +64,5 @@ async def sign_for_person(handle: WorkflowHandle[Any, Any], decision: Decision, 
         answered=answered,
         comment=decision.comment,
         door=decision.door,
+        rollback=decision.rollback,
     )

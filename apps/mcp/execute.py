@@ -246,6 +246,21 @@ class Executions:
             return await self._final(handle)
         return await self.follow(ctx, handle, wait_seconds=wait, ask=wait > 0)
 
+    async def rollback(
+        self, ctx: Context[Any, Any], execution_id: str, reason: str | None, wait_seconds: float
+    ) -> ExecutionReport | InputRequiredResult:
+        """Ask for the rollback of an execution (``client/undo.py``) and follow it like a run: a
+        compensation that needs a person is put to the person, never decided here."""
+        from codemode.client.undo import RollbackRefused, start_rollback
+
+        wait = max(0.0, min(float(wait_seconds), self.max_wait))
+        await self._connected()
+        try:
+            handle = await start_rollback(self.backend.client, execution_id, reason=reason, door="mcp")
+        except RollbackRefused as err:
+            raise BadInput(str(err)) from None
+        return await self.follow(ctx, handle, wait_seconds=wait, ask=wait > 0)
+
     async def _queued_cell(self, execution_id: str) -> ExecutionReport | None:
         """A session's cell that has no execution yet because it waits for its turn."""
         parsed = parse_cell_execution_id(execution_id)
@@ -425,16 +440,22 @@ class Executions:
         flag = self.backend.flags()
         status: ExecutionStatus | None = await query_status(handle)
         if status is not None:
-            if status.state not in ("running", "awaiting_approval"):  # it ended meanwhile
+            if status.state not in ("running", "awaiting_approval", "rolling_back"):  # it ended meanwhile
                 return await self._final(handle)
-            return reports.pending(
+            report = reports.pending(
                 handle.id,
                 status.pending_approvals,
                 status.tool_calls,
                 status.stdout,
-                status="awaiting_approval" if status.pending_approvals else "running",
+                status="awaiting_approval"
+                if status.pending_approvals
+                else "rolling_back"
+                if status.state == "rolling_back"
+                else "running",
                 address_flag=flag,
             )
+            report.undo = status.undo
+            return report
         try:
             audit = await fetch_audit(self.backend.client, handle.id)
         except RPCError:

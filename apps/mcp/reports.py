@@ -19,11 +19,14 @@ from codemode.workflows.models import (
     ExecutionOutcome,
     PendingApproval,
     ToolCallRecord,
+    UndoLog,
 )
 
 #: The CLI's state words (``running`` only when a run outlives the wait it was given;
 #: ``queued`` for a session's cell still waiting for the cells before it).
-Status = Literal["queued", "running", "completed", "failed", "awaiting_approval", "cancelled", "timed_out"]
+Status = Literal[
+    "queued", "running", "completed", "failed", "awaiting_approval", "cancelled", "timed_out", "rolling_back"
+]
 #: Readable text keeps the output to this many characters (``structuredContent`` has all of it).
 TEXT_OUTPUT_MAX = 20_000
 
@@ -64,6 +67,10 @@ class PendingReport(BaseModel):
     kwargs: dict[str, Any] = Field(default_factory=dict)
     approve: str
     deny: str
+    #: Whether the call can be undone once it ran, and what "deny and roll back" would
+    #: compensate now (issue 47; None: a run from before undo).
+    can_undo: bool | None = None
+    would_compensate: list[str] | None = None
 
 
 class ExecutionReport(BaseModel):
@@ -78,6 +85,8 @@ class ExecutionReport(BaseModel):
     artifacts: list[Artifact] = Field(default_factory=list)
     #: What to set up before this door can decide (e.g. a signing key: ``client/signing.py``).
     note: str | None = None
+    #: The calls that can be undone and what a rollback did with each (issue 47).
+    undo: UndoLog | None = None
 
 
 def completed(outcome: ExecutionOutcome) -> ExecutionReport:
@@ -89,6 +98,7 @@ def completed(outcome: ExecutionOutcome) -> ExecutionReport:
         error=outcome.error,
         tool_calls=[CallReport.of(c) for c in outcome.tool_calls],
         artifacts=outcome.artifacts,
+        undo=outcome.undo,
     )
 
 
@@ -115,6 +125,8 @@ def pending(
                 kwargs=p.kwargs,
                 approve=decide_command("approve", execution_id, p.call_id, signed=p.signed, flags=address_flag),
                 deny=decide_command("deny", execution_id, p.call_id, signed=p.signed, flags=address_flag),
+                can_undo=p.can_undo,
+                would_compensate=p.would_compensate,
             )
             for p in waiting
         ],
@@ -139,11 +151,15 @@ def text(report: ExecutionReport, *, ui_url: str | None = None) -> str:
         lines.append(f"✓ completed · {_count(report)} · {rid}")
         lines.append("output: " + _cut(json.dumps(report.output, indent=2, ensure_ascii=False, default=str)))
         lines += _artifact_lines(report)
+        lines += display.undo_lines(report.undo)
     elif report.status == "awaiting_approval":
         lines.append(f"⏸ {rid} is waiting for approval:")
         lines += [f"    call {p.call_id}: {p.summary or p.tool}" for p in report.pending_approvals]
         for p in report.pending_approvals:
             lines += [f"  approve: {p.approve}", f"  deny:    {p.deny}"]
+            if p.can_undo is not None:
+                would = ", ".join(w.split(":")[0] for w in p.would_compensate or []) or "nothing"
+                lines.append(f"  deny and roll back: {p.deny} --rollback (compensates calls: {would})")
         where = f" (or in the Temporal web UI at {ui_url}: Send a Signal `approve` or `deny`)" if ui_url else ""
         lines.append(f"A person decides with the commands above{where}; the run waits, holding nothing.")
         lines.append(f"Then call result(execution_id='{rid}') for the outcome.")
@@ -153,6 +169,9 @@ def text(report: ExecutionReport, *, ui_url: str | None = None) -> str:
         lines.append(
             f"… {rid} waits for its turn in its session; call result(execution_id='{rid}', wait_seconds=60) later."
         )
+    elif report.status == "rolling_back":
+        lines.append(f"↩ {rid} is rolling back; call result(execution_id='{rid}', wait_seconds=60) for the outcome.")
+        lines += display.undo_lines(report.undo)
     elif report.status == "running":
         lines.append(f"… {rid} is still running; call result(execution_id='{rid}', wait_seconds=60) for the outcome.")
     else:
@@ -162,6 +181,7 @@ def text(report: ExecutionReport, *, ui_url: str | None = None) -> str:
         lines.append(f"✗ {report.status}: {what} · {_count(report)} · {rid}")
         if err and err.traceback:
             lines.append(err.traceback.rstrip())
+        lines += display.undo_lines(report.undo)
     return "\n".join(lines)
 
 

@@ -1,6 +1,7 @@
 """The MCP server (official SDK, ``MCPServer``) and its four tools: ``search`` and
 ``get_schema`` to discover the host tools, ``execute`` to run code against them durably,
-``result`` to get the outcome of a run that waited. None of them decides an approval."""
+``result`` to get the outcome of a run that waited, and ``rollback`` to undo what a run did (issue
+47). None of them decides an approval."""
 
 from datetime import timedelta
 from importlib.metadata import version
@@ -137,6 +138,21 @@ def build_server(
             raise ToolError(str(err)) from None
         return await _with_files(_answer(got, executions.ui_url), got, executions)
 
+    async def rollback(
+        ctx: Context,
+        execution_id: Annotated[str, Field(description="The execution_id execute returned.")],
+        reason: Annotated[str | None, Field(description="Why, recorded with the rollback.")] = None,
+        wait_seconds: Annotated[
+            int,
+            Field(description=f"How long to wait for it to finish (at most {executions.max_wait:g}); 0 answers at once."),
+        ] = 30,
+    ) -> Annotated[CallToolResult, ExecutionReport] | InputRequiredResult:
+        try:
+            got = await executions.rollback(ctx, execution_id, reason, wait_seconds)
+        except (BadInput, TemporalUnavailable) as err:
+            raise ToolError(str(err)) from None
+        return _answer(got, executions.ui_url)
+
     server.add_tool(
         execute,
         name="execute",
@@ -161,6 +177,13 @@ def build_server(
         description="The outcome of an execution that was awaiting_approval or running, in execute's shape.",
         # Not read-only: while it waits, it may put a pending call to the person and record the answer.
         annotations=ToolAnnotations(title="Execution outcome", read_only_hint=False, open_world_hint=False),
+    )
+    server.add_tool(
+        rollback,
+        name="rollback",
+        description="Undo what an execution did: compensate its calls that can be undone (their tools say so), "
+        "newest first; a run still going stops first. Compensations that need a person are put to the person.",
+        annotations=ToolAnnotations(title="Roll back", read_only_hint=False, destructive_hint=True, open_world_hint=True),
     )
     return server
 

@@ -22,7 +22,14 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.converter import DataConverter
 
 from codemode.activities import names
-from codemode.activities.models import ParkResult, StepResult, ToolInput, ToolOutput
+from codemode.activities.models import (
+    CompensateOutput,
+    ParkResult,
+    ReconcileOutput,
+    StepResult,
+    ToolInput,
+    ToolOutput,
+)
 from codemode.approvals.decision_checks import conform_answer
 from codemode.approvals.gate import ApprovalGate
 from codemode.client.histories.decisions import ApprovalAudit, approval_words, call_with  # noqa: F401 (re-exported)
@@ -63,6 +70,8 @@ class _Builder:
         self.run = 0
         #: (run, scheduled_event_id) -> summary of a sandbox_release activity (pause or free)
         self.releases: dict[tuple[int, int], str] = {}
+        #: Compensations and reconciles scheduled (issue 47): (run, event id) -> the call they are for.
+        self.undoing: dict[tuple[int, int], str] = {}
         self.signed = SignedDecisions()
         #: Decisions that came before their call waited (runs of the current generation).
         self.held = HeldDecisions(lambda c: self.calls[c].status if c in self.calls else None)
@@ -200,8 +209,10 @@ class _Builder:
         elif kind == "activity_task_scheduled_event_attributes":
             attrs = e.activity_task_scheduled_event_attributes
             name = attrs.activity_type.name
-            if name in names.NOT_TOOLS:
+            if names.not_a_tool(name):
                 self.activities[(self.run, e.event_id)] = (name, None)
+                if name.startswith(names.UNDO_PREFIXES):  # a compensation or a reconcile (issue 47)
+                    self.undoing[(self.run, e.event_id)] = attrs.activity_id.partition("-")[2]
                 if name == names.APPROVAL_GATE:
                     self.signed.scheduled(self.run, e.event_id, await decode(attrs.input))
                 if name == names.SANDBOX_RELEASE and e.user_metadata.HasField("summary"):
@@ -239,7 +250,9 @@ class _Builder:
             attrs = e.activity_task_completed_event_attributes
             name, call_id = self.activities.get((self.run, attrs.scheduled_event_id), ("?", None))
             if call_id is None:
-                if name == names.APPROVAL_GATE:
+                if (undone := self.undoing.get((self.run, attrs.scheduled_event_id))) is not None:
+                    self.event(at, "undo", await _undo_text(decode, name, undone, attrs.result))
+                elif name == names.APPROVAL_GATE:
                     await self._gate(at, attrs)
                 elif name == names.NOTIFY_START:  # telling people a call waits is not a sandbox step
                     if await decode(attrs.result, str) == "started":
@@ -271,6 +284,10 @@ class _Builder:
             attrs = getattr(e, kind)
             name, call_id = self.activities.get((self.run, attrs.scheduled_event_id), ("?", None))
             err = tool_error(await decode.failure(attrs.failure))
+            if (undone := self.undoing.get((self.run, attrs.scheduled_event_id))) is not None:
+                what = "compensation" if name.startswith("compensate:") else "reconcile"
+                self.event(at, "undo", f"the {what} of call {undone} failed: {err.type}: {err.message}")
+                return
             if (
                 call_id is None
                 and name == names.APPROVAL_GATE
@@ -354,6 +371,7 @@ class _Builder:
             if outcome is not None:
                 a.success, a.output, a.error, a.stdout = outcome.success, outcome.output, outcome.error, outcome.stdout
                 a.usage = outcome.usage
+                a.undo = outcome.undo
                 self._reconcile(outcome)
             if a.success:
                 self.event(at, "completed", "execution completed: success")
@@ -608,3 +626,15 @@ async def fetch_runs(client: Any, execution_id: str) -> tuple[list[Sequence[Hist
     histories.reverse()
     run_ids.reverse()
     return histories, run_ids
+
+
+async def _undo_text(decode: Any, name: str, call_id: str, result: Any) -> str:
+    """A compensation's or a reconcile's end, as the timeline says it."""
+    if name.startswith("reconcile:"):
+        found = _as(ReconcileOutput, await decode(result, ReconcileOutput))
+        word = "was applied" if found is not None and found.applied else "was not applied"
+        return f"reconciled call {call_id} ({name.removeprefix('reconcile:')}): it {word}"
+    done = _as(CompensateOutput, await decode(result, CompensateOutput))
+    if done is not None and not done.compensated:
+        return f"compensation of call {call_id} ({name.removeprefix('compensate:')}): nothing to undo"
+    return f"compensated call {call_id} ({name.removeprefix('compensate:')})"

@@ -17,6 +17,7 @@ from codemode.workflows.models import (
     IgnoredSignal,
     PendingApproval,
     SandboxUsage,
+    UndoLog,
     call_order,
 )
 
@@ -77,7 +78,7 @@ class AuditEvent(BaseModel):
     """One line of the timeline, in history order."""
 
     at: datetime
-    kind: Literal["started", "step", "requested", "approval", "call", "completed", "failed", "continued"]
+    kind: Literal["started", "step", "requested", "approval", "call", "completed", "failed", "continued", "undo"]
     call_id: str | None = None
     text: str
 
@@ -114,6 +115,8 @@ class ExecutionAudit(BaseModel):
     events: list[AuditEvent] = Field(default_factory=list)
     #: What its sandboxes cost (``ExecutionOutcome.usage``), once it completed.
     usage: dict[str, SandboxUsage] = Field(default_factory=dict)
+    #: The calls that can be undone and what a rollback did with each (``ExecutionOutcome.undo``).
+    undo: UndoLog | None = None
 
     @property
     def duration_ms(self) -> float | None:

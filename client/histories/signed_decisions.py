@@ -148,6 +148,7 @@ class SignedDecisions:
         decision: Any = None,
         edited: dict[str, Any] | None = None,
         comment: str | None = None,
+        rollback: bool = False,
     ) -> tuple[str, str] | None:
         """``("ignored", why)``, ``("counted", progress)``, ``("decided", who)``, ``("queued",
         "")`` (strict: judged again at the next recheck), or None when no approvers file
@@ -160,8 +161,9 @@ class SignedDecisions:
             sig = DecisionSignature.model_validate(signature) if signature is not None else None
         except ValueError as err:
             return "ignored", f"malformed signature: {err}"
-        offer = Offer(kind=kind, signature=sig)  # type: ignore[arg-type]
+        offer = Offer(kind=kind, signature=sig, rollback=rollback)  # type: ignore[arg-type]
         if decision is not None:
+            offer.rollback = bool(getattr(decision, "rollback", False))
             offer.edited = edited if edited is not None else decision.arguments
             offer.answered = decision.answer is not None
             offer.answer = decision.answer.value if decision.answer is not None else None
@@ -203,4 +205,5 @@ def _offer_of(item: RecheckedOffer) -> Offer | str:
         answered=item.answered,
         comment=item.comment,
         door=item.door,
+        rollback=item.rollback,
     )

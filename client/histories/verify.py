@@ -93,7 +93,7 @@ class _Fold:
                 inp = _as(GateInput, await self.decode(attrs.input, GateInput))
                 if inp is not None:
                     self.scheduled[(self.run, e.event_id)] = (name, inp)
-            elif name not in names.NOT_TOOLS:
+            elif not names.not_a_tool(name):
                 tool_input = _as(ToolInput, await self.decode(attrs.input, ToolInput))
                 if tool_input is not None and tool_input.call_id not in self.ran:
                     self.ran[tool_input.call_id] = tool_input
@@ -136,7 +136,10 @@ class _Fold:
                         if isinstance(payload, dict)
                         else None
                     )
-                    self.signed.offer(call_id, kind_, signature, comment=text if isinstance(text, str) else None)
+                    rollback = isinstance(payload, dict) and payload.get("rollback") is True
+                    self.signed.offer(
+                        call_id, kind_, signature, comment=text if isinstance(text, str) else None, rollback=rollback
+                    )
         elif kind == "workflow_execution_update_completed_event_attributes":
             attrs = e.workflow_execution_update_completed_event_attributes
             if attrs.outcome.HasField("success"):
@@ -213,7 +216,7 @@ def _check(
     )
     problems = checked.problems
     gate, asked = fold.gates.get(call_id), fold.asked.get(call_id)
-    if record.decision == "timed_out":
+    if record.decision in ("timed_out", "withdrawn"):  # nobody decided (withdrawn: the run rolled back)
         return checked
     if record.door == APPROVERS_DOOR:  # generation-45: the run refused the call itself (fail closed)
         if call_id not in fold.signed.refused or record.decision != "denied" or record.signatures:

@@ -107,9 +107,7 @@ async def test_long_runs_roll_over_and_finish(small_client, runtime, calls) -> N
     assert sum("⚖" in ln and "approved by ana" in ln for ln in lines) == 1
     # Every run of the chain replays deterministically (the first from the request, the
     # others from the state the run before carried).
-    histories = [
-        await small_client.get_workflow_handle(handle.id, run_id=run).fetch_history() for run in audit.runs
-    ]
+    histories = [await small_client.get_workflow_handle(handle.id, run_id=run).fetch_history() for run in audit.runs]
     replayer = Replayer(workflows=[CodeExecutionWorkflow], data_converter=small_client.data_converter)
     results = await replayer.replay_workflows(_aiter(histories), raise_on_replay_failure=False)
     assert not results.replay_failures
@@ -124,3 +122,32 @@ async def test_a_gathered_batch_larger_than_a_run(small_client) -> None:
     assert outcome.runs > 1  # the batch's windows were spread over several runs
     stats = await chain_stats(small_client, handle.id)
     assert stats.largest_run_events < LIMITS["limit.historyCount.error"]
+
+
+async def test_the_log_of_applied_calls_survives_continue_as_new(small_env, tmp_path, monkeypatch) -> None:
+    """Issue 47: a run that continued as new still knows every call it applied in its earlier
+    runs, and a rollback compensates them all, newest first, each once."""
+    from codemode.workflows.models import RollbackRequest
+
+    from .conftest import read_events
+
+    events = tmp_path / "events.jsonl"
+    monkeypatch.setenv("CODEMODE_TEST_EVENTS", str(events))
+    monkeypatch.setenv("CODEMODE_TEST_LEDGER", str(tmp_path / "ledger.jsonl"))
+    client = small_env.client
+    registry = ToolRegistry.from_module("tests.workflows.undo_tools")
+    async with CodeModeWorker(client, registry, task_queue="small-undo").running():
+        code = "for i in range(40):\n    transfer(f'a{i}', i)\nask('and now?')"
+        handle = await start_execution(client, CodeExecutionRequest(code=code, limits=LONG), task_queue="small-undo")
+        for _ in range(1200):
+            status = await handle.query("status", result_type=ExecutionStatus)
+            if status.pending_approvals:
+                break
+            await asyncio.sleep(0.1)
+        assert status.runs > 1 and status.undo is not None and len(status.undo.entries) == 40
+        await handle.execute_update("rollback", RollbackRequest(by="ana"))
+        outcome = await handle.result()
+    assert outcome.runs == status.runs
+    assert [e.state for e in outcome.undo.entries] == ["compensated"] * 40
+    done = [e["to"] for e in read_events(events) if e["event"] == "compensated"]
+    assert done == [f"a{i}" for i in reversed(range(40))]

@@ -65,7 +65,7 @@ async def test_malformed_requests_get_json_rpc_errors_and_the_server_keeps_servi
     assert wrong_shape.status_code == 400 and "error" in wrong_shape.json()
     async with McpSession(http_transport(http_server, SECRET), client_info=CLIENT_INFO) as session:
         tools = await session.list_tools()
-        assert {t.name for t in tools.tools} == {"execute", "search", "get_schema", "result"}
+        assert {t.name for t in tools.tools} == {"execute", "search", "get_schema", "result", "rollback"}
         res = await session.call_tool("execute", {"code": "get_weather('Tokyo')['temp_c']"})
         assert res.structured_content["output"] == 24, res
 
