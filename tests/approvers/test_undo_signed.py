@@ -6,6 +6,7 @@ server, real worker, real Ed25519 keys."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import pytest
 from temporalio.client import WorkflowUpdateFailedError, WorkflowUpdateStage
@@ -13,6 +14,7 @@ from temporalio.client import WorkflowUpdateFailedError, WorkflowUpdateStage
 from codemode.activities import ToolRegistry
 from codemode.activities.approval_gate import ApproverActivities
 from codemode.approvals.gate import GateInput
+from codemode.approvals.signing import sign_start
 from codemode.client.executions import start_execution
 from codemode.client.histories.audit import fetch_runs
 from codemode.client.histories.verify import verify_runs
@@ -71,8 +73,12 @@ async def test_a_compensation_that_asks_waits_for_a_signed_decision(client, task
     )
     path = write_file(tmp_path / "approvers.toml", text)
     async with worker_with(client, task_queue, path).running():
-        request = CodeExecutionRequest(code="order('lamp')\nask('more?')", started_by="ana")
-        handle = await start_execution(client, request, task_queue=task_queue)
+        # ana starts it, proven by her key (issue 45: four eyes trusts only a signed start; an
+        # unsigned one would make the compensation need one approver more).
+        xid, code = f"exec-{uuid.uuid4().hex[:12]}", "order('lamp')\nask('more?')"
+        start = sign_start(ana.key, signer="ana", execution_id=xid, code=code)
+        request = CodeExecutionRequest(code=code, started_by="ana", start_signature=start)
+        handle = await start_execution(client, request, task_queue=task_queue, execution_id=xid)
         await wait_parked(handle)
         await handle.start_update("rollback", RollbackRequest(by="ana"), wait_for_stage=WorkflowUpdateStage.ACCEPTED)
         for _ in range(300):
