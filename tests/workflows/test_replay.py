@@ -33,11 +33,14 @@ rules under a file (CODEMODE_RECORD_APPROVER_HISTORIES=gen45); ``gen45-mixed``: 
 call a worker without the file answered, ``gen45-revoked``: a key retired while a call waited,
 ``gen45-signed-start``: four eyes with a signed start (tests/approvers/test_fail_closed.py).
 ``gen47-*.json``, ``gen47py-*.json``: every scenario again once runs record generation-47 (issue 47:
-the log of applied calls; recorded here and by test_replay_stress.py with CODEMODE_RECORD_HISTORIES=gen47).
+the log of applied calls; recorded here and by test_replay_stress.py with CODEMODE_RECORD_HISTORIES=gen47,
+``gen47-approvers-*`` by tests/approvers/test_signed_decisions.py with CODEMODE_RECORD_APPROVER_HISTORIES=gen47).
 ``undo-*.json``, ``undopy-*.json``: rollbacks (deny and roll back, the rollback Update with failing and
 retried compensations, in parallel, a compensation approved by a person, on_failure after an error
 and a cancellation, and the rollback of an ended run as a run of its own), recorded by
-tests/workflows/test_undo_replay.py with CODEMODE_RECORD_UNDO_HISTORIES=1.
+tests/workflows/test_undo_replay.py with CODEMODE_RECORD_UNDO_HISTORIES=1. Generation-47 comes after
+generation-45 (the train merged 45 first), so the gen47 and undo sets were recorded again after the
+merge: a generation-47 run takes issue 45's pin, recheck and strict tally too.
 ``park0-*.json``: e2b and modal runs parked on an approval before ``sandbox_park`` existed (one
 ``sandbox_release`` that asked for a pause); ``park-*.json``: after it (``PARK_PATCH``): a
 docker and an e2b sandbox paused, a blaxel one in standby, a modal sandbox released after its grace period and the run
