@@ -48,9 +48,10 @@ async def test_bad_input_starts_nothing(modern: Any, count_runs: Callable[[], An
     assert runs == 1  # the one good call; visibility has caught up with it
 
 
-async def test_lists_four_tools_and_no_way_to_approve(modern: Any) -> None:
+async def test_lists_five_tools_and_no_way_to_approve(modern: Any) -> None:
     tools = {t.name: t for t in (await modern.list_tools()).tools}
-    assert set(tools) == {"execute", "search", "get_schema", "result"}
+    # rollback (issue 47) undoes what a run applied; nothing here approves a call.
+    assert set(tools) == {"execute", "search", "get_schema", "result", "rollback"}
     execute = tools["execute"]
     # 303 tools: the description points at search/get_schema instead of listing stubs.
     assert "303 host tools" in execute.description and "get_schema" in execute.description
@@ -66,6 +67,7 @@ async def test_lists_four_tools_and_no_way_to_approve(modern: Any) -> None:
         "tool_calls",
         "artifacts",
         "note",
+        "undo",
     }
     for tool in tools.values():  # nothing a model can call takes a decision
         assert not {"approve", "decision", "call_id"} & set(tool.input_schema.get("properties", {}))
