@@ -125,6 +125,29 @@ def test_signing_covers_every_claim() -> None:
         assert not verify_signature(sig.model_copy(update={field: value})), field
 
 
+def test_one_document_covers_45s_claims_and_47s_rollback() -> None:
+    """After the merge of 45 and 47: a "deny and roll back" signature is version 2 and covers
+    the run, the comment, the door and the rollback; a plain denial's document has no rollback
+    key at all (so its bytes are what 45 signs), and neither verifies as the other."""
+    import json
+
+    from codemode.approvals.signing import signed_document
+    from codemode.workflows.models import PendingApproval
+
+    ana = Person("ana")
+    call = PendingApproval(call_id="1", tool="t", args=["a"], run_id="run-1")
+    rolling = ana.sign("exec-1", call, "deny", comment="wrong payee", door="inbox", rollback=True)
+    plain = ana.sign("exec-1", call, "deny", comment="wrong payee", door="inbox")
+    assert rolling.v == 2 and verify_signature(rolling) and verify_signature(plain)
+    document = json.loads(signed_document(rolling))
+    assert document["rollback"] is True and document["v"] == 2
+    assert (document["run_id"], document["comment"], document["door"]) == ("run-1", "wrong payee", "inbox")
+    assert "rollback" not in json.loads(signed_document(plain))
+    for field, value in [("rollback", False), ("comment", "other"), ("door", "link"), ("run_id", "run-2")]:
+        assert not verify_signature(rolling.model_copy(update={field: value})), field
+    assert not verify_signature(plain.model_copy(update={"rollback": True}))
+
+
 def test_a_service_signs_for_the_people_it_may() -> None:
     inbox, ana = Person("inbox"), Person("ana")
     gate = ApprovalGate(
