@@ -9,6 +9,7 @@ from typing import Any
 from .constraints import FULL_PYTHON, CodeConstraints, build_code_mode_prompt
 from .errors import CapabilityError
 from .execution import CodeExecution
+from .prelude import Prelude
 from .session import CodeSession
 from .signatures import FunctionsSpec, ToolSignature, normalize_functions
 from .types import Determinism, ExecutionLimits, RuntimeCapabilities, SandboxOptions
@@ -39,6 +40,7 @@ class CodeRuntime(ABC):
         limits: ExecutionLimits | None = None,
         determinism: Determinism | None = None,
         options: SandboxOptions | None = None,
+        prelude: Prelude | None = None,
     ) -> CodeExecution:
         """Start ``code`` with ``functions`` callable from it. Raises ``CodeSyntaxError`` /
         ``CodeTypeError`` / ``CapabilityError`` when the code cannot start; errors while
@@ -49,7 +51,11 @@ class CodeRuntime(ABC):
         code and inputs and leaves the real clock.
 
         ``options``: mounts, network and packages (``SandboxOptions``); implementations call
-        ``self.check_options(options)`` first, so what they cannot honour is refused."""
+        ``self.check_options(options)`` first, so what they cannot honour is refused.
+
+        ``prelude``: code run first in the same namespace (``runtimes/prelude.py``: saved
+        snippets); the code is checked against its stubs too, and the execution keeps it
+        (``CodeExecution.prelude``). Pass the same one to a journal replay."""
 
     def check_options(self, options: SandboxOptions | None) -> SandboxOptions:
         """``options`` (or the defaults), or ``CapabilityError`` naming what this runtime cannot do."""

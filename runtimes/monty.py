@@ -35,6 +35,7 @@ from .monty_checker import TypeChecker, bound_before, type_check_stubs
 from .monty_errors import map_monty_error
 from .monty_run import MONTY_VERSION, _MontyRun, _StdoutSink
 from .monty_session import SESSION_FORMAT, _MontySession
+from .prelude import Prelude
 from .session import CodeSession
 from .signatures import FunctionsSpec, ToolSignature, normalize_functions
 from .types import (
@@ -219,14 +220,17 @@ class MontyRuntime(CodeRuntime):
         limits: ExecutionLimits | None = None,
         determinism: Determinism | None = None,
         options: SandboxOptions | None = None,
+        prelude: Prelude | None = None,
     ) -> CodeExecution:
         self.check_options(options)
         limits = limits or ExecutionLimits()
         signatures = normalize_functions(functions)
+        # What the code sees: the tools, and what a prelude defines (saved snippets).
+        seen = {**signatures, **({s.name: s for s in prelude.stubs} if prelude is not None else {})}
         # The sandbox starts while the check runs; the code is fed only once it passed.
         checking = (
             asyncio.ensure_future(
-                self._checker.check_once(code, type_check_stubs(signatures), bound_before(signatures, inputs or {}))
+                self._checker.check_once(code, type_check_stubs(seen), bound_before(seen, inputs or {}))
             )
             if self.type_check_enabled
             else None
@@ -251,8 +255,22 @@ class MontyRuntime(CodeRuntime):
                 await session.__aexit__(None, None, None)
                 raise
         sink = _StdoutSink(limits.max_stdout_bytes)
-        run = _MontyRun(self, session, signatures, limits, sink, code=code, determinism=determinism)
+        run = _MontyRun(self, session, signatures, limits, sink, code=code, determinism=determinism, prelude=prelude)
+        if prelude is not None:
+            await self._feed_prelude(run, prelude)
         return await self._feed(run, code, inputs)
+
+    async def _feed_prelude(self, run: _MontyRun, prelude: Prelude) -> None:
+        """Run the prelude as the checkout's first feed: it only defines functions, so it ends
+        at once (anything else is a fault of the host that composed it, not of the code)."""
+        try:
+            done = await run.session.feed_start(prelude.source, print_callback=run.sink)
+        except pm.MontyError as err:
+            await run.close()
+            raise SandboxError(f"the prelude (saved snippets) did not run: {err}") from None
+        if not isinstance(done, pm.MontyComplete):
+            await run.close()
+            raise SandboxError(f"the prelude (saved snippets) did not end at once ({type(done).__name__})")
 
     async def _feed(self, run: _MontyRun, code: str, inputs: Mapping[str, Any] | None) -> CodeExecution:
         """Start ``code`` in the run's session and run it to its first event."""
@@ -327,6 +345,7 @@ class MontyRuntime(CodeRuntime):
                 for cid, a in meta.get("answers", {}).items()
             }
             determinism = Determinism.model_validate(meta["determinism"]) if meta.get("determinism") else None
+            prelude = Prelude.model_validate(meta["prelude"]) if meta.get("prelude") else None
         except (KeyError, TypeError, ValueError):
             log.warning("refusing a Monty checkpoint with an unreadable header")
             return None
@@ -352,6 +371,7 @@ class MontyRuntime(CodeRuntime):
             tool_calls=int(meta.get("tool_calls", 0)),
             determinism=determinism,
             cell=cell,
+            prelude=prelude,
         )
         try:
             run.snap = await session.load_snapshot(payload, print_callback=sink)

@@ -17,6 +17,7 @@ from .checkpoint import encode_checkpoint
 from .errors import CodeExecutionError, CodeResourceError, ExecutionProtocolError, SandboxError
 from .execution import Blocked, CallOutcome, CodeExecution, Step
 from .monty_errors import map_monty_error, monty_exception
+from .prelude import Prelude
 from .signatures import ToolSignature, namespace_class, namespaces_of
 from .types import Determinism, ExecutionLimits, ExecutionResult, FunctionCall
 
@@ -27,6 +28,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MONTY_VERSION: str = pm.__version__
+#: The file names Monty gives a checkout's feeds, in order: a prelude (``runtimes/prelude.py``)
+#: is fed first, so its positions are in the first and the code's in the second (the code of a
+#: run without one is the first). tests/runtimes/test_prelude.py holds Monty to it.
+FEED_FILES = ("<python-input-0>", "<python-input-1>")
 
 
 def _call_id(vm_id: int) -> str:
@@ -122,8 +127,12 @@ class _MontyRun:
         tool_calls: int = 0,
         determinism: Determinism | None = None,
         cell: _MontySession | None = None,
+        prelude: Prelude | None = None,
     ) -> None:
         self.code = code
+        #: Saved snippets defined before the code (fed first: the code's file is the second).
+        self.prelude = prelude
+        self.code_file = FEED_FILES[1] if prelude is not None else None
         #: The session this run is a cell of: its VM outlives the run (see ``close``).
         self.cell = cell
         self.determinism = determinism
@@ -152,6 +161,8 @@ class _MontyRun:
             self.snap = await start()
         except pm.MontyError as err:
             mapped = map_monty_error(err)
+            if self.code_file is not None and isinstance(mapped, CodeExecutionError):
+                mapped.line = _code_line(err, self.code_file)  # the code's line, not a snippet's
             self.failed = mapped
             if self.cell is not None and not isinstance(err, (pm.MontyCrashedError, pm.MontyShutdown)):
                 self.snap = None  # the code raised: the session's VM is idle again, its globals kept
@@ -293,10 +304,25 @@ class _MontyRun:
             args=list(snap.args),
             kwargs=dict(snap.kwargs),
             concurrent=sig.is_async,
-            line=_line_of(snap, self.code),
+            line=_line_of(snap, self.code, self.code_file),
+            origin=self._origin(snap),
         )
         self.shown[cid] = call
         return call
+
+    def _origin(self, snap: Any) -> str | None:
+        """The origin of the prelude part whose body made the call (read from the VM's position
+        of the call, which the code cannot forge), or None."""
+        if self.prelude is None:
+            return None
+        try:
+            where = snap.position
+            if str(where.filename) != FEED_FILES[0]:
+                return None
+            part = self.prelude.part_at(int(where.start))
+        except (AttributeError, TypeError, ValueError):
+            return None
+        return part.origin if part is not None else None
 
     async def answer(self, call_id: str, outcome: CallOutcome) -> None:
         self.answers[call_id] = outcome
@@ -328,6 +354,8 @@ class _MontyRun:
             "code": self.code,
             "determinism": self.determinism.model_dump(mode="json") if self.determinism else None,
         }
+        if self.prelude is not None:  # restored, its calls keep their origins
+            meta["prelude"] = self.prelude.model_dump(mode="json")
         if self.cell is not None:  # a cell: restored, its session goes on after it
             meta["cell"] = self.cell.meta()
         return encode_checkpoint("monty", MONTY_VERSION, meta, vm)
@@ -352,7 +380,7 @@ class _MontyRun:
             log.debug("closing a Monty session failed", exc_info=True)
 
     def execution(self) -> CodeExecution:
-        return CodeExecution(
+        execution = CodeExecution(
             advance=self.advance,
             answer=self.answer,
             dump=self.dump,
@@ -364,14 +392,28 @@ class _MontyRun:
             runtime="monty",
             read_stdout=self.sink.text,
         )
+        execution.prelude = self.prelude
+        return execution
 
 
-def _line_of(snap: Any, code: str | None) -> int | None:
-    """Line of a suspended call: Monty reports a byte offset into the source."""
+def _line_of(snap: Any, code: str | None, code_file: str | None = None) -> int | None:
+    """Line of a suspended call: Monty reports a byte offset into the source. ``code_file``:
+    the code's feed when a prelude came first (a call made in the prelude has no line of the code)."""
     if not code:
         return None
     try:
+        if code_file is not None and str(snap.position.filename) != code_file:
+            return None
         start = int(snap.position.start)
     except Exception:
         return None
     return code.encode()[:start].count(b"\n") + 1
+
+
+def _code_line(err: Any, code_file: str) -> int | None:
+    """The innermost line of the code (not of a prelude's function) in an error's traceback."""
+    try:
+        lines = [f.line for f in err.traceback() if str(f.filename) == code_file]
+    except Exception:  # noqa: BLE001 - an error without frames: no line
+        return None
+    return lines[-1] if lines else None

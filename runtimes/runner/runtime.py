@@ -18,6 +18,7 @@ from typing import Any
 from ..base import CodeRuntime
 from ..errors import CapabilityError, CodeSyntaxError
 from ..execution import CodeExecution
+from ..prelude import Prelude
 from ..session import CodeSession
 from ..signatures import FunctionsSpec, ToolSignature, normalize_functions
 from ..types import Determinism, ExecutionLimits, SandboxOptions
@@ -68,9 +69,11 @@ class RunnerRuntime(CodeRuntime):
         limits: ExecutionLimits | None = None,
         determinism: Determinism | None = None,
         options: SandboxOptions | None = None,
+        prelude: Prelude | None = None,
     ) -> CodeExecution:
         options = self.check_options(options)
         run = self.new_run(normalize_functions(functions), limits or ExecutionLimits(), options)
+        run.prelude = prelude  # the runner executes it before the code, under a file of its own
         return (await self._started(run, code, inputs, determinism)).execution()
 
     async def open_session(
