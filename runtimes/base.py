@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .constraints import FULL_PYTHON, CodeConstraints, build_code_mode_prompt
@@ -90,8 +90,9 @@ class CodeRuntime(ABC):
         every cell. Raises ``CapabilityError`` when the runtime has no sessions."""
         raise CapabilityError(f"the {self.name} runtime cannot keep a session across executions")
 
-    async def type_check(self, code: str, signatures: FunctionsSpec) -> None:
-        """Check ``code`` against the tool stubs; raises ``CodeTypeError``. No-op by default."""
+    async def type_check(self, code: str, signatures: FunctionsSpec, *, bound: Iterable[str] = ()) -> None:
+        """Check ``code`` against the tool stubs (``bound``: names it finds bound before it
+        runs, its inputs); raises ``CodeTypeError``. No-op by default."""
         return None
 
     async def restore(self, checkpoint: bytes) -> CodeExecution | None:

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 try:
@@ -322,14 +322,15 @@ class MontyRuntime(CodeRuntime):
                 return None
         return session.handle()
 
-    async def type_check(self, code: str, signatures: FunctionsSpec) -> None:
+    async def type_check(self, code: str, signatures: FunctionsSpec, *, bound: Iterable[str] = ()) -> None:
         """Type-check against the tool stubs; raises ``CodeTypeError`` (or ``CodeSyntaxError``).
 
         Monty has no check-only call: the code is fed with a zero time budget, sleeps that
         return at once and a small heap, so at most a few instructions run. Nothing escapes:
         a tool call only suspends the VM (no host answers it here), print output is dropped
         and Monty denies OS access; the session is discarded."""
-        await self._checker.check(code, type_check_stubs(normalize_functions(signatures)))
+        sigs = normalize_functions(signatures)
+        await self._checker.check_once(code, type_check_stubs(sigs), bound_before(sigs, bound))
 
     async def restore(self, checkpoint: bytes) -> CodeExecution | None:
         decoded = decode_checkpoint(checkpoint, "monty", MONTY_VERSION)

@@ -9,7 +9,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pydantic_monty as pm
 
@@ -20,10 +20,6 @@ from .monty_errors import map_monty_error, monty_exception
 from .prelude import Prelude
 from .signatures import ToolSignature, namespace_class, namespaces_of
 from .types import Determinism, ExecutionLimits, ExecutionResult, FunctionCall
-
-if TYPE_CHECKING:
-    from .monty import MontyRuntime
-    from .monty_session import _MontySession
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +113,7 @@ class _MontyRun:
 
     def __init__(
         self,
-        runtime: MontyRuntime,
+        runtime: Any,  # the MontyRuntime that runs it
         session: Any,
         signatures: dict[str, ToolSignature],
         limits: ExecutionLimits,
@@ -126,7 +122,7 @@ class _MontyRun:
         code: str | None = None,
         tool_calls: int = 0,
         determinism: Determinism | None = None,
-        cell: _MontySession | None = None,
+        cell: Any = None,  # the _MontySession it is a cell of (monty_session.py)
         prelude: Prelude | None = None,
     ) -> None:
         self.code = code

@@ -6,7 +6,7 @@ from __future__ import annotations
 import keyword
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pydantic_monty as pm
 
@@ -17,9 +17,6 @@ from .monty_run import MONTY_VERSION, _MontyRun, _StdoutSink
 from .session import CodeSession, bound_names, declared_globals
 from .signatures import FunctionsSpec, normalize_functions
 from .types import Determinism, ExecutionLimits
-
-if TYPE_CHECKING:
-    from .monty import MontyRuntime
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +29,7 @@ class _MontySession:
 
     def __init__(
         self,
-        runtime: MontyRuntime,
+        runtime: Any,  # the MontyRuntime that runs it
         session: Any,
         limits: ExecutionLimits,
         determinism: Determinism | None,

@@ -21,6 +21,8 @@ from codemode.activities.records import (  # noqa: F401 (shared with the activit
     ApprovalRecord,
     CallStatus,
     ErrorInfo,
+    GrantUse,
+    SnippetUse,
     ToolCallRecord,
 )
 from codemode.approvals.signing import DecisionSignature
@@ -88,6 +90,9 @@ class CodeExecutionRequest(CompactModel):
     started_by: str | None = None
     """Who started the run, by their name in the approvers file (``start_execution`` fills in
     ``CODEMODE_USER`` or the OS user): a tool rule with ``four_eyes`` refuses their decisions."""
+    snippets: dict[str, str] = Field(default_factory=dict)
+    """Saved snippets the code calls (``snippets.NAME(...)``), pinned to a version: name -> the
+    version's hash (8 characters at least). A name not here is the newest version."""
 
     @field_validator("session")
     @classmethod
@@ -124,6 +129,8 @@ class ExecutionOutcome(CompactModel):
     usage: dict[str, SandboxUsage] = Field(default_factory=dict)
     """What its sandboxes cost, per runtime: seconds running and paused, sandboxes created, journal
     replays (``workflows/usage.py``)."""
+    snippets: list[SnippetUse] = Field(default_factory=list)
+    """The saved snippets the code called, each with its version (``snippets.NAME(...)``)."""
 
 
 class PendingApproval(BaseModel):

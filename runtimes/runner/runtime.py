@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 from abc import abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..base import CodeRuntime
@@ -103,7 +103,7 @@ class RunnerRuntime(CodeRuntime):
         cells). A runtime whose runs die with the worker has nothing to restore."""
         return None
 
-    async def type_check(self, code: str, signatures: FunctionsSpec) -> None:
+    async def type_check(self, code: str, signatures: FunctionsSpec, *, bound: Iterable[str] = ()) -> None:
         """No static type checking for CPython; a syntax check without starting a sandbox
         (with this interpreter's grammar)."""
         try:
