@@ -15,6 +15,7 @@ from typing import Any
 
 import jsonschema
 from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 
 from codemode.activities.snippets.compose import referenced
 from codemode.activities.snippets.library import SnippetLibrary
@@ -127,7 +128,12 @@ async def promote(
     check_name(name)
     if require_signature and signer is None:
         raise SnippetError("an approvers file is in use: promote with your approver key (--by NAME, --key FILE)")
-    audit = await fetch_audit(client, execution_id)
+    try:
+        audit = await fetch_audit(client, execution_id)
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise SnippetError(f"no execution {execution_id!r} on {client.namespace}") from None
+        raise
     if audit.status != "completed" or not audit.success:
         why = audit.error.message if audit.error else audit.status
         raise SnippetError(f"only a run that completed can be promoted: {execution_id} did not ({why})")
