@@ -7,7 +7,6 @@ from tests.workflows.conftest import events_file, read_events, task_queue  # noq
 TOOLS_MODULE = "tests.snippets.snippet_tools"
 
 
-
 @pytest.fixture(autouse=True)
 async def _no_snippet_left(store):
     """The session's object store is every test's: leave no saved snippet for the next one
