@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from temporalio.client import Client, WorkflowHandle
 
     from codemode.activities.tools import ToolRegistry
+    from codemode.integrations.snippet_tools import SnippetTool
 
 #: The tool's description before the prompt (the rules and the stubs of the functions).
 TOOL_DESCRIPTION = (
@@ -258,10 +259,14 @@ class RunCode:
         """The tool's description: what it returns, then the prompt with the stubs."""
         return f"{TOOL_DESCRIPTION}\n\n{self.prompt()}"
 
-    def request(self, code: str, *, restart: bool = False) -> CodeExecutionRequest:
+    def request(
+        self, code: str, *, restart: bool = False, snippets: dict[str, str] | None = None
+    ) -> CodeExecutionRequest:
         """The execution's request; ``restart``: a session's cell that starts from an empty
-        namespace."""
+        namespace; ``snippets``: saved snippets pinned to a version (a snippet's own tool)."""
         extra: dict[str, Any] = {}
+        if snippets:
+            extra["snippets"] = snippets
         if self.limits is not None:
             extra["limits"] = self.limits
         if self.approval_timeout is not None:
@@ -311,6 +316,19 @@ class RunCode:
         )
         return run_code_result(cell.outcome, session=cell.session, cell=cell.index)
 
+    async def snippet_in_workflow(
+        self, tool: SnippetTool, arguments: dict[str, Any], call_id: str | None, *, retry: int = 0
+    ) -> RunCodeReturn:
+        """A saved snippet's own tool, inside a workflow: its call as the agent's child execution."""
+        request = self.request(tool.code(arguments), snippets=tool.pins)
+        return run_code_result(await self.child(request, f"{tool.name}-{call_id}", retry=retry))
+
+    async def snippet_outcome(self, tool: SnippetTool, arguments: dict[str, Any], call_id: str, scope: str | None = None) -> RunCodeReturn:
+        """A saved snippet's own tool, outside a workflow: its call as an execution started
+        idempotently (keyed by the call id), and its outcome."""
+        handle = await self.start(tool.code(arguments), call_id, scope, snippets=tool.pins, tool=tool.name)
+        return run_code_result(await handle.result())
+
     async def child(self, request: CodeExecutionRequest, call_id: str | None, *, retry: int = 0) -> ExecutionOutcome:
         """Run ``request`` as the agent workflow's child execution, its id from the agent
         workflow's id and the tool call's (``child_execution_id``), and wait for its outcome."""
@@ -332,9 +350,18 @@ class RunCode:
             self.client = await connect()
         return self.client
 
-    async def start(self, code: str, call_id: str, scope: str | None = None) -> WorkflowHandle[Any, ExecutionOutcome]:
+    async def start(
+        self,
+        code: str,
+        call_id: str,
+        scope: str | None = None,
+        *,
+        snippets: dict[str, str] | None = None,
+        tool: str | None = None,
+    ) -> WorkflowHandle[Any, ExecutionOutcome]:
         """Start the call's execution, or find it when an earlier invocation of the same call
-        started it (running, parked or finished): the code never runs twice for one call."""
+        started it (running, parked or finished): the code never runs twice for one call.
+        ``snippets``/``tool``: a saved snippet's own tool (its version pinned; its name in the id)."""
         if self.session:
             raise ValueError(
                 "run_code(session=True) runs inside a workflow only; outside one, each call is an execution"
@@ -345,11 +372,11 @@ class RunCode:
         from codemode.client.executions import start_execution
 
         client = await self.get_client()
-        execution_id = self.execution_id(call_id, scope)
+        execution_id = self.execution_id(call_id, "-".join(p for p in (tool, scope) if p) or None)
         try:
             return await start_execution(
                 client,
-                self.request(code),
+                self.request(code, snippets=snippets),
                 execution_id=execution_id,
                 task_queue=self.queue(),
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
