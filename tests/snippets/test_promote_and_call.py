@@ -131,7 +131,7 @@ async def test_a_changed_tool_refuses_the_snippet_naming_it(client, task_queue, 
 
 
 async def test_a_removed_tool_refuses_the_snippet_naming_it(client, task_queue, worker, events_file) -> None:
-    _, saved = await saved_report(client, task_queue, "report_without_sales")
+    await saved_report(client, task_queue, "report_without_sales")
     registry = ToolRegistry([snippet_tools.send_report])
     async with CodeModeWorker(client, registry, task_queue=f"{task_queue}-removed").running():
         outcome = await run_execution(
