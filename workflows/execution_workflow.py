@@ -1,10 +1,9 @@
 """``CodeExecutionWorkflow``: one workflow per code execution. Orchestration only.
 
-No I/O, no clock, no randomness, no sandbox import here: sandbox steps and tools are
-activities. The history holds decisions, call records and references: a checkpoint is in
-the object store and only its hash and size are recorded, large payloads travel as
-external-storage references, and a long execution continues as new (same execution id)
-before the server's history limits, carrying a ``Continuation``.
+No I/O, no clock, no randomness, no sandbox import here: sandbox steps and tools are activities.
+The history holds decisions, call records and references: a checkpoint is in the object store
+(only its hash and size are recorded), large payloads travel as external-storage references,
+and a long execution continues as new (same id) before the history limits, with a ``Continuation``.
 """
 
 from __future__ import annotations
@@ -281,7 +280,7 @@ class CodeExecutionWorkflow:
         timeout = timedelta(seconds=req.limits.timeout_seconds + 60)
         if carry is not None:
             cursor = carry.cursor  # its step was recorded by the run before
-            self._hold(cursor.step, cursor.superseded)
+            self._held = Held.after(cursor.step, cursor.superseded)  # released when the run ends
             self._approvals.step_taken(cursor.remaining)
         else:
             if req.require_code_approval:
@@ -407,12 +406,8 @@ class CodeExecutionWorkflow:
         else:  # saved (or finished): the journal tail starts here
             tail = self._deferred
             tail.base_index, tail.stdout_at_base, tail.tail_bytes = len(self._journal), self._stdout_len, 0
-        self._hold(step, superseded)
-        return Cursor(step=step, remaining=list(step.calls), superseded=superseded)
-
-    def _hold(self, step: StepResult, superseded: CheckpointRef | None) -> None:
-        """Note what the sandbox layer holds after ``step`` (released when the run ends)."""
         self._held = Held.after(step, superseded)
+        return Cursor(step=step, remaining=list(step.calls), superseded=superseded)
 
     # -- continue-as-new ------------------------------------------------------------------
 
