@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -62,7 +62,7 @@ DIAGNOSTIC_CHARS = 2000
 
 _UNSAFE_ID = re.compile(r"[^A-Za-z0-9._:-]")
 #: Prompts already built, by (tools module, runtime): the registry is imported once per process.
-_PROMPTS: dict[tuple[str, str], str] = {}
+_PROMPTS: dict[tuple[Any, ...], str] = {}
 
 
 class ErrorReturn(TypedDict):
@@ -224,6 +224,10 @@ class RunCode:
     #: Set the CodeModeStatus/CodeModeRuntime search attributes on the executions (the server
     #: must have them; ``codemode server`` registers them).
     index_search_attributes: bool = True
+    #: Saved snippets the code may call (``await snippet_tools(client)``): shown in the prompt as
+    #: ``snippets.NAME(...)`` and each request pins these versions. Not a session's cells (they
+    #: cannot call snippets yet): with ``session``, they are neither shown nor pinned.
+    snippets: Sequence[SnippetTool] = ()
 
     # -- what the model is shown ----------------------------------------------------------
 
@@ -246,11 +250,14 @@ class RunCode:
     def prompt(self) -> str:
         """The runtime's prompt with the tool stubs (what ``codemode tools`` prints). Built with
         the process's modules (the runtime's, the tools'), not a workflow sandbox's copies."""
-        key = (self.tools, self.runtime) if isinstance(self.tools, str) else None
+        offered = () if self.session else tuple(self.snippets)
+        shown = tuple((s.snippet, s.version) for s in offered)
+        key = (self.tools, self.runtime, shown) if isinstance(self.tools, str) else None
         if key is not None and key in _PROMPTS:
             return _PROMPTS[key]
         with workflow.unsafe.imports_passed_through():
-            prompt = code_mode_prompt(self.runtime, self.registry().signatures())
+            signatures = {**self.registry().signatures(), **{f"snippet:{s.snippet}": s.signature() for s in offered}}
+            prompt = code_mode_prompt(self.runtime, signatures)
         if key is not None:
             _PROMPTS[key] = prompt
         return prompt
@@ -265,8 +272,9 @@ class RunCode:
         """The execution's request; ``restart``: a session's cell that starts from an empty
         namespace; ``snippets``: saved snippets pinned to a version (a snippet's own tool)."""
         extra: dict[str, Any] = {}
-        if snippets:
-            extra["snippets"] = snippets
+        pins = {} if self.session else {s.snippet: s.version for s in self.snippets}
+        if pins or snippets:
+            extra["snippets"] = {**pins, **(snippets or {})}
         if self.limits is not None:
             extra["limits"] = self.limits
         if self.approval_timeout is not None:

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from temporalio.client import Client
 
+    from codemode.runtimes.signatures import ToolSignature
+
 #: A snippet's tool: ``snippet_weekly_report``.
 TOOL_PREFIX = "snippet_"
 
@@ -38,12 +40,27 @@ class SnippetTool:
     #: The JSON schema of its arguments (the snippet's parameters).
     parameters: dict[str, Any]
     is_async: bool = False
+    #: The snippet's own docstring (the stub ``run_code``'s prompt shows).
+    doc: str = ""
 
     def code(self, arguments: dict[str, Any]) -> str:
         """The code of one call with the model's (JSON) arguments."""
         shown = ", ".join(f"{k}={_literal(v)}" for k, v in arguments.items())
         call = f"snippets.{self.snippet}({shown})"
         return f"await {call}" if self.is_async else call
+
+    def signature(self) -> ToolSignature:
+        """How code sees it: ``snippets.NAME(...)``, typed from its parameters (its stub)."""
+        from codemode.runtimes.signatures import signature_from_json_schema
+
+        return signature_from_json_schema(
+            f"snippet:{self.snippet}",
+            self.parameters,
+            description=f"{self.doc}\n\nSaved snippet, version {self.version[:12]}.".strip(),
+            is_async=self.is_async,
+            path=f"snippets.{self.snippet}",
+            document=True,
+        )
 
     @property
     def pins(self) -> dict[str, str]:
@@ -107,6 +124,7 @@ async def snippet_tools(client: Client | None = None, *, names: list[str] | None
             + f"\n\nSaved snippet {s.ref}: runs durably as one execution; its tool calls are approved like any code's.",
             parameters=s.snippet.parameters,
             is_async=is_async_code(s.snippet.code),
+            doc=s.snippet.description.strip(),
         )
         for s in chosen
     ]

@@ -23,7 +23,9 @@ from .agent_model import SEEN, stepwise
 
 async def test_each_snippet_is_a_tool_of_its_own(client, task_queue, worker) -> None:
     source = await run_execution(
-        client, CodeExecutionRequest(code="# Adds two numbers on the host.\nadd(x, y)", inputs={"x": 2, "y": 3}), task_queue=task_queue
+        client,
+        CodeExecutionRequest(code="# Adds two numbers on the host.\nadd(x, y)", inputs={"x": 2, "y": 3}),
+        task_queue=task_queue,
     )
     saved, _ = await promote(client, source.execution_id, "adder", by="ana")
     try:
@@ -47,7 +49,9 @@ async def test_each_snippet_is_a_tool_of_its_own(client, task_queue, worker) -> 
 
         function_tool = openai_snippet_tool(tool, client=client, task_queue=task_queue, id_prefix=task_queue)
         assert function_tool.params_json_schema == tool.parameters
-        ctx = ToolContext(context=None, tool_name=tool.name, tool_call_id="call-openai", tool_arguments='{"x": 1, "y": 2}')
+        ctx = ToolContext(
+            context=None, tool_name=tool.name, tool_call_id="call-openai", tool_arguments='{"x": 1, "y": 2}'
+        )
         shown = json.loads(await function_tool.on_invoke_tool(ctx, '{"x": 1, "y": 2}'))
         assert shown["output"] == 3 and shown["execution_id"].startswith(task_queue)
         again = json.loads(await function_tool.on_invoke_tool(ctx, '{"x": 1, "y": 2}'))
@@ -68,5 +72,25 @@ async def test_each_snippet_is_a_tool_of_its_own(client, task_queue, worker) -> 
 
         declared = adk_snippet_tool(tool)._get_declaration()
         assert declared.name == "snippet_adder" and set(declared.parameters_json_schema["properties"]) == {"x", "y"}
+
+        # run_code given the snippets: its prompt shows their stubs, and its code calls the very
+        # versions shown, even once a newer one is saved.
+        from codemode.openai_agents import run_code_tool
+
+        run_code = run_code_tool(
+            TOOLS_MODULE, snippets=[tool], client=client, task_queue=task_queue, id_prefix=f"{task_queue}-rc"
+        )
+        assert (
+            "def adder(self, x: int, y: int) -> Any:" in run_code.description
+            and "Adds two numbers on the host." in run_code.description
+        )
+        newer = await run_execution(
+            client, CodeExecutionRequest(code="add(x, y) + 100", inputs={"x": 2, "y": 3}), task_queue=task_queue
+        )
+        assert (await promote(client, newer.execution_id, "adder", by="ana"))[0].version != saved.version
+        arguments = json.dumps({"code": "snippets.adder(x=20, y=1)"})
+        ctx = ToolContext(context=None, tool_name="run_code", tool_call_id="call-rc", tool_arguments=arguments)
+        ran = json.loads(await run_code.on_invoke_tool(ctx, arguments))
+        assert ran["success"] and ran["output"] == 21
     finally:
         await remove(client, "adder")
