@@ -12,6 +12,9 @@ workflow's history holds its hash, so a replay rebuilds the run with exactly the
 
 from __future__ import annotations
 
+import builtins
+import symtable
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +31,7 @@ from ..records import SnippetUse
 from ..tools import ToolSpec
 from .compose import compose, referenced, sole_call
 from .library import SnippetLibrary
-from .models import NAMESPACE, SavedSnippet, SnippetError, signature_hash
+from .models import NAMESPACE, SavedSnippet, SnippetError, is_async_code, signature_hash
 
 
 @dataclass
@@ -62,6 +65,7 @@ async def load_snippets(
         if file is not None:
             _check_promoter(saved, file)
         await _check_tools(saved, runtime, specs)
+        _check_free_names(saved, specs)
         chosen.append(saved)
     sole = _sole_origin(code, chosen)
     uses = [
@@ -138,6 +142,35 @@ async def _check_tools(saved: SavedSnippet, runtime: CodeRuntime, specs: dict[st
             f"snippet {saved.ref} does not type-check against today's tools: {err.message}"
             + (f" (line {err.line} of the snippet)" if err.line else "")
         ) from None
+
+
+def _check_free_names(saved: SavedSnippet, specs: dict[str, ToolSpec]) -> None:
+    """A snippet saved from a CPython run (no type check there) may read a name its code never
+    defines on a branch its source run did not take. In the prelude that name would be the
+    calling code's variable: refuse it unless it is a parameter, a tool, a host function or a
+    built-in. (Monty's type check refused such code before its source run ran.)"""
+    if saved.snippet.runtime == "monty":
+        return
+    params = list((saved.snippet.parameters.get("properties") or {}).keys())
+    head = "async def" if is_async_code(saved.snippet.code) else "def"
+    source = f"{head} codemode_snippet({', '.join(params)}):\n{textwrap.indent(saved.snippet.code, '    ') or '    pass'}\n"
+    try:
+        table = symtable.symtable(source, "<snippet>", "exec")
+    except SyntaxError:
+        return  # the runtime reports it, with its line
+    known = set(dir(builtins)) | {p for spec in specs.values() for p in (spec.code_name.split(".")[0], spec.namespace) if p}
+    unknown: set[str] = set()
+    stack = list(table.get_children())
+    while stack:
+        scope = stack.pop()
+        stack.extend(scope.get_children())
+        unknown |= {s.get_name() for s in scope.get_symbols() if s.is_global() and s.is_referenced()} - known
+    if unknown:
+        raise SnippetError(
+            f"snippet {saved.ref} reads {', '.join(sorted(unknown))}, which its code never defines (not a parameter, "
+            "a tool this execution may call, or a built-in): it would read the calling code's variables, so it is "
+            "refused before running"
+        )
 
 
 def _shape(sig: ToolSignature) -> str:

@@ -159,3 +159,19 @@ async def test_what_cannot_be_promoted(client, task_queue, worker) -> None:
     ok = await run(client, task_queue, "sales(1)")
     with pytest.raises(SnippetError, match="invalid snippet name"):
         await promote(client, ok.execution_id, "not a name", by="ana")
+
+
+async def test_a_name_its_code_never_defines_is_refused_not_read_from_the_caller(client, task_queue, worker) -> None:
+    """A CPython run is not type-checked: its code may read an undefined name on a branch it did
+    not take. Called later, that name would be the caller's variable: refused before running."""
+    code = "if week > 100:\n    r = secret\nelse:\n    r = sales(week)[0]['amount']\nr"
+    source = await run(client, task_queue, code, inputs={"week": 1}, runtime="python")
+    assert source.success, source.error
+    await promote(client, source.execution_id, "leaky", by="ana")
+    outcome = await run(client, task_queue, "secret = 'the caller'\nsnippets.leaky(week=200)", runtime="python")
+    assert not outcome.success and outcome.error.type == "SnippetError"
+    assert "reads secret, which its code never defines" in outcome.error.message
+    assert outcome.tool_calls == []
+    # Refused whatever the arguments: the check reads the code, not the branch taken.
+    again = await run(client, task_queue, "snippets.leaky(week=2)", runtime="python")
+    assert not again.success and "reads secret" in again.error.message
