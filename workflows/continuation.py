@@ -16,6 +16,7 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 from codemode.activities.models import CallRequest, CheckpointRef, SegmentRef, StepResult
+from codemode.activities.records import SnippetUse
 from codemode.runtimes.journal_replay import JournalEntry
 from codemode.runtimes.types import Determinism
 from codemode.workflows.models import ApprovalRecord, IgnoredSignal, ToolCallRecord
@@ -59,3 +60,6 @@ class Continuation(BaseModel):
     tail_bytes: int = 0
     #: The usage of the runs before (``workflows/usage.py``).
     usage: SandboxUsage | None = None
+    #: The saved snippets the first step loaded, and their prelude (``workflows/snippet_state.py``).
+    snippets: list[SnippetUse] = Field(default_factory=list)
+    prelude: CheckpointRef | None = None

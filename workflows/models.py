@@ -21,6 +21,8 @@ from codemode.activities.records import (  # noqa: F401 (shared with the activit
     ApprovalRecord,
     CallStatus,
     ErrorInfo,
+    GrantUse,
+    SnippetUse,
     ToolCallRecord,
 )
 from codemode.approvals.signing import DecisionSignature, StartSignature
@@ -93,6 +95,9 @@ class CodeExecutionRequest(CompactModel):
     """Who started the run, signed (``approvals/signing.py``'s ``sign_start``) by a key the
     approvers file lists: the starter four eyes trusts. Without it the starter is not known
     for sure, and a four-eyes call needs one approver more (``approvals/tally.py``)."""
+    snippets: dict[str, str] = Field(default_factory=dict)
+    """Saved snippets the code calls (``snippets.NAME(...)``), pinned to a version: name -> the
+    version's hash (8 characters at least). A name not here is the newest version."""
 
     @field_validator("session")
     @classmethod
@@ -129,6 +134,8 @@ class ExecutionOutcome(CompactModel):
     usage: dict[str, SandboxUsage] = Field(default_factory=dict)
     """What its sandboxes cost, per runtime: seconds running and paused, sandboxes created, journal
     replays (``workflows/usage.py``)."""
+    snippets: list[SnippetUse] = Field(default_factory=list)
+    """The saved snippets the code called, each with its version (``snippets.NAME(...)``)."""
 
 
 class PendingApproval(BaseModel):

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from codemode.activities.models import CheckpointRef
+    from codemode.activities.models import CheckpointRef, StepResult
 
 
 @dataclass
@@ -26,6 +26,20 @@ class Held:
     #: The step whose sandbox holds compute (a cloud session) has been suspended.
     suspended: bool = False
     holds_compute: bool = False
+
+    @classmethod
+    def after(cls, step: StepResult, superseded: CheckpointRef | None) -> Held:
+        """What the sandbox layer holds after ``step``."""
+        calls = step.kind == "calls"
+        return cls(
+            # holds its own checkpoint; the one before is deleted next step. Finished: the
+            # checkpoint it consumed is the last one left, unless it freed it.
+            checkpoint=step.checkpoint if calls else None if step.released else superseded,
+            superseded=superseded if calls else None,
+            session=(step.session_id, step.session_queue) if step.session_id else None,
+            live=step.live if calls else None,
+            holds_compute=step.holds_compute,
+        )
 
 
 @dataclass

@@ -84,7 +84,13 @@ async def run_call(
     the code made it; a person's edit changes what the tool runs with, an answer replaces the
     tool. ``park``: parks the run's sandbox before a person is asked."""
     record = ToolCallRecord(
-        call_id=call.call_id, tool=call.tool, args=call.args, kwargs=call.kwargs, summary=call.summary
+        call_id=call.call_id,
+        tool=call.tool,
+        args=call.args,
+        kwargs=call.kwargs,
+        summary=call.summary,
+        origin=call.origin,  # a saved snippet's own call (issue 48)
+        granted=call.granted,  # run unasked under the snippet's signed grant
     )
     records.by_id[call.call_id] = record
     asked = call.function_call()

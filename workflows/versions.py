@@ -34,7 +34,14 @@ GENERATION_PATCH = "generation-43"
 #: decision again against the file as it is when the decision arrives (an activity), reads the
 #: door of a signal, and counts decisions by the strict rules of ``approvals/tally.py``.
 GENERATION_45 = "generation-45"
-GENERATIONS: tuple[str, ...] = (GENERATION_PATCH, GENERATION_45)
+GENERATIONS: tuple[str, ...] = (
+    GENERATION_PATCH,
+    GENERATION_45,
+    # Issue 48: saved snippets. The first step's prelude (its reference) rides every later step
+    # and the continue-as-new carry; the outcome lists the snippets' versions
+    # (``workflows/snippet_state.py``). No command changes; a run records which code it ran on.
+    "generation-48",
+)
 
 
 class Versions:

@@ -1,4 +1,5 @@
-"""A worker in its own process, so a test can SIGKILL it: python tests/workflows/worker_proc.py ADDRESS TASK_QUEUE"""
+"""A worker in its own process, so a test can SIGKILL it: python tests/workflows/worker_proc.py ADDRESS TASK_QUEUE
+(its tools: the module ``CODEMODE_TEST_TOOLS`` names, by default tests/workflows/tools_under_test.py)"""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from codemode.worker.worker import CodeModeWorker  # noqa: E402
 
 async def main(address: str, task_queue: str) -> None:
     client = await connect(address)
-    registry = ToolRegistry.from_module("tests.workflows.tools_under_test")
+    registry = ToolRegistry.from_module(os.environ.get("CODEMODE_TEST_TOOLS", "tests.workflows.tools_under_test"))
     worker = CodeModeWorker(client, registry, task_queue=task_queue, keep_alive_seconds=float(os.environ.get("KEEP_ALIVE", "60")))
     print("ready", flush=True)
     await worker.run()
