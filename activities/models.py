@@ -23,7 +23,7 @@ from codemode.runtimes.types import (
     SandboxOptions,
 )
 
-from .records import ErrorInfo, ToolCallRecord
+from .records import ErrorInfo, GrantUse, SnippetUse, ToolCallRecord
 
 #: Failure type of a resume whose checkpoint cannot be used (missing from the store,
 #: altered, written by another runtime version): the workflow rebuilds by journal replay.
@@ -285,6 +285,10 @@ class CallRequest(CompactModel):
     #: How the call is undone, when its tool says (issue 47): it enters the log of applied
     #: calls once its result is in the history.
     undo: UndoSpec | None = None
+    #: The saved snippet whose code made the call, when the host knows (``snippet:NAME@VERSION``).
+    origin: str | None = None
+    #: The signed grant that pre-approved it (then it does not wait).
+    granted: GrantUse | None = None
 
     def function_call(self) -> FunctionCall:
         """The call as the code made it (what its journal entry records)."""
@@ -312,6 +316,11 @@ class StartInput(CompactModel):
     options: SandboxOptions | None = None
     #: A cell of a session: run the code in the session's namespace (``CellStart``).
     cell: CellStart | None = None
+    #: Saved snippets: the version to use by name (the newest when a name is not here).
+    snippets: dict[str, str] = Field(default_factory=dict)
+    #: The run's prelude (the snippets its first step loaded), stored under the execution: a
+    #: replay rebuilds the run with it (set by the workflow from that step's result).
+    prelude: CheckpointRef | None = None
 
 
 class ResumeInput(CompactModel):
@@ -352,6 +361,8 @@ class ResumeInput(CompactModel):
     base_stdout: int = 0
     #: A cell of a session: where a step that ends it saves the session.
     cell: CellRef | None = None
+    #: The run's prelude (saved snippets), for a step whose sandbox lost it (a restored remote one).
+    prelude: CheckpointRef | None = None
 
 
 class StepResult(CompactModel):
@@ -398,6 +409,13 @@ class StepResult(CompactModel):
     #: The first step's ``PYTHONHASHSEED`` when the runtime chose it (a warm interpreter,
     #: ``runtimes/warm_pool.py``): the workflow keeps it in the execution's determinism.
     hash_seed: int | None = None
+    #: The first step: the saved snippets the code calls (name and version), and the prelude
+    #: that defines them, stored under the execution (issue 48).
+    snippets: list[SnippetUse] = Field(default_factory=list)
+    prelude: CheckpointRef | None = None
+    #: The first step: the tools the code names, each with its signature's hash (what a snippet
+    #: promoted from this run records).
+    tools_seen: dict[str, str] = Field(default_factory=dict)
 
 
 class NextStep(CompactModel):
@@ -427,6 +445,7 @@ class NextStep(CompactModel):
     #: checkpoints): only that worker runs the step; any other leaves it to the workflow,
     #: whose resume step goes to that worker's queue (issue 28).
     session_id: str | None = None
+    prelude: CheckpointRef | None = None
 
     def resume_input(self, execution_id: str, answer: JournalEntry) -> ResumeInput:
         return ResumeInput(
@@ -442,6 +461,7 @@ class NextStep(CompactModel):
             tail_entries=self.tail_entries,
             cell=self.cell,
             session_id=self.session_id,
+            prelude=self.prelude,
         )
 
 

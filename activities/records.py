@@ -64,6 +64,33 @@ class ApprovalRecord(CompactModel):
     rollback: bool = False
 
 
+class SnippetUse(CompactModel):
+    """A saved snippet a run loaded (issue 48): its name and version (the hash of its content),
+    and who promoted it from which run."""
+
+    name: str
+    version: str
+    promoted_by: str = ""
+    source_execution: str = ""
+
+    @property
+    def ref(self) -> str:
+        """``weekly_report@1a2b3c4d5e6f``: how people and the audit name it."""
+        return f"{self.name}@{self.version[:12]}"
+
+
+class GrantUse(CompactModel):
+    """A call that ran unasked because a signed grant covered it: which snippet version made
+    it, which grant, who signed it, and the approvers file that let them."""
+
+    snippet: str
+    version: str
+    grant_id: str
+    signer: str
+    key: str
+    approvers_file: str = ""
+
+
 class ToolCallRecord(CompactModel):
     """One logical tool call: one call_id across every attempt and every worker."""
 
@@ -82,6 +109,10 @@ class ToolCallRecord(CompactModel):
     approval: ApprovalRecord | None = None
     #: ``get_weather(city='Paris')``
     summary: str = ""
+    #: Pre-approved by a snippet's signed grant (it did not wait for a person).
+    granted: GrantUse | None = None
+    #: The saved snippet whose code made the call, when the host knows (``snippet:NAME@VERSION``).
+    origin: str | None = None
 
 
 def preview(value: object, limit: int = 200) -> str:

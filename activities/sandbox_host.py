@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine, Mapping
+from pathlib import Path
 from typing import Any
 
 from codemode.runtimes import CodeRuntime, get_runtime
@@ -20,6 +21,7 @@ from .artifacts import ArtifactLimits, ArtifactStore
 from .checkpoint_deletion import CheckpointDeletions
 from .checkpoints import CheckpointStore
 from .live_runs import LiveRuns
+from .snippets.calls import SnippetCalls
 from .tools import ToolRegistry
 
 
@@ -36,10 +38,15 @@ class SandboxHost:
         snapshot_cache_bytes: int = 256 * 1024 * 1024,
         session_keep_alive_seconds: float = 900.0,
         artifact_limits: ArtifactLimits | None = None,
+        approvers: Path | None = None,
     ) -> None:
         self.registry = registry
         self.checkpoints = checkpoints
         self.artifacts = ArtifactStore(checkpoints, artifact_limits)
+        #: The worker's approvers file (None: none): snippets' promoters and grants are checked against it.
+        self.approvers = approvers
+        #: Saved snippets (issue 48): the library, and the grants a snippet's calls may run under.
+        self.snippets = SnippetCalls(checkpoints.store, checkpoints.keys, approvers)
         #: The runtimes built so far, by name (``runtime()`` builds the others on first use).
         self.runtimes: dict[str, CodeRuntime] = dict(runtimes or {})
         #: This worker's own task queue: the next step of a run it keeps live comes there.

@@ -66,6 +66,7 @@ from .records import ErrorInfo
 from .sandbox_host import SandboxHost
 from .sandbox_sweep import SandboxSweeper, SandboxSweepInput, SandboxSweepReport
 from .session_cells import SessionCells
+from .snippets.steps import SnippetSteps, refused_in_cell
 from .step_loop import Ratchet, StepLoop, answer, error_info, replay_from_checkpoint
 from .tools import ToolRegistry, ToolSpec
 
@@ -90,6 +91,7 @@ class SandboxActivities:
         self.cells = SessionCells(self.host, self.steps, self.ends)
         self.parking = Parking(self.host)
         self.sweeper = SandboxSweeper(self.host)
+        self.snippets = SnippetSteps(self.host.snippets, self.host.checkpoints)
 
     # -- the host's, for the worker that holds these activities -------------------------------
 
@@ -283,7 +285,13 @@ class SandboxActivities:
                 kind="error", error=ErrorInfo(type="ValueError", message=str(msg), kind="input"), via="started"
             )
         if inp.cell is not None:
+            if (refused := refused_in_cell(inp.code)) is not None:
+                return StepResult(kind="error", error=refused, via="started")
             return await self.cells.start_cell(runtime, specs, inp)
+        scope = step_scope(inp.execution_id, inp.first_run_id)
+        plan = await self.snippets.start(inp, runtime, specs, scope)  # saved snippets the code calls
+        if isinstance(plan, ErrorInfo):  # refused before anything ran
+            return StepResult(kind="error", error=plan, via="started")
         sigs = {n: s.signature for n, s in specs.items()}
         try:
             execution = await runtime.execute(
@@ -294,15 +302,16 @@ class SandboxActivities:
                 # the first start: the runtime may choose the hash seed (a warm interpreter's)
                 determinism=inp.determinism.first_start() if inp.determinism else None,
                 options=inp.options,
+                prelude=plan.prelude,
             )
         except CodeExecutionError as err:
-            return StepResult(kind="error", error=error_info(err), via="started")
+            return StepResult(kind="error", error=error_info(err), via="started", snippets=plan.uses)
         except SandboxError as err:
             raise ApplicationError(f"the {inp.runtime} sandbox failed to start: {err}", type="SandboxError") from err
-        scope = step_scope(inp.execution_id, inp.first_run_id)
         defer = (inp.defer_bytes, 0) if inp.defer_bytes > 0 else None
         step = await self.steps.drive(execution, specs, scope, stdout_offset=0, via="started", defer=defer)
         step.hash_seed = execution.chosen_hash_seed  # recorded: a replay starts with the same
+        step.snippets, step.prelude, step.tools_seen = plan.uses, plan.ref, plan.tools_seen
         return step
 
     async def _resume(self, inp: ResumeInput, defer: tuple[int, int] | None = None) -> StepResult:
@@ -378,6 +387,8 @@ class SandboxActivities:
             )
         if specs is None:
             specs = self.registry.for_execution(inp.tools)
+        if execution.prelude is None and inp.prelude is not None:  # a sandbox restored without it
+            execution.prelude = await self.snippets.load(scope, inp.prelude)
         first: list[FunctionCall] | ExecutionResult | None = None
         ratchet = Ratchet(execution, specs)
         try:
@@ -434,6 +445,7 @@ class SandboxActivities:
                     limits=inp.start.limits,
                     determinism=inp.start.determinism,
                     options=inp.start.options,
+                    prelude=await self.snippets.load(scope, inp.start.prelude),
                 )
         except CodeExecutionError as err:
             end = CellEnd(effect="rolled_back") if inp.start.cell is not None else None

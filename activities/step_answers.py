@@ -1,5 +1,6 @@
 """The calls a sandbox step answered itself, as the workflow records them: a call refused
-before running (unknown tool, invalid arguments) and a ``save_artifact`` the step served.
+before running (unknown tool, invalid arguments), a ``save_artifact`` the step served, and a
+saved snippet's entry (its version and arguments).
 Each is a journal entry (what a replay answers from) and the call's audit record."""
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from codemode.runtimes.journal_replay import JournalEntry
 from .artifact_refs import served_record
 from .models import StepResult
 from .records import ErrorInfo, ToolCallRecord
+from .snippets.compose import ENTRY
+from .snippets.entries import entry_record
 
 
 def rejected_record(entry: JournalEntry) -> ToolCallRecord:
@@ -26,4 +29,5 @@ def rejected_record(entry: JournalEntry) -> ToolCallRecord:
 
 def answered_in_step(step: StepResult) -> list[tuple[JournalEntry, ToolCallRecord]]:
     """(journal entry, audit record) of each call ``step`` answered, refused ones first."""
-    return [(e, rejected_record(e)) for e in step.rejected] + [(e, served_record(e)) for e in step.served]
+    served = [(e, entry_record(e) if e.function_name == ENTRY else served_record(e)) for e in step.served]
+    return [(e, rejected_record(e)) for e in step.rejected] + served

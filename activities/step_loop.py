@@ -33,6 +33,8 @@ from .models import (
 )
 from .records import ErrorInfo
 from .sandbox_host import SandboxHost
+from .snippets import entries as snippet_entries
+from .snippets.compose import ENTRY as SNIPPET_ENTRY
 from .tools import ToolSpec, received_sha256
 
 log = logging.getLogger(__name__)
@@ -125,6 +127,10 @@ class StepLoop:
                         served.append(await self.host.artifacts.serve(scope, call, data))
                         await answer(execution, served[-1])
                         continue
+                    if call.function_name == SNIPPET_ENTRY:  # a saved snippet begins: checked, journaled
+                        served.append(snippet_entries.enter(call, execution.prelude))
+                        await answer(execution, served[-1])
+                        continue
                     spec = specs.get(call.function_name)
                     too_big = _oversize(f"the arguments of {call.function_name}()", [call.args, call.kwargs], "are")
                     try:
@@ -139,7 +145,7 @@ class StepLoop:
                         rejected.append(entry)
                         await answer(execution, entry)
                         continue
-                    calls.append(_call_request(call, spec, received))
+                    calls.append(await self._call_request(execution, call, spec, scope, received))
                 if not calls:
                     continue
                 stdout = execution.stdout
@@ -202,6 +208,24 @@ class StepLoop:
         except BaseException:
             await execution.close()
             raise
+
+
+    async def _call_request(
+        self,
+        execution: CodeExecution,
+        call: FunctionCall,
+        spec: ToolSpec,
+        scope: CheckpointScope,
+        received: dict[str, Any],
+    ) -> CallRequest:
+        """The call for the workflow; made by a saved snippet's own code (as the host knows it:
+        ``runtimes/prelude.py``), it may run unasked under the snippet's signed grant."""
+        request = _call_request(call, spec, received)
+        prelude = execution.prelude
+        request.origin = prelude.sole if prelude is not None and prelude.sole else call.origin
+        if request.requires_approval and request.origin:
+            await self.host.snippets.grant(request, prelude, scope.namespace)
+        return request
 
 
 async def replay_from_checkpoint(

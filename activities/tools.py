@@ -28,6 +28,8 @@ from codemode.runtimes.signatures import ToolSignature, signature_from_callable
 
 from . import names
 from .models import UndoSpec
+from .snippets import compose
+from .snippets import models as snippet_models
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -458,6 +460,10 @@ class ToolRegistry:
             raise ValueError(f"tool name {name!r} is reserved")
         if name in BUILTINS or spec.code_name in BUILTINS:
             raise ValueError(f"tool name {spec.code_name!r} is reserved: every execution has it built in")
+        if snippet_models.NAMESPACE in (spec.code_name, spec.namespace):
+            raise ValueError(
+                f"{self._describe(spec)}: {snippet_models.NAMESPACE!r} is reserved: the code reaches saved snippets by it"
+            )
         if name in self._tools:
             first = self._describe(self._tools[name])
             raise ValueError(f"two tools are named {name!r}: {first} and {self._describe(spec)}")
@@ -585,9 +591,22 @@ def _save_artifact(name: str, data: bytes | str, mime_type: str | None = None) -
     raise RuntimeError("save_artifact is answered by the sandbox step, never run as a tool")
 
 
-#: Host functions every execution has, served by the step itself (``activities/artifacts.py``).
+def codemode_snippet_call(name: str, version: str, arguments: dict[str, Any]) -> None:
+    """A saved snippet's function begins: its arguments are checked and the call journaled."""
+    raise RuntimeError("a snippet's entry is answered by the sandbox step, never run as a tool")
+
+
+#: Host functions every execution has, served by the step itself (``activities/artifacts.py``;
+#: a saved snippet's entry, ``activities/snippets/calls.py``).
 BUILTINS: dict[str, ToolSpec] = {
     artifacts.SAVE_ARTIFACT: ToolSpec(
         artifacts.SAVE_ARTIFACT, _save_artifact, ToolOptions(), artifacts.SIGNATURE, origin="built in"
-    )
+    ),
+    compose.ENTRY: ToolSpec(
+        compose.ENTRY,
+        codemode_snippet_call,
+        ToolOptions(),
+        signature_from_callable(codemode_snippet_call, name=compose.ENTRY),
+        origin="built in",
+    ),
 }

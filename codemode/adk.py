@@ -17,6 +17,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised in an environment without it
     raise ImportError("codemode.adk needs Google ADK: pip install 'durable-codemode[google-adk]'") from exc
 
-from .integrations.adk import run_code_tool
+from .integrations.adk import run_code_tool, snippet_tool
+from .integrations.snippet_tools import SnippetTool, snippet_tools
 
-__all__ = ["run_code_tool"]
+__all__ = ["SnippetTool", "run_code_tool", "snippet_tool", "snippet_tools"]

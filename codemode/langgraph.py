@@ -20,6 +20,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised in an environment without it
     raise ImportError("codemode.langgraph needs LangGraph: pip install 'durable-codemode[langgraph]'") from exc
 
-from .integrations.langgraph import run_code_tool, tools_condition, tools_node
+from .integrations.langgraph import run_code_tool, snippet_tool, tools_condition, tools_node
+from .integrations.snippet_tools import SnippetTool, snippet_tools
 
-__all__ = ["run_code_tool", "tools_condition", "tools_node"]
+__all__ = ["SnippetTool", "run_code_tool", "snippet_tool", "snippet_tools", "tools_condition", "tools_node"]

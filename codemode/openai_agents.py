@@ -19,6 +19,7 @@ except ImportError as exc:  # pragma: no cover - exercised in an environment wit
         "codemode.openai_agents needs the OpenAI Agents SDK: pip install 'durable-codemode[openai-agents]'"
     ) from exc
 
-from .integrations.openai_agents import execution_id_of, run_code_tool
+from .integrations.openai_agents import execution_id_of, run_code_tool, snippet_tool
+from .integrations.snippet_tools import SnippetTool, snippet_tools
 
-__all__ = ["execution_id_of", "run_code_tool"]
+__all__ = ["SnippetTool", "execution_id_of", "run_code_tool", "snippet_tool", "snippet_tools"]

@@ -12,5 +12,6 @@ Needs the ``pydantic-ai`` extra: ``pip install 'durable-codemode[pydantic-ai]'``
 from __future__ import annotations
 
 from .integrations.pydantic_ai import DurableCodeMode, RunCodeReturn, run_code_return
+from .integrations.snippet_tools import SnippetTool, snippet_tools
 
-__all__ = ["DurableCodeMode", "RunCodeReturn", "run_code_return"]
+__all__ = ["DurableCodeMode", "RunCodeReturn", "SnippetTool", "run_code_return", "snippet_tools"]

@@ -21,6 +21,7 @@ except ImportError as exc:  # pragma: no cover - exercised in an environment wit
         "(in an environment without the mcp extra: Strands pins mcp<2)"
     ) from exc
 
-from .integrations.strands import INTERRUPT_NAME, run_code_tool
+from .integrations.strands import INTERRUPT_NAME, run_code_tool, snippet_tool
+from .integrations.snippet_tools import SnippetTool, snippet_tools
 
-__all__ = ["INTERRUPT_NAME", "run_code_tool"]
+__all__ = ["INTERRUPT_NAME", "SnippetTool", "run_code_tool", "snippet_tool", "snippet_tools"]

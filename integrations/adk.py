@@ -24,12 +24,13 @@ from google.adk.tools import FunctionTool, ToolContext
 from temporalio import workflow
 
 from codemode.integrations.run_code import RunCode, pending_summary
+from codemode.integrations.snippet_tools import SnippetTool, with_signature
 from codemode.workflows.models import ExecutionStatus
 
 if TYPE_CHECKING:
     from codemode.activities.tools import ToolRegistry
 
-__all__ = ["run_code_tool"]
+__all__ = ["run_code_tool", "snippet_tool"]
 
 
 def run_code_tool(tools: str | ToolRegistry | None = None, **options: Any) -> FunctionTool:
@@ -57,3 +58,22 @@ def run_code_tool(tools: str | ToolRegistry | None = None, **options: Any) -> Fu
     run_code.__doc__ = run.description()
     run_code.__annotations__ = {"code": str, "tool_context": ToolContext, "return": dict[str, Any]}
     return FunctionTool(run_code)
+
+
+def snippet_tool(tool: SnippetTool, **options: Any) -> FunctionTool:
+    """A saved snippet as a tool of its own (``codemode.integrations.snippet_tools``): its
+    parameters, its docstring; a call runs the snippet's call as one durable execution (inside
+    a workflow, the agent workflow's child; outside, keyed by the ADK session and the call)."""
+    import inspect
+
+    run = RunCode(None, **options)
+
+    async def run_snippet(tool_context: ToolContext, **arguments: Any) -> dict[str, Any]:
+        call_id = tool_context.function_call_id or "call"
+        if workflow.in_workflow():
+            return dict(await run.snippet_in_workflow(tool, arguments, call_id))
+        scope = tool_context.session.id if tool_context.session is not None else None
+        return dict(await run.snippet_outcome(tool, arguments, call_id, scope))
+
+    context = inspect.Parameter("tool_context", inspect.Parameter.KEYWORD_ONLY, annotation=ToolContext)
+    return FunctionTool(with_signature(run_snippet, tool, trailing=[context]))

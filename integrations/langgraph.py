@@ -30,12 +30,13 @@ from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool
 from temporalio import workflow
 
 from codemode.integrations.run_code import RunCode, as_text, pending_summary
+from codemode.integrations.snippet_tools import SnippetTool, python_parameters
 from codemode.workflows.models import ExecutionStatus
 
 if TYPE_CHECKING:
     from codemode.activities.tools import ToolRegistry
 
-__all__ = ["run_code_tool", "tools_condition", "tools_node"]
+__all__ = ["run_code_tool", "snippet_tool", "tools_condition", "tools_node"]
 
 
 def run_code_tool(tools: str | ToolRegistry | None = None, **options: Any) -> StructuredTool:
@@ -60,6 +61,38 @@ def run_code_tool(tools: str | ToolRegistry | None = None, **options: Any) -> St
         name=run.name,
         description=run.description(),
         metadata={"codemode": run},
+    )
+
+
+def snippet_tool(tool: SnippetTool, **options: Any) -> StructuredTool:
+    """A saved snippet as a tool of its own (``codemode.integrations.snippet_tools``): its
+    parameters, its docstring; a call runs the snippet's call as one durable execution (inside
+    a workflow, the agent workflow's child; outside, keyed by the graph's thread and the call)."""
+    from pydantic import Field, create_model
+
+    run = RunCode(None, **options)
+    props = tool.parameters.get("properties") or {}
+    fields: dict[str, Any] = {
+        p.name: (
+            p.annotation,
+            Field(
+                default=... if p.default is p.empty else p.default,
+                description=(props.get(p.name) or {}).get("description"),
+            ),
+        )
+        for p in python_parameters(tool)
+    }
+    fields["tool_call_id"] = (Annotated[str, InjectedToolCallId], ...)
+    schema = create_model(tool.name, **fields)
+
+    async def run_snippet(tool_call_id: str, config: RunnableConfig, **arguments: Any) -> str:
+        if workflow.in_workflow():
+            return as_text(await run.snippet_in_workflow(tool, arguments, tool_call_id))
+        thread = (config.get("configurable") or {}).get("thread_id")
+        return as_text(await run.snippet_outcome(tool, arguments, tool_call_id, scope=thread))
+
+    return StructuredTool.from_function(
+        coroutine=run_snippet, name=tool.name, description=tool.description, args_schema=schema
     )
 
 

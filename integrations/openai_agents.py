@@ -26,12 +26,13 @@ from agents.tool_context import ToolContext
 from temporalio import workflow
 
 from codemode.integrations.run_code import RunCode, as_text
+from codemode.integrations.snippet_tools import SnippetTool
 from codemode.workflows.models import ExecutionStatus
 
 if TYPE_CHECKING:
     from codemode.activities.tools import ToolRegistry
 
-__all__ = ["execution_id_of", "run_code_tool"]
+__all__ = ["execution_id_of", "run_code_tool", "snippet_tool"]
 
 CODE_SCHEMA = {
     "type": "object",
@@ -76,3 +77,24 @@ def execution_id_of(tool: FunctionTool, call_id: str) -> str:
     the interruption's ``item.raw_item.call_id`` is the call id)."""
     run: RunCode = tool.codemode  # type: ignore[attr-defined]
     return run.execution_id(call_id)
+
+
+def snippet_tool(tool: SnippetTool, **options: Any) -> FunctionTool:
+    """A saved snippet as a tool of its own (``codemode.integrations.snippet_tools``): its
+    schema, its docstring; a call runs the snippet's call as one durable execution (inside a
+    workflow, the agent workflow's child; outside, started idempotently and waited for)."""
+    run = RunCode(None, **options)
+
+    async def invoke(ctx: ToolContext[Any], arguments: str) -> str:
+        args = json.loads(arguments or "{}")
+        if workflow.in_workflow():
+            return as_text(await run.snippet_in_workflow(tool, args, ctx.tool_call_id))
+        return as_text(await run.snippet_outcome(tool, args, ctx.tool_call_id))
+
+    return FunctionTool(
+        name=tool.name,
+        description=tool.description,
+        params_json_schema=tool.parameters,
+        on_invoke_tool=invoke,
+        strict_json_schema=False,
+    )

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from temporalio.client import Client, WorkflowHandle
 
     from codemode.activities.tools import ToolRegistry
+    from codemode.integrations.snippet_tools import SnippetTool
 
 #: The tool's description before the prompt (the rules and the stubs of the functions).
 TOOL_DESCRIPTION = (
@@ -61,7 +62,7 @@ DIAGNOSTIC_CHARS = 2000
 
 _UNSAFE_ID = re.compile(r"[^A-Za-z0-9._:-]")
 #: Prompts already built, by (tools module, runtime): the registry is imported once per process.
-_PROMPTS: dict[tuple[str, str], str] = {}
+_PROMPTS: dict[tuple[Any, ...], str] = {}
 
 
 class ErrorReturn(TypedDict):
@@ -230,6 +231,10 @@ class RunCode:
     #: Set the CodeModeStatus/CodeModeRuntime search attributes on the executions (the server
     #: must have them; ``codemode server`` registers them).
     index_search_attributes: bool = True
+    #: Saved snippets the code may call (``await snippet_tools(client)``): shown in the prompt as
+    #: ``snippets.NAME(...)`` and each request pins these versions. Not a session's cells (they
+    #: cannot call snippets yet): with ``session``, they are neither shown nor pinned.
+    snippets: Sequence[SnippetTool] = ()
 
     # -- what the model is shown ----------------------------------------------------------
 
@@ -252,11 +257,14 @@ class RunCode:
     def prompt(self) -> str:
         """The runtime's prompt with the tool stubs (what ``codemode tools`` prints). Built with
         the process's modules (the runtime's, the tools'), not a workflow sandbox's copies."""
-        key = (self.tools, self.runtime) if isinstance(self.tools, str) else None
+        offered = () if self.session else tuple(self.snippets)
+        shown = tuple((s.snippet, s.version) for s in offered)
+        key = (self.tools, self.runtime, shown) if isinstance(self.tools, str) else None
         if key is not None and key in _PROMPTS:
             return _PROMPTS[key]
         with workflow.unsafe.imports_passed_through():
-            prompt = code_mode_prompt(self.runtime, self.registry().signatures())
+            signatures = {**self.registry().signatures(), **{f"snippet:{s.snippet}": s.signature() for s in offered}}
+            prompt = code_mode_prompt(self.runtime, signatures)
         if key is not None:
             _PROMPTS[key] = prompt
         return prompt
@@ -265,10 +273,15 @@ class RunCode:
         """The tool's description: what it returns, then the prompt with the stubs."""
         return f"{TOOL_DESCRIPTION}\n\n{self.prompt()}"
 
-    def request(self, code: str, *, restart: bool = False) -> CodeExecutionRequest:
+    def request(
+        self, code: str, *, restart: bool = False, snippets: dict[str, str] | None = None
+    ) -> CodeExecutionRequest:
         """The execution's request; ``restart``: a session's cell that starts from an empty
-        namespace."""
+        namespace; ``snippets``: saved snippets pinned to a version (a snippet's own tool)."""
         extra: dict[str, Any] = {}
+        pins = {} if self.session else {s.snippet: s.version for s in self.snippets}
+        if pins or snippets:
+            extra["snippets"] = {**pins, **(snippets or {})}
         if self.limits is not None:
             extra["limits"] = self.limits
         if self.approval_timeout is not None:
@@ -318,6 +331,19 @@ class RunCode:
         )
         return run_code_result(cell.outcome, session=cell.session, cell=cell.index)
 
+    async def snippet_in_workflow(
+        self, tool: SnippetTool, arguments: dict[str, Any], call_id: str | None, *, retry: int = 0
+    ) -> RunCodeReturn:
+        """A saved snippet's own tool, inside a workflow: its call as the agent's child execution."""
+        request = self.request(tool.code(arguments), snippets=tool.pins)
+        return run_code_result(await self.child(request, f"{tool.name}-{call_id}", retry=retry))
+
+    async def snippet_outcome(self, tool: SnippetTool, arguments: dict[str, Any], call_id: str, scope: str | None = None) -> RunCodeReturn:
+        """A saved snippet's own tool, outside a workflow: its call as an execution started
+        idempotently (keyed by the call id), and its outcome."""
+        handle = await self.start(tool.code(arguments), call_id, scope, snippets=tool.pins, tool=tool.name)
+        return run_code_result(await handle.result())
+
     async def child(self, request: CodeExecutionRequest, call_id: str | None, *, retry: int = 0) -> ExecutionOutcome:
         """Run ``request`` as the agent workflow's child execution, its id from the agent
         workflow's id and the tool call's (``child_execution_id``), and wait for its outcome."""
@@ -339,9 +365,18 @@ class RunCode:
             self.client = await connect()
         return self.client
 
-    async def start(self, code: str, call_id: str, scope: str | None = None) -> WorkflowHandle[Any, ExecutionOutcome]:
+    async def start(
+        self,
+        code: str,
+        call_id: str,
+        scope: str | None = None,
+        *,
+        snippets: dict[str, str] | None = None,
+        tool: str | None = None,
+    ) -> WorkflowHandle[Any, ExecutionOutcome]:
         """Start the call's execution, or find it when an earlier invocation of the same call
-        started it (running, parked or finished): the code never runs twice for one call."""
+        started it (running, parked or finished): the code never runs twice for one call.
+        ``snippets``/``tool``: a saved snippet's own tool (its version pinned; its name in the id)."""
         if self.session:
             raise ValueError(
                 "run_code(session=True) runs inside a workflow only; outside one, each call is an execution"
@@ -352,11 +387,11 @@ class RunCode:
         from codemode.client.executions import start_execution
 
         client = await self.get_client()
-        execution_id = self.execution_id(call_id, scope)
+        execution_id = self.execution_id(call_id, "-".join(p for p in (tool, scope) if p) or None)
         try:
             return await start_execution(
                 client,
-                self.request(code),
+                self.request(code, snippets=snippets),
                 execution_id=execution_id,
                 task_queue=self.queue(),
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,

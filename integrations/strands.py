@@ -22,15 +22,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from strands import ToolContext, tool
+from strands import tool as tool_decorator
 from temporalio import workflow
 
 from codemode.integrations.run_code import RunCode, as_text, pending_summary
+from codemode.integrations.snippet_tools import SnippetTool, with_signature
 from codemode.workflows.models import ExecutionStatus
 
 if TYPE_CHECKING:
     from codemode.activities.tools import ToolRegistry
 
-__all__ = ["INTERRUPT_NAME", "run_code_tool"]
+__all__ = ["INTERRUPT_NAME", "run_code_tool", "snippet_tool"]
 
 #: The name of the interrupt the tool raises outside a workflow.
 INTERRUPT_NAME = "codemode-approval"
@@ -58,3 +60,22 @@ def run_code_tool(tools: str | ToolRegistry | None = None, **options: Any) -> An
         return as_text(await run.outcome(code, call_id))
 
     return tool(name=run.name, description=run.description(), context=True)(run_code)
+
+
+def snippet_tool(tool: SnippetTool, **options: Any) -> Any:
+    """A saved snippet as a tool of its own (``codemode.integrations.snippet_tools``): its
+    parameters, its docstring; a call runs the snippet's call as one durable execution (inside
+    a workflow, the agent workflow's child; outside, started idempotently and waited for)."""
+    import inspect
+
+    run = RunCode(None, **options)
+
+    async def run_snippet(tool_context: ToolContext, **arguments: Any) -> str:
+        call_id = str(tool_context.tool_use.get("toolUseId") or "call")
+        if workflow.in_workflow():
+            return as_text(await run.snippet_in_workflow(tool, arguments, call_id))
+        return as_text(await run.snippet_outcome(tool, arguments, call_id))
+
+    context = inspect.Parameter("tool_context", inspect.Parameter.KEYWORD_ONLY, annotation=ToolContext)
+    fn = with_signature(run_snippet, tool, trailing=[context])
+    return tool_decorator(name=tool.name, description=tool.description, context=True)(fn)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .constraints import FULL_PYTHON, CodeConstraints, build_code_mode_prompt
 from .errors import CapabilityError
 from .execution import CodeExecution
+from .prelude import Prelude
 from .session import CodeSession
 from .signatures import FunctionsSpec, ToolSignature, normalize_functions
 from .types import Determinism, ExecutionLimits, RuntimeCapabilities, SandboxOptions
@@ -39,6 +40,7 @@ class CodeRuntime(ABC):
         limits: ExecutionLimits | None = None,
         determinism: Determinism | None = None,
         options: SandboxOptions | None = None,
+        prelude: Prelude | None = None,
     ) -> CodeExecution:
         """Start ``code`` with ``functions`` callable from it. Raises ``CodeSyntaxError`` /
         ``CodeTypeError`` / ``CapabilityError`` when the code cannot start; errors while
@@ -49,7 +51,11 @@ class CodeRuntime(ABC):
         code and inputs and leaves the real clock.
 
         ``options``: mounts, network and packages (``SandboxOptions``); implementations call
-        ``self.check_options(options)`` first, so what they cannot honour is refused."""
+        ``self.check_options(options)`` first, so what they cannot honour is refused.
+
+        ``prelude``: code run first in the same namespace (``runtimes/prelude.py``: saved
+        snippets); the code is checked against its stubs too, and the execution keeps it
+        (``CodeExecution.prelude``). Pass the same one to a journal replay."""
 
     def check_options(self, options: SandboxOptions | None) -> SandboxOptions:
         """``options`` (or the defaults), or ``CapabilityError`` naming what this runtime cannot do."""
@@ -84,8 +90,9 @@ class CodeRuntime(ABC):
         every cell. Raises ``CapabilityError`` when the runtime has no sessions."""
         raise CapabilityError(f"the {self.name} runtime cannot keep a session across executions")
 
-    async def type_check(self, code: str, signatures: FunctionsSpec) -> None:
-        """Check ``code`` against the tool stubs; raises ``CodeTypeError``. No-op by default."""
+    async def type_check(self, code: str, signatures: FunctionsSpec, *, bound: Iterable[str] = ()) -> None:
+        """Check ``code`` against the tool stubs (``bound``: names it finds bound before it
+        runs, its inputs); raises ``CodeTypeError``. No-op by default."""
         return None
 
     async def restore(self, checkpoint: bytes) -> CodeExecution | None:

@@ -135,6 +135,8 @@ class CodeExecution:
         #: The bytes of ``save_artifact`` calls, by call id, taken off the calls as they
         #: arrive (``runtimes/artifacts.py``): the step that answers one stores them.
         self.artifact_data: dict[str, bytes] = {}
+        #: What ran before the code (``runtimes/prelude.py``: saved snippets), when anything did.
+        self.prelude: Any = None  # codemode.runtimes.prelude.Prelude
 
     # -- state ------------------------------------------------------------------------
 

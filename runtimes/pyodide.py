@@ -104,6 +104,7 @@ class _PyodideRun(RunnerDriver):
             transport=channel.params,
             sys_path=[],
             determinism=determinism,
+            prelude=self.prelude.source if self.prelude is not None else None,
         )
         await proc.process.send_line(boot.line())
         await self.expect_ready(rt.startup_timeout, "the pyodide sandbox")

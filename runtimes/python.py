@@ -131,6 +131,7 @@ class _PythonRun(RunnerDriver):
             transport=channel.params,
             sys_path=list(interpreter.site_packages) if rt.site_packages else [],
             determinism=determinism,
+            prelude=self.prelude.source if self.prelude is not None else None,
             session=self.session_mode,
         )
         await process.send_line(boot.line())

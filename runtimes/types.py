@@ -87,6 +87,9 @@ class FunctionCall(BaseModel):
     concurrent: bool = False
     #: Line of the call in the user's code, when the runtime knows it.
     line: int | None = None
+    #: Where the call was made, when the host itself knows (``runtimes/prelude.py``): the
+    #: origin of the prelude part (a saved snippet) whose body made it. Never read from a sandbox.
+    origin: str | None = None
 
 
 class ExecutionResult(BaseModel):

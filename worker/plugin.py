@@ -279,6 +279,7 @@ class CodeModePlugin(SimplePlugin):
             session_queue=session_queue,
             keep_alive_seconds=self.keep_alive_seconds,
             session_keep_alive_seconds=self.session_keep_alive_seconds,
+            approvers=self.approvers,
         )
         self._parts.append(WorkerParts(sandbox, session_queue, store, task_queue))
         _configured.append(self.registry)

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from codemode.activities.models import CallRequest, CheckpointRef, SegmentRef, StepResult
 from codemode.activities.undo_records import UndoLog
+from codemode.activities.records import SnippetUse
 from codemode.runtimes.journal_replay import JournalEntry
 from codemode.runtimes.types import Determinism
 from codemode.workflows.models import ApprovalRecord, IgnoredSignal, ToolCallRecord
@@ -77,3 +78,6 @@ class Continuation(BaseModel):
     usage: SandboxUsage | None = None
     #: The log of applied calls (issue 47): small (ids, compensations, results up to 64 KB).
     undo: UndoLog | None = None
+    #: The saved snippets the first step loaded, and their prelude (``workflows/snippet_state.py``).
+    snippets: list[SnippetUse] = Field(default_factory=list)
+    prelude: CheckpointRef | None = None

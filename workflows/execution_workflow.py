@@ -1,10 +1,9 @@
 """``CodeExecutionWorkflow``: one workflow per code execution. Orchestration only.
 
-No I/O, no clock, no randomness, no sandbox import here: sandbox steps and tools are
-activities. The history holds decisions, call records and references: a checkpoint is in
-the object store and only its hash and size are recorded, large payloads travel as
-external-storage references, and a long execution continues as new (same execution id)
-before the server's history limits, carrying a ``Continuation``.
+No I/O, no clock, no randomness, no sandbox import here: sandbox steps and tools are activities.
+The history holds decisions, call records and references: a checkpoint is in the object store
+(only its hash and size are recorded), large payloads travel as external-storage references,
+and a long execution continues as new (same id) before the history limits, with a ``Continuation``.
 """
 
 from __future__ import annotations
@@ -60,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
         call_order,
     )
     from codemode.workflows.parking import Parking
+    from codemode.workflows.snippet_state import SnippetState
     from codemode.workflows.step_activities import (
         LOCAL_STEP_RUNTIMES,
         release_sandbox,
@@ -125,6 +125,7 @@ class CodeExecutionWorkflow:
         self._parking = Parking(self._usage, self._versions)
         #: The log of applied calls and its rollback (issue 47; ``workflows/undo.py``).
         self._undo = Undo(self._versions, self._approvals)
+        self._snippets = SnippetState(self._versions)
 
     # -- handlers -----------------------------------------------------------------------
 
@@ -249,7 +250,10 @@ class CodeExecutionWorkflow:
             defer_bytes=DEFER_BYTES if req.runtime in LOCAL_STEP_RUNTIMES else 0,
             options=req.sandbox_options(),
             cell=req.cell,
+            snippets=req.snippets,
         )
+        self._snippets = SnippetState(self._versions, carry)
+        self._snippets.begin(start)
         if req.cell is not None:
             self._cell = CellRef(scope=req.cell.scope, state=req.cell.state)
         self._determinism = start.determinism
@@ -296,6 +300,7 @@ class CodeExecutionWorkflow:
             artifacts=artifacts_of(calls, start.first_run_id),
             usage=self._usage.by_runtime(),
             undo=self._undo.shown_log(),
+            snippets=self._snippets.uses,
         )
 
     async def _execute(
@@ -306,7 +311,7 @@ class CodeExecutionWorkflow:
         timeout = timedelta(seconds=req.limits.timeout_seconds + 60)
         if carry is not None:
             cursor = carry.cursor  # its step was recorded by the run before
-            self._hold(cursor.step, cursor.superseded)
+            self._held = Held.after(cursor.step, cursor.superseded)  # released when the run ends
             self._approvals.step_taken(cursor.remaining)
         else:
             if req.require_code_approval:
@@ -314,6 +319,7 @@ class CodeExecutionWorkflow:
                 if self._code_approval.decision != "approved":
                     return False, None, permission_error("the code", self._code_approval)
             step = await self._start(start, local=local, timeout=timeout)
+            self._snippets.first_step(step, start)
             if step.hash_seed is not None and start.determinism is not None:  # a warm interpreter's
                 start.determinism = self._determinism = start.determinism.with_hash_seed(step.hash_seed)
             cursor = self._take(step, superseded=None)
@@ -350,6 +356,7 @@ class CodeExecutionWorkflow:
                     defer_bytes=DEFER_BYTES - self._deferred.tail_bytes if deferrable else 0,
                     cell=self._cell,
                     session_id=step.session_id,
+                    prelude=self._snippets.prelude,
                 )
                 workflow.set_current_details(f"Running `{summary(call)}`")
                 answer, fused = await self._run_call(call, req.approval_timeout, then=then)
@@ -393,6 +400,7 @@ class CodeExecutionWorkflow:
                 stdout_offset=self._stdout_len,
                 live=step.live,
                 cell=self._cell,
+                prelude=self._snippets.prelude,
             )
             if step.live and step.checkpoint is not None:  # the live run, or the checkpoint and entries since
                 tail_list = self._journal[self._deferred.base_index : len(self._journal) - len(cursor.answers)]
@@ -421,21 +429,8 @@ class CodeExecutionWorkflow:
         else:  # saved (or finished): the journal tail starts here
             tail = self._deferred
             tail.base_index, tail.stdout_at_base, tail.tail_bytes = len(self._journal), self._stdout_len, 0
-        self._hold(step, superseded)
+        self._held = Held.after(step, superseded)
         return Cursor(step=step, remaining=list(step.calls), superseded=superseded)
-
-    def _hold(self, step: StepResult, superseded: CheckpointRef | None) -> None:
-        """Note what the sandbox layer holds after ``step`` (released when the run ends)."""
-        calls = step.kind == "calls"
-        self._held = Held(
-            # holds its own checkpoint; the one before is deleted next step. Finished: the
-            # checkpoint it consumed is the last one left, unless it freed it.
-            checkpoint=step.checkpoint if calls else None if step.released else superseded,
-            superseded=superseded if calls else None,
-            session=(step.session_id, step.session_queue) if step.session_id else None,
-            live=step.live if calls else None,
-            holds_compute=step.holds_compute,
-        )
 
     # -- continue-as-new ------------------------------------------------------------------
 
@@ -488,6 +483,8 @@ class CodeExecutionWorkflow:
             tail_bytes=self._deferred.tail_bytes,
             usage=self._usage.snapshot(),
             undo=self._undo.view() if self._undo.on else None,
+            snippets=self._snippets.uses,
+            prelude=self._snippets.prelude,
         )
         workflow.continue_as_new(args=[req, carry])
 

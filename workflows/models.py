@@ -21,6 +21,8 @@ from codemode.activities.records import (  # noqa: F401 (shared with the activit
     ApprovalRecord,
     CallStatus,
     ErrorInfo,
+    GrantUse,
+    SnippetUse,
     ToolCallRecord,
 )
 from codemode.activities.undo_records import (  # noqa: F401 (re-exported for clients)
@@ -113,6 +115,9 @@ class CodeExecutionRequest(CompactModel):
     rollback_of: RollbackOf | None = None
     """Set by ``roll_back`` for a run that has ended (never by a caller): this execution runs
     no code; it compensates that run's calls (``workflows/undo_run.py``)."""
+    snippets: dict[str, str] = Field(default_factory=dict)
+    """Saved snippets the code calls (``snippets.NAME(...)``), pinned to a version: name -> the
+    version's hash (8 characters at least). A name not here is the newest version."""
 
     @field_validator("session")
     @classmethod
@@ -151,6 +156,8 @@ class ExecutionOutcome(CompactModel):
     replays (``workflows/usage.py``)."""
     undo: UndoLog | None = None
     """The calls that can be undone, and what a rollback did with each (None: none)."""
+    snippets: list[SnippetUse] = Field(default_factory=list)
+    """The saved snippets the code called, each with its version (``snippets.NAME(...)``)."""
 
 
 class PendingApproval(BaseModel):

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from codemode.activities.models import CheckpointRef, ReleaseInput, StartInput
+    from codemode.activities.models import CheckpointRef, ReleaseInput, StartInput, StepResult
 
 
 @dataclass
@@ -40,6 +40,20 @@ class Held:
             session_id=self.session[0] if self.session else None,
             live=self.live,
             cell=start.cell is not None,
+        )
+
+    @classmethod
+    def after(cls, step: StepResult, superseded: CheckpointRef | None) -> Held:
+        """What the sandbox layer holds after ``step``."""
+        calls = step.kind == "calls"
+        return cls(
+            # holds its own checkpoint; the one before is deleted next step. Finished: the
+            # checkpoint it consumed is the last one left, unless it freed it.
+            checkpoint=step.checkpoint if calls else None if step.released else superseded,
+            superseded=superseded if calls else None,
+            session=(step.session_id, step.session_queue) if step.session_id else None,
+            live=step.live if calls else None,
+            holds_compute=step.holds_compute,
         )
 
 

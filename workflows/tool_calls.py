@@ -88,7 +88,13 @@ async def run_call(
     applied calls, which a call of a tool that can be undone enters once its result is in the
     history (or, cut off mid-way, as indeterminate)."""
     record = ToolCallRecord(
-        call_id=call.call_id, tool=call.tool, args=call.args, kwargs=call.kwargs, summary=call.summary
+        call_id=call.call_id,
+        tool=call.tool,
+        args=call.args,
+        kwargs=call.kwargs,
+        summary=call.summary,
+        origin=call.origin,  # a saved snippet's own call (issue 48)
+        granted=call.granted,  # run unasked under the snippet's signed grant
     )
     records.by_id[call.call_id] = record
     asked = call.function_call()

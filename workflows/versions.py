@@ -37,7 +37,15 @@ GENERATION_47 = "generation-47"
 #: Every generation, oldest first. A change that alters the commands a run issues (or how it
 #: judges what the history holds) gets a new name appended here and is asked with
 #: ``Versions.since(name)``; a new run records only the newest marker (two events).
-GENERATIONS: tuple[str, ...] = (GENERATION_PATCH, GENERATION_45, GENERATION_47)
+GENERATIONS: tuple[str, ...] = (
+    GENERATION_PATCH,
+    GENERATION_45,
+    GENERATION_47,
+    # Issue 48: saved snippets. The first step's prelude (its reference) rides every later step
+    # and the continue-as-new carry; the outcome lists the snippets' versions
+    # (``workflows/snippet_state.py``). No command changes; a run records which code it ran on.
+    "generation-48",
+)
 
 
 class Versions:

@@ -12,6 +12,7 @@ One module per command group, so a command is found by its file name:
 - ``tools.py``: ``tools``
 - ``session.py``: ``session list|show|close|export`` (``run --session NAME`` sends a cell)
 - ``codec.py``: ``keygen``, ``codec-server`` (encryption keys, and decrypting for the web UI and CLI)
+- ``snippets.py``: ``save``, ``snippets list|show|remove|grant|revoke`` (saved snippets)
 - ``storage.py``: ``gc``
 - ``common.py``: options, ``Fail``, exit codes and helpers they share
 
@@ -117,6 +118,11 @@ COMMANDS: dict[str, Entry] = {
         "Roll an execution back: compensate the calls it applied that can be undone, newest first.",
     ),
     "run": Entry("run", "run", "Run a code file (or - for stdin) and show each tool call as it happens."),
+    "save": Entry(
+        "snippets",
+        "save",
+        "Save a completed execution as a snippet: its code, its inputs as typed parameters.",
+    ),
     "server": Entry(
         "serve",
         "server",
@@ -127,6 +133,11 @@ COMMANDS: dict[str, Entry] = {
         "session",
         "session",
         "Sessions: cells that share a namespace (send one with `codemode run FILE --session NAME`).",
+    ),
+    "snippets": Entry(
+        "snippets",
+        "snippets",
+        "Saved snippets: list, show, remove them; grant (or revoke) the pre-approval of their calls.",
     ),
     "status": Entry(
         "inspect", "status", "An execution's state, pending approvals, tool calls so far and stdout (the status query)."

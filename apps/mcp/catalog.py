@@ -64,10 +64,16 @@ class ToolCatalog:
         self._constraints = runtime_class(runtime).constraints
 
     @classmethod
-    def of(cls, registry: ToolRegistry, **options: Any) -> ToolCatalog:
+    def of(cls, registry: ToolRegistry, *, snippets: Iterable[ToolSignature] = (), **options: Any) -> ToolCatalog:
         """The catalog of a worker's tools (the MCP servers' tools of ``--mcp-config`` join
-        the registry, and so this catalog, when they land)."""
-        return cls(registry.signatures(listed=True), full=lambda name: registry[name].signature, **options)
+        the registry, and so this catalog, when they land), and of the saved snippets the code
+        can call (``snippets.NAME``: found and described like the tools)."""
+        saved = {s.name: s for s in snippets}
+
+        def full(name: str) -> ToolSignature:
+            return saved[name] if name in saved else registry[name].signature
+
+        return cls({**registry.signatures(listed=True), **saved}, full=full, **options)
 
     def __len__(self) -> int:
         return len(self.signatures)

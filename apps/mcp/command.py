@@ -241,6 +241,7 @@ async def _serve(opts: McpOptions, tokens: list[Any]) -> int:
         from codemode.apps.mcp.catalog import ToolCatalog
         from codemode.apps.mcp.execute import Executions
         from codemode.apps.mcp.server import build_server
+        from codemode.apps.mcp.snippets import saved_snippets
     except ImportError as err:
         raise Fail(f"{INSTALL_HINT} ({err})") from None
 
@@ -249,11 +250,18 @@ async def _serve(opts: McpOptions, tokens: list[Any]) -> int:
     with usage_errors():
         registry = await tools.start_mcp()
     servers = tools.mcp_servers
-    catalog = ToolCatalog.of(registry, runtime=opts.runtime)
+    snippets = await saved_snippets(opts.target.namespace)  # each a tool, and in the stubs
+    catalog = ToolCatalog.of(registry, runtime=opts.runtime, snippets=[s.snippet.signature(s.version) for s in snippets])
     # The client is answered at once; Temporal (maybe the embedded server) comes up meanwhile.
     slot, stop = BackendSlot(), asyncio.Event()
     backend_task = asyncio.ensure_future(slot.run(opts.target, tools, task_queue=opts.task_queue, stop=stop))
-    executions = Executions(slot, runtime=opts.runtime, approval_wait=opts.approval_wait, max_wait=opts.max_wait)
+    executions = Executions(
+        slot,
+        runtime=opts.runtime,
+        approval_wait=opts.approval_wait,
+        max_wait=opts.max_wait,
+        snippets={s.name: s.version for s in snippets},
+    )
     sources = " and ".join(
         s
         for s in (
@@ -266,7 +274,7 @@ async def _serve(opts: McpOptions, tokens: list[Any]) -> int:
     what = f"{len(catalog)} tools from {sources}, runtime {opts.runtime}"
     try:
         if opts.transport == "stdio":
-            server = build_server(catalog, executions, name=opts.name)
+            server = build_server(catalog, executions, name=opts.name, snippets=snippets)
             note(f"codemode MCP server ready on stdio ({what}).")
             await _until_stopped(server.run_stdio_async())
             return EXIT_OK
@@ -276,6 +284,7 @@ async def _serve(opts: McpOptions, tokens: list[Any]) -> int:
             executions,
             name=opts.name,
             token_verifier=http.StaticTokens(tokens),
+            snippets=snippets,
             # The SDK's bearer middleware; no OAuth server here, so the issuer is this server.
             auth=AuthSettings(issuer_url=base, resource_server_url=None),
         )

@@ -112,6 +112,9 @@ class Executions:
     approval_wait: float = 60.0
     #: How long one call follows a run before it answers ``running`` (and ``result`` takes over).
     max_wait: float = 300.0
+    #: The saved snippets this server lists, name -> version: what the code's ``snippets.NAME``
+    #: runs (the versions the model was shown, pinned in every request).
+    snippets: dict[str, str] = field(default_factory=dict)
 
     @property
     def backend(self) -> Backend:
@@ -134,7 +137,12 @@ class Executions:
     # -- execute ---------------------------------------------------------------------------
 
     def request_for(
-        self, code: str, runtime: str | None, session: str | None = None, restart: bool = False
+        self,
+        code: str,
+        runtime: str | None,
+        session: str | None = None,
+        restart: bool = False,
+        snippets: dict[str, str] | None = None,
     ) -> CodeExecutionRequest:
         """The request for one ``execute`` call: a cell of ``session`` when one is named
         (``client/sessions.py``: the code sees what earlier cells left; ``restart`` clears it)."""
@@ -148,7 +156,7 @@ class Executions:
         if session is None:
             if restart:
                 raise BadInput("restart applies to a session: name one with session=...")
-            return CodeExecutionRequest(code=code, runtime=runtime)
+            return CodeExecutionRequest(code=code, runtime=runtime, snippets={**self.snippets, **(snippets or {})})
         try:
             check_session_name(session)
         except InvalidSessionName as err:
@@ -162,12 +170,13 @@ class Executions:
         runtime: str | None,
         session: str | None = None,
         restart: bool = False,
+        snippets: dict[str, str] | None = None,
     ) -> ExecutionReport | InputRequiredResult:
         retry = approvals.retry_of(ctx)
         if retry is not None:  # the same call again, with the person's answers (2026-07-28)
             await self._connected()
             return await self._answered(ctx, retry, self.max_wait)
-        request = self.request_for(code, runtime, session, restart)  # bad input starts nothing
+        request = self.request_for(code, runtime, session, restart, snippets)  # bad input starts nothing
         await self._connected()
         if request.session is not None:
             return await self._execute_cell(ctx, request)

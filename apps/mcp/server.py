@@ -1,7 +1,8 @@
 """The MCP server (official SDK, ``MCPServer``) and its four tools: ``search`` and
 ``get_schema`` to discover the host tools, ``execute`` to run code against them durably,
 ``result`` to get the outcome of a run that waited, and ``rollback`` to undo what a run did (issue
-47). None of them decides an approval."""
+47). None of them decides an approval. Each saved snippet is a tool of its own, and
+``save_snippet`` a prompt the person picks (``snippets.py``): no tool saves one."""
 
 from datetime import timedelta
 from importlib.metadata import version
@@ -21,6 +22,7 @@ from codemode.apps.mcp.artifacts import artifact_contents
 from codemode.apps.mcp.catalog import MAX_CODE_CHARS, ToolCatalog, UnknownTools
 from codemode.apps.mcp.execute import BadInput, Executions, TemporalUnavailable
 from codemode.apps.mcp.reports import ExecutionReport
+from codemode.apps.mcp.snippets import SavedSnippet, add_save_prompt, add_snippet_tools
 from codemode.runtimes import RUNTIMES
 
 #: Results ``search`` returns at most, whatever ``limit`` asks.
@@ -58,6 +60,7 @@ def build_server(
     name: str = "codemode",
     token_verifier: TokenVerifier | None = None,
     auth: AuthSettings | None = None,
+    snippets: list[SavedSnippet] | None = None,
 ) -> MCPServer:
     server: MCPServer = MCPServer(
         name,
@@ -185,6 +188,12 @@ def build_server(
         "newest first; a run still going stops first. Compensations that need a person are put to the person.",
         annotations=ToolAnnotations(title="Roll back", read_only_hint=False, destructive_hint=True, open_world_hint=True),
     )
+
+    async def answer(got: ExecutionReport | InputRequiredResult) -> CallToolResult | InputRequiredResult:
+        return await _with_files(_answer(got, executions.ui_url), got, executions)
+
+    add_snippet_tools(server, snippets or [], executions, answer)  # each saved snippet, a tool of its own
+    add_save_prompt(server, executions)  # saving is the person's: a prompt, never a tool
     return server
 
 

@@ -30,14 +30,17 @@ from codemode.activities.models import (
     ToolInput,
     ToolOutput,
 )
+from codemode.activities.snippets.compose import ENTRY as SNIPPET_ENTRY
+from codemode.activities.snippets.entries import entry_record
 from codemode.approvals.decision_checks import conform_answer
 from codemode.approvals.gate import ApprovalGate
 from codemode.client.histories.decisions import ApprovalAudit, approval_words, call_with  # noqa: F401 (re-exported)
 from codemode.client.histories.decode import PayloadDecoder, _as, _time, tool_error  # noqa: F401 (re-exported)
-from codemode.client.histories.held_decisions import HeldDecisions, strict_marker
+from codemode.client.histories.held_decisions import HeldDecisions, since_marker, strict_marker
 from codemode.client.histories.models import AuditEvent, CallAudit, ExecutionAudit, StepAudit  # noqa: F401 (re-exported)
 from codemode.client.histories.parking import park_text, release_text
 from codemode.client.histories.signed_decisions import Judged, SignedDecisions
+from codemode.workflows.snippet_state import SNIPPETS_GENERATION
 from codemode.workflows.models import (
     CODE_APPROVAL_ID,
     CodeExecutionRequest,
@@ -111,9 +114,20 @@ class _Builder:
         self.event(at, "step", text)
         if step is not None:
             self.audit.stdout += step.stdout
+            self._snippets(at, step)
             for req in step.calls:
                 c = self.call(req.call_id, req.tool)
                 c.tool, c.args, c.kwargs, c.summary, c.line = req.tool, req.args, req.kwargs, req.summary, req.line
+                c.origin, c.granted = req.origin, req.granted
+                if req.granted is not None:
+                    g = req.granted
+                    self.event(
+                        at,
+                        "approval",
+                        f"{req.summary} runs unasked: grant {g.grant_id} of snippet {g.snippet}@{g.version[:12]}, "
+                        f"signed by {g.signer}",
+                        req.call_id,
+                    )
                 c.requires_approval, c.requested_at, c.arguments = req.requires_approval, at, req.arguments
                 if req.requires_approval:
                     self.returns[req.call_id] = req.returns_schema
@@ -129,6 +143,15 @@ class _Builder:
                     at, "call", f"{c.summary} rejected before running: {c.error.type}: {c.error.message}", c.call_id
                 )
             for entry in step.served:  # save_artifact: the step stored the file and answered
+                if entry.function_name == SNIPPET_ENTRY:  # a saved snippet began
+                    record = entry_record(entry)
+                    c = self.call(entry.call_id, record.tool)
+                    c.tool, c.summary, c.origin, c.args, c.kwargs = record.tool, record.summary, record.origin, entry.args, entry.kwargs
+                    c.requested_at = c.finished_at = at
+                    c.status, c.error = record.status, record.error
+                    what = "called" if record.error is None else f"refused its arguments ({record.error.message})"
+                    self.event(at, "call", f"{record.summary} {what}", c.call_id)
+                    continue
                 c = self.call(entry.call_id, entry.function_name)
                 c.args, c.kwargs, c.requested_at, c.finished_at = entry.args, entry.kwargs, at, at
                 c.summary = c.summary or entry.describe()
@@ -140,6 +163,15 @@ class _Builder:
                     c.error = ErrorInfo(type=entry.error_type, message=entry.error_message, kind="resource")
                     self.event(at, "call", f"{c.summary} refused: {c.error.type}: {c.error.message}", c.call_id)
         return step
+
+    def _snippets(self, at: datetime, step: StepResult) -> None:
+        """The first step's saved snippets (their versions) and the tools its code names."""
+        if step.tools_seen:
+            self.audit.tools_seen = dict(step.tools_seen)
+        for use in step.snippets:
+            self.audit.snippets.append(use)
+            by = f", promoted by {use.promoted_by} from {use.source_execution}" if use.promoted_by else ""
+            self.event(at, "step", f"loaded saved snippet {use.ref} (version {use.version}{by})")
 
     async def _stepped(self, step: StepResult | None) -> None:
         """A step was taken in: decisions held for calls it did not ask for are judged again."""
@@ -164,6 +196,7 @@ class _Builder:
             self.signed.run_id = a.first_run_id
             if req is not None:
                 a.runtime, a.code, a.require_code_approval = req.runtime, req.code, req.require_code_approval
+                a.inputs, a.tools, a.cell = req.inputs, req.tools, req.cell is not None
                 self.held.reviewing_code(req.require_code_approval)
             lines = len(a.code.splitlines())
             self.event(
@@ -177,6 +210,8 @@ class _Builder:
             if attrs.marker_name != LOCAL_ACTIVITY_MARKER:
                 self.held.saw_marker(e)
                 self.signed.strict = self.signed.strict or strict_marker(e)
+                if since_marker(e, SNIPPETS_GENERATION) and self.audit.tools_seen is None:
+                    self.audit.tools_seen = {}  # the first step's names them (none: it names none)
                 return
             data = await decode(attrs.details["data"]) if "data" in attrs.details else {}
             if not isinstance(data, dict):

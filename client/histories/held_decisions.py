@@ -38,10 +38,16 @@ def patch_id(event: HistoryEvent) -> str | None:
         return None
 
 
+def since_marker(event: HistoryEvent, generation: str) -> bool:
+    """Whether a marker says the run is of ``generation`` or a later one (a run records its
+    newest generation's marker only: ``workflows/versions.py``)."""
+    marker = patch_id(event)
+    return marker in GENERATIONS and GENERATIONS.index(marker) >= GENERATIONS.index(generation)
+
+
 def strict_marker(event: HistoryEvent) -> bool:
     """Whether a marker says the run is of generation-45 or later (issue 45's rules)."""
-    marker = patch_id(event)
-    return marker in GENERATIONS and GENERATIONS.index(marker) >= GENERATIONS.index(GENERATION_45)
+    return since_marker(event, GENERATION_45)
 
 
 class HeldDecisions:

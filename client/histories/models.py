@@ -14,10 +14,12 @@ from codemode.workflows.models import (
     CODE_APPROVAL_ID,
     CallStatus,
     ErrorInfo,
+    GrantUse,
     IgnoredSignal,
     PendingApproval,
     SandboxUsage,
     UndoLog,
+    SnippetUse,
     call_order,
 )
 
@@ -30,6 +32,9 @@ class CallAudit(BaseModel):
     kwargs: dict[str, Any] = Field(default_factory=dict)
     line: int | None = None
     requires_approval: bool = False
+    #: A saved snippet's own call, and the signed grant that let it run unasked (issue 48).
+    origin: str | None = None
+    granted: GrantUse | None = None
     #: The arguments by parameter name (kept for calls that wait for a person).
     arguments: dict[str, Any] | None = None
     status: CallStatus = "pending"
@@ -117,6 +122,15 @@ class ExecutionAudit(BaseModel):
     usage: dict[str, SandboxUsage] = Field(default_factory=dict)
     #: The calls that can be undone and what a rollback did with each (``ExecutionOutcome.undo``).
     undo: UndoLog | None = None
+    #: The request's inputs and tools allow-list (a snippet promoted from the run takes them).
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    tools: list[str] | None = None
+    #: Recorded by a run of generation-48 on: the tools its code names with their signatures'
+    #: hashes, and the saved snippets it called (issue 48). None: a run recorded before.
+    tools_seen: dict[str, str] | None = None
+    snippets: list[SnippetUse] = Field(default_factory=list)
+    #: A session's cell (its code depends on what earlier cells left).
+    cell: bool = False
 
     @property
     def duration_ms(self) -> float | None:

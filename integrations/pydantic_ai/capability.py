@@ -49,6 +49,7 @@ from temporalio import workflow
 
 from codemode.client.decision_hints import decide_all_hint
 from codemode.integrations.run_code import RunCode
+from codemode.integrations.snippet_tools import SnippetTool
 from codemode.runtimes import ExecutionLimits
 from codemode.workflows.child_session import run_session_cell
 from codemode.workflows.models import (
@@ -129,6 +130,9 @@ class DurableCodeMode(AbstractCapability[Any]):
     index_search_attributes: bool = True
     session: bool = True
     session_idle_timeout: timedelta = AGENT_SESSION_IDLE_TIMEOUT
+    #: Saved snippets offered as tools of their own (``codemode.integrations.snippet_tools``:
+    #: ``await snippet_tools(client)`` when the agent is built); each call is an execution.
+    snippets: list[SnippetTool] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._toolset: FunctionToolset[Any] | None = None
@@ -178,8 +182,25 @@ class DurableCodeMode(AbstractCapability[Any]):
                 metadata={"code_arg_name": "code", "temporal": False},
                 include_return_schema=False,
             )
-            self._toolset = FunctionToolset([tool], id=f"durable-code-mode-{self.name}")
+            tools = [tool, *(self._snippet_tool(s) for s in self.snippets)]
+            self._toolset = FunctionToolset(tools, id=f"durable-code-mode-{self.name}")
         return self._toolset
+
+    def _snippet_tool(self, snippet: SnippetTool) -> Tool[Any]:
+        """A saved snippet's own tool: its schema, its docstring; a call is one execution of its
+        call (inside a workflow a child, in workflow code; outside, as ``run_code`` without a session)."""
+
+        async def run_snippet(ctx: RunContext[Any], **arguments: Any) -> RunCodeReturn | ToolReturn:
+            code = snippet.code(arguments)
+            if workflow.in_workflow():
+                request = self.core.request(code, snippets=snippet.pins)
+                call_id = f"{snippet.name}-{ctx.tool_call_id}"
+                return run_code_return(await self.core.child(request, call_id, retry=ctx.retry))
+            return await self._run_from_client(code, snippets=snippet.pins)
+
+        tool = Tool.from_schema(run_snippet, snippet.name, snippet.description, snippet.parameters, takes_ctx=True)
+        tool.metadata = {"temporal": False}  # like run_code: in workflow code, a child workflow
+        return tool
 
     # -- the tool ---------------------------------------------------------------------------
 
@@ -296,12 +317,13 @@ class DurableCodeMode(AbstractCapability[Any]):
             return cell, replaced_notice(_closed_reason(closed)) if fresh else None
         raise SessionClosed(f"sessions {base!r} to {replacement_name(base, generation)!r} are all closed")
 
-    async def _run_from_client(self, code: str) -> RunCodeReturn | ToolReturn:
+    async def _run_from_client(self, code: str, snippets: dict[str, str] | None = None) -> RunCodeReturn | ToolReturn:
         from codemode.client.executions import start_execution
         from codemode.client.following import wait_for_outcome
 
         client = await self.get_client()
-        handle = await start_execution(client, self.request(code), task_queue=self.core.queue())
+        request = self.core.request(code, snippets=snippets)
+        handle = await start_execution(client, request, task_queue=self.core.queue())
         got = await wait_for_outcome(handle, until_parked=not self.wait_for_approval)
         if isinstance(got, ExecutionStatus):
             raise CallDeferred(

@@ -57,6 +57,8 @@ class Bootstrap(BaseModel):
     output_marks: bool = False
     #: Session mode: no code now; the runner serves ``cell`` messages in one namespace.
     session: bool = False
+    #: Run before the code, in its namespace, under the file name ``<snippets>`` (saved snippets).
+    prelude: str | None = None
 
     def line(self) -> bytes:
         return self.model_dump_json().encode() + b"\n"
@@ -100,6 +102,7 @@ def build_bootstrap(
     determinism: Determinism | None = None,
     output_marks: bool = False,
     session: bool = False,
+    prelude: str | None = None,
 ) -> Bootstrap:
     return Bootstrap(
         code=code,
@@ -111,6 +114,7 @@ def build_bootstrap(
         determinism=determinism,
         output_marks=output_marks,
         session=session,
+        prelude=prelude,
     )
 
 

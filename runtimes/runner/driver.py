@@ -41,6 +41,7 @@ from ..transports.protocol import (
     ReadyMessage,
     SandboxMessage,
 )
+from ..prelude import Prelude
 from ..types import Determinism, ExecutionLimits, ExecutionResult, FunctionCall
 from .bootstrap import cell_message
 from .process import OutputSink
@@ -201,6 +202,8 @@ class RunnerDriver(ABC):
         self.variables: dict[str, str] = {}
         self.signatures = signatures
         self.limits = limits
+        #: Saved snippets defined before the code (``runtimes/prelude.py``), set before ``start``.
+        self.prelude: Prelude | None = None
         self.kill_grace = kill_grace
         self.clock = ComputeClock(limits.timeout_seconds)
         self.channel: CallbackChannel | None = None
@@ -510,7 +513,7 @@ class RunnerDriver(ABC):
         return self.output.text()
 
     def execution(self, *, pending: list[FunctionCall] | None = None, cut_network: Any = None) -> CodeExecution:
-        return CodeExecution(
+        execution = CodeExecution(
             advance=self.advance,
             answer=self.answer,
             dump=self.dump if self.checkpoints else None,
@@ -521,3 +524,5 @@ class RunnerDriver(ABC):
             cut_network=cut_network,
             chosen_hash_seed=self.chosen_hash_seed,
         )
+        execution.prelude = self.prelude
+        return execution

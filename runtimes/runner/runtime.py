@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import ast
 from abc import abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..base import CodeRuntime
 from ..errors import CapabilityError, CodeSyntaxError
 from ..execution import CodeExecution
+from ..prelude import Prelude
 from ..session import CodeSession
 from ..signatures import FunctionsSpec, ToolSignature, normalize_functions
 from ..types import Determinism, ExecutionLimits, SandboxOptions
@@ -68,9 +69,11 @@ class RunnerRuntime(CodeRuntime):
         limits: ExecutionLimits | None = None,
         determinism: Determinism | None = None,
         options: SandboxOptions | None = None,
+        prelude: Prelude | None = None,
     ) -> CodeExecution:
         options = self.check_options(options)
         run = self.new_run(normalize_functions(functions), limits or ExecutionLimits(), options)
+        run.prelude = prelude  # the runner executes it before the code, under a file of its own
         return (await self._started(run, code, inputs, determinism)).execution()
 
     async def open_session(
@@ -100,7 +103,7 @@ class RunnerRuntime(CodeRuntime):
         cells). A runtime whose runs die with the worker has nothing to restore."""
         return None
 
-    async def type_check(self, code: str, signatures: FunctionsSpec) -> None:
+    async def type_check(self, code: str, signatures: FunctionsSpec, *, bound: Iterable[str] = ()) -> None:
         """No static type checking for CPython; a syntax check without starting a sandbox
         (with this interpreter's grammar)."""
         try:

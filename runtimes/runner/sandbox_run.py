@@ -128,6 +128,7 @@ class SandboxRun(RunnerDriver):
             transport=self.channel.params,
             sys_path=[],
             determinism=determinism,
+            prelude=self.prelude.source if self.prelude is not None else None,
             output_marks=True,
             session=self.session_mode,
         )

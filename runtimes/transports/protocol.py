@@ -35,7 +35,8 @@ class CallMessage(FunctionCall):
     type: Literal["call"]
 
     def call(self) -> FunctionCall:
-        return FunctionCall.model_validate(self.model_dump(exclude={"type"}))
+        # Never ``origin``: where a call comes from is the host's to say, not the sandbox's.
+        return FunctionCall.model_validate(self.model_dump(exclude={"type", "origin"}))
 
 
 class BlockedMessage(_Message):

@@ -254,6 +254,7 @@ def _run(boot, channel: PromiseChannel):
     tools._install_tools(namespace, runner, boot.get("functions", []))  # globals, or namespaces (mcp)
     if boot.get("determinism"):
         _install_determinism(boot["determinism"], namespace)
+    execute._run_prelude(boot.get("prelude"), namespace)
     from pyodide.ffi import run_sync
 
     execute._run_coroutine = run_sync

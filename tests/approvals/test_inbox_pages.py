@@ -289,6 +289,8 @@ async def test_keys_approve_deny_edit_and_next(pages, browser, width: int) -> No
     await expect(page.locator("#approve button")).to_be_focused()
     await page.keyboard.press("Enter")  # the focused button: approve
     await expect(page.locator("#decision")).to_contain_text(f"Approved by {ANA}")
+    # (the keys listen from DOMContentLoaded on: the decision shows while the page still loads)
+    await page.wait_for_load_state("domcontentloaded")
     await page.keyboard.press("n")
     await expect(page).to_have_url(pages.call_url(other.id, other_call))
     assert (await handle.result()).success

@@ -97,3 +97,25 @@ async def test_the_strands_example_runs(temporal_address: str, tmp_path: Path) -
     from tests.integrations.frameworks.test_examples import run_example
 
     await run_example("strands", temporal_address, tmp_path)
+
+
+def test_a_saved_snippet_is_a_strands_tool_of_its_own() -> None:
+    """``codemode.strands.snippet_tool``: the snippet's name, docstring and parameters (issue 48)."""
+    from codemode.strands import SnippetTool, snippet_tool
+
+    snippet = SnippetTool(
+        name="snippet_adder",
+        snippet="adder",
+        version="a" * 64,
+        description="Adds two numbers on the host.",
+        parameters={
+            "type": "object",
+            "properties": {"x": {"type": "integer"}, "y": {"type": "integer", "default": 1}},
+            "required": ["x"],
+        },
+    )
+    spec = snippet_tool(snippet).tool_spec
+    assert spec["name"] == "snippet_adder" and spec["description"].startswith("Adds two numbers on the host.")
+    schema = spec["inputSchema"]["json"]
+    assert set(schema["properties"]) == {"x", "y"} and schema["required"] == ["x"]
+    assert schema["properties"]["x"]["type"] == "integer"

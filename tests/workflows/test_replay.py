@@ -45,6 +45,10 @@ merge: a generation-47 run takes issue 45's pin, recheck and strict tally too.
 ``sandbox_release`` that asked for a pause); ``park-*.json``: after it (``PARK_PATCH``): a
 docker and an e2b sandbox paused, a blaxel one in standby, a modal sandbox released after its grace period and the run
 replayed (recorded by ``test_parking.py`` with CODEMODE_RECORD_PARK_HISTORIES=1).
+``gen48-snippet-*.json``: runs that call saved snippets (issue 48, ``generation-48``): a call on
+Monty and on the python runtime, one that parked and was approved, one under a signed grant,
+one refused before running (recorded by tests/snippets/test_snippet_histories.py with
+CODEMODE_RECORD_HISTORIES=gen48).
 """
 
 from __future__ import annotations

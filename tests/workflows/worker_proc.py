@@ -1,4 +1,5 @@
-"""A worker in its own process, so a test can SIGKILL it: python tests/workflows/worker_proc.py ADDRESS TASK_QUEUE"""
+"""A worker in its own process, so a test can SIGKILL it: python tests/workflows/worker_proc.py ADDRESS TASK_QUEUE
+(its tools: the module ``CODEMODE_TEST_TOOLS`` names, by default tests/workflows/tools_under_test.py)"""
 
 from __future__ import annotations
 

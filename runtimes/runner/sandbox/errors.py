@@ -7,12 +7,15 @@ import sys
 
 CODE_FILE = "<code>"
 TOOLS_FILE = "<tools>"
+#: Saved snippets' functions, defined before the code runs (``runtimes/prelude.py``).
+PRELUDE_FILE = "<snippets>"
 #: The runner's frames are hidden from tracebacks: those of any file of this package. Its
 #: directory as its code objects name it (``<zip>/codemode_runner`` when imported from the
 #: zip, another name in a precompiled copy or in Pyodide's filesystem), so not ``__file__``.
 RUNNER_DIR = os.path.dirname(sys._getframe().f_code.co_filename) + os.sep
 
 _SOURCE: list = []  # the user's code, for tracebacks (linecache is loaded lazily)
+_PRELUDE: list = []  # the prelude's source, likewise
 
 
 def _user_traceback(exc: BaseException) -> tuple:
@@ -33,6 +36,8 @@ def _user_traceback(exc: BaseException) -> tuple:
         import linecache  # only now: it imports tokenize and re, costly at start-up
 
         linecache.cache[CODE_FILE] = (len(_SOURCE[0]), None, _SOURCE[0].splitlines(True), CODE_FILE)
+        if _PRELUDE:
+            linecache.cache[PRELUDE_FILE] = (len(_PRELUDE[0]), None, _PRELUDE[0].splitlines(True), PRELUDE_FILE)
     try:
         te = traceback.TracebackException(type(exc), exc, exc.__traceback__, compact=True)
     except TypeError:  # Python < 3.10

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .artifacts import _prepare_outputs, _save_outputs
 from .channels import _flush_output
 from .clock import CodeTimeout, _Clock
-from .errors import CODE_FILE, _error_message
+from .errors import _PRELUDE, CODE_FILE, PRELUDE_FILE, _error_message
 
 OUTPUT_NAME = "__codemode_output__"
 
@@ -25,13 +25,17 @@ def _compile(code: str):
     return compile(tree, CODE_FILE, "exec", flags, dont_inherit=True)
 
 
-_SOURCE: list = []  # the user's code, for tracebacks (linecache is loaded lazily)
 _RESERVE: list = []  # memory released on MemoryError to report it
 _LOOP: list = []  # the event loop of async code
 
 
-_RESERVE: list = []  # memory released on MemoryError to report it
-_LOOP: list = []  # the event loop of async code
+def _run_prelude(source, namespace) -> None:
+    """Define what the prelude defines (saved snippets' functions) in the code's namespace,
+    under a file name of its own: the code's lines stay the code's, a snippet's frames show as
+    ``<snippets>``."""
+    if source:
+        _PRELUDE[:] = [source]
+        exec(compile(source, PRELUDE_FILE, "exec", dont_inherit=True), namespace)
 
 
 def _run_coroutine(coro) -> None:

@@ -15,7 +15,7 @@ from .channels import HttpChannel, StdioChannel, _flush_output
 from .clock import _Clock
 from .determinism import _install_determinism
 from .errors import _SOURCE, _error_message, _syntax_error
-from .execute import _RESERVE, _compile, _run
+from .execute import _RESERVE, _compile, _run, _run_prelude
 from .tools import Runner, _install_tools
 from .wire import _loads
 
@@ -127,6 +127,7 @@ def serve(reader, write_fd: int) -> None:
             runner.install_event_loop_policy()
         if boot.get("determinism"):
             _install_determinism(boot["determinism"], namespace)
+        _run_prelude(boot.get("prelude"), namespace)
         _RESERVE.append(bytearray(4 << 20))
         channel.send({"type": "ready"})
         msg = _run(code_obj, namespace, clock, is_coroutine)
