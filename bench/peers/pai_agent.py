@@ -36,7 +36,7 @@ def code_once(messages, info) -> ModelResponse:  # type: ignore[no-untyped-def]
     parts = [p for m in messages for p in getattr(m, "parts", [])]
     retries = [p for p in parts if isinstance(p, RetryPromptPart)]
     if retries:
-        return ModelResponse(parts=[TextPart(f"ERROR: {retries[-1].model_response()}"[-2000:])])
+        return ModelResponse(parts=[TextPart("ERROR: " + retries[-1].model_response()[-2000:])])
     returned = [p for p in parts if isinstance(p, ToolReturnPart)]
     if returned:
         return ModelResponse(parts=[TextPart(str(returned[-1].content)[-2000:])])
@@ -52,7 +52,15 @@ def _peer() -> Agent | None:
     agent = Agent(
         FunctionModel(code_once),
         name="peers_pah",
-        capabilities=[TemporalDurability(), CodeMode(max_tool_calls=1_000_000)],
+        capabilities=[
+            TemporalDurability(),
+            # Limits raised as for ours in the long run and the breaks (its defaults: 256 MiB,
+            # 30 s, 1,000 host interactions per session), so what breaks is the design.
+            CodeMode(
+                max_tool_calls=10**9,
+                resource_limits={"max_memory": 8 * 1024**3, "max_suspensions": 10**9, "max_duration_secs": 3600},
+            ),
+        ],
     )
 
     @agent.tool_plain

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import sys
 import time
 import traceback
@@ -111,7 +112,7 @@ class Peer:
             _, out = await asyncio.wait_for(self.run_one(script, wid), timeout)
             ok, what = not out.startswith("Script error"), out
         except asyncio.TimeoutError:
-            ok, what = False, f"no result after {timeout:.0f} s"
+            ok, what = False, f"no result after {timeout:.0f} s{await stuck(self.client, wid)}"
         except Exception as err:  # noqa: BLE001
             ok, what = False, f"{type(err).__name__}: {err}"
         return {
@@ -134,28 +135,65 @@ class Peer:
             if status.pending_approvals:
                 break
             await asyncio.sleep(0.1)
+        before = status.pending_approvals[0].tool_id
         desc = await handle.describe()
         tool_hooks.evict(desc.run_id or "")
         await asyncio.sleep(1.0)
-        tool_id = status.pending_approvals[0].tool_id
-        await handle.execute_update(TOOL_APPROVAL_UPDATE, ToolApprovalDecision(tool_id=tool_id, approved=True))
-        out = await handle.result()
+        status = await handle.query(AGENT_STATUS_QUERY, result_type=AgentStatus)
+        after = status.pending_approvals[0].tool_id if status.pending_approvals else None
+        notes = []
+        try:
+            await handle.execute_update(TOOL_APPROVAL_UPDATE, ToolApprovalDecision(tool_id=before, approved=True))
+            notes.append("the id shown before the eviction approved it")
+        except Exception as err:  # noqa: BLE001 - what the harness does is the finding
+            notes.append(f"the id shown before the eviction was refused ({getattr(err, 'cause', err)})")
+            if after is not None:
+                await handle.execute_update(TOOL_APPROVAL_UPDATE, ToolApprovalDecision(tool_id=after, approved=True))
+                notes.append("the id shown after it approved it")
+        out = await asyncio.wait_for(handle.result(), 120)
         return {
             "ok": not out.startswith("Script error"), "seconds": time.perf_counter() - t0,
             "calls": tool_hooks.calls.get(wid, 0),
-            "output": f"waits in the workflow's approval gate (the Monty dump in the workflow's memory); "
-            f"approved after an eviction (the script re-ran to the gate on replay): {out[-200:]}",
+            "output": f"waits in the workflow's approval gate, the Monty dump in the workflow's memory; evicted while "
+            f"waiting, the replay re-ran the script to the gate and the pending call's id "
+            f"{'stayed the same' if after == before else 'changed'}; " + "; ".join(notes) + f": {out[-160:]}",
         }
 
 
+async def stuck(client: Client, wid: str) -> str:
+    """Why a run gave no result in time (its last failed workflow task), after terminating it
+    so it costs the next tests nothing."""
+    handle = client.get_workflow_handle(wid)
+    why = ""
+    with contextlib.suppress(Exception):
+        async for event in handle.fetch_history_events():
+            if event.HasField("workflow_task_failed_event_attributes"):
+                why = event.workflow_task_failed_event_attributes.failure.message
+            elif event.HasField("workflow_task_timed_out_event_attributes"):
+                why = "a workflow task timed out"
+    with contextlib.suppress(Exception):
+        await handle.terminate("the benchmark gave up on it")
+    return f" (terminated; last workflow task failure: {why[:300]})" if why else " (terminated)"
+
+
+def protocol_stream() -> Any:
+    """The answers' channel: this process's stdout as it was started; anything else that
+    writes to stdout (a library's print, native code) goes to stderr instead."""
+    fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return os.fdopen(fd, "w", buffering=1)
+
+
 async def main() -> None:
+    out = protocol_stream()
     address = sys.argv[1]
     client = await Client.connect(address, plugins=[AgentHarnessPlugin(tools=TOOLS)])
     peer = Peer(client)
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    print(json.dumps({"ready": True, "task_queue": peer.task_queue}), flush=True)
+    print(json.dumps({"ready": True, "task_queue": peer.task_queue}), file=out, flush=True)
     while line := await reader.readline():
         cmd = json.loads(line)
         try:
@@ -175,13 +213,11 @@ async def main() -> None:
                 answer = {"error": f"unknown command {kind!r}"}
         except Exception:  # noqa: BLE001
             answer = {"error": traceback.format_exc()[-2000:]}
-        print(json.dumps(answer), flush=True)
+        print(json.dumps(answer), file=out, flush=True)
     await peer.stop()
 
 
 if __name__ == "__main__":
     asyncio.run(main())
     sys.stdout.flush()
-    import os
-
     os._exit(0)
