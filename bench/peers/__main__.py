@@ -41,12 +41,10 @@ import contextlib
 import json
 import os
 import re
-import statistics
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,23 +52,23 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from temporalio.client import Client  # noqa: E402
-from temporalio.worker import PollerBehaviorSimpleMaximum, Worker  # noqa: E402
+from temporalio.client import Client
+from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
-from bench.agent_workload import Program, agent_code  # noqa: E402
-from bench.cpu import CPU, CPUMeter  # noqa: E402
-from bench.floor_workflow import BareAgentWorkflow, BareWorkflow  # noqa: E402
-from bench.history_bytes import HistoryBytes, measure  # noqa: E402
-from bench.peers import floor as floor_acts  # noqa: E402
-from bench.peers import tool_hooks  # noqa: E402
-from codemode.activities import ToolRegistry  # noqa: E402
-from codemode.worker.client.executions import start_execution  # noqa: E402
-from codemode.worker.client.following import query_status, send_decision  # noqa: E402
-from codemode.worker.converter import store_of  # noqa: E402
-from codemode.worker.dev_server import start_local_environment  # noqa: E402
-from codemode.worker.plugin import CodeModePlugin  # noqa: E402
-from codemode.runtimes.types import ExecutionLimits  # noqa: E402
-from codemode.workflows.models import CodeExecutionRequest  # noqa: E402
+from bench.agent_workload import Program, agent_code
+from bench.cpu import CPU, CPUMeter
+from bench.floor_workflow import BareAgentWorkflow, BareWorkflow
+from bench.history_bytes import HistoryBytes, measure
+from bench.peers import floor as floor_acts
+from bench.peers import tool_hooks
+from codemode.activities import ToolRegistry
+from codemode.runtimes.types import ExecutionLimits
+from codemode.worker.client.executions import start_execution
+from codemode.worker.client.following import query_status, send_decision
+from codemode.worker.converter import store_of
+from codemode.worker.dev_server import start_local_environment
+from codemode.worker.plugin import CodeModePlugin
+from codemode.workflows.models import CodeExecutionRequest
 
 PEER_VENV = ROOT / "bench" / ".venv-peers"
 BIG_LIMITS = ExecutionLimits(max_tool_calls=10**6, max_memory_bytes=8 * 1024**3, timeout_seconds=3600)
@@ -81,9 +79,13 @@ SAMPLED_RUNS = 40
 def setup_peer_venv() -> Path:
     """Make ``bench/.venv-peers`` with temporal-agent-harness 0.8 (pydantic-monty 1.0), once."""
     python = PEER_VENV / "bin" / "python"
-    ok = python.exists() and subprocess.run(
-        [str(python), "-c", "import temporal_agent_harness.harness.code_mode.monty_stepper"], capture_output=True
-    ).returncode == 0
+    ok = (
+        python.exists()
+        and subprocess.run(
+            [str(python), "-c", "import temporal_agent_harness.harness.code_mode.monty_stepper"], capture_output=True
+        ).returncode
+        == 0
+    )
     if not ok:
         print(f"making {PEER_VENV} ({PEER_REQUIREMENT})", flush=True)
         subprocess.run([sys.executable, "-m", "venv", str(PEER_VENV)], check=True)
@@ -253,13 +255,17 @@ class LocalSystem(System):
         try:
             out = await asyncio.wait_for(self.run(code, [], wid), timeout)
             ok, what = True, str(out)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             ok, what = False, f"no result after {timeout:.0f} s{await stuck(self.client_of(), wid)}"
         except Exception as err:  # noqa: BLE001
             ok, what = False, f"{type(err).__name__}: {err}"
         return {
-            "ok": ok, "output": what[-600:], "seconds": time.perf_counter() - t0, "id": wid,
-            "calls": sum(tool_hooks.calls.values()), "times": tool_hooks.times.get(wid, []),
+            "ok": ok,
+            "output": what[-600:],
+            "seconds": time.perf_counter() - t0,
+            "id": wid,
+            "calls": sum(tool_hooks.calls.values()),
+            "times": tool_hooks.times.get(wid, []),
         }
 
 
@@ -288,14 +294,21 @@ class Floor(LocalSystem):
     def build(self, cfg: Config) -> Worker:
         kw: dict[str, Any] = {} if cfg.max_cached is None else {"max_cached_workflows": cfg.max_cached}
         return Worker(
-            self.client, task_queue=self.tq, workflows=[BareAgentWorkflow, BareWorkflow], activities=[floor_acts.noop],
-            max_concurrent_activities=200, activity_task_poller_behavior=PollerBehaviorSimpleMaximum(16),
-            max_eager_activity_reservations_per_workflow_task=16, **kw,
+            self.client,
+            task_queue=self.tq,
+            workflows=[BareAgentWorkflow, BareWorkflow],
+            activities=[floor_acts.noop],
+            max_concurrent_activities=200,
+            activity_task_poller_behavior=PollerBehaviorSimpleMaximum(16),
+            max_eager_activity_reservations_per_workflow_task=16,
+            **kw,
         )
 
     async def run(self, code: str, groups: list[int], wid: str) -> str:
         if groups:
-            return str(await self.client.execute_workflow(BareAgentWorkflow.run, args=[groups, -1], id=wid, task_queue=self.tq))
+            return str(
+                await self.client.execute_workflow(BareAgentWorkflow.run, args=[groups, -1], id=wid, task_queue=self.tq)
+            )
         calls = int(code)  # the long run: ``code`` is the number of sequential calls
         return str(await self.client.execute_workflow(BareWorkflow.run, calls, id=wid, task_queue=self.tq))
 
@@ -311,16 +324,27 @@ class Ours(LocalSystem):
     def build(self, cfg: Config) -> Worker:
         kw: dict[str, Any] = {} if cfg.max_cached is None else {"max_cached_workflows": cfg.max_cached}
         plugin = CodeModePlugin(
-            self.registry, store=store_of(self.client.data_converter), notify=None, approvers=None,
+            self.registry,
+            store=store_of(self.client.data_converter),
+            notify=None,
+            approvers=None,
             runtimes=self.shared.get("runtimes"),
         )
-        return Worker(self.client, task_queue=self.tq, plugins=[plugin], max_concurrent_activities=200,
-                      max_concurrent_local_activities=200, **kw)
+        return Worker(
+            self.client,
+            task_queue=self.tq,
+            plugins=[plugin],
+            max_concurrent_activities=200,
+            max_concurrent_local_activities=200,
+            **kw,
+        )
 
     async def run(self, code: str, groups: list[int], wid: str) -> str:
         if code.isdigit():
             code = long_code(int(code))
-        request = CodeExecutionRequest(code=code, runtime=self.runtime, limits=self.shared.get("limits") or ExecutionLimits())
+        request = CodeExecutionRequest(
+            code=code, runtime=self.runtime, limits=self.shared.get("limits") or ExecutionLimits()
+        )
         handle = await start_execution(self.client, request, task_queue=self.tq, execution_id=wid)
         out = await handle.result()
         if not out.success:
@@ -353,7 +377,10 @@ class AgentSystem(LocalSystem):
         wf = pai_agent.PeerAgentWorkflow.run if self.name == "pah" else pai_agent.OursAgentWorkflow.run
         out = await self.durable.execute_workflow(wf, code, id=wid, task_queue=self.tq)
         # CodeMode hands code errors back as the tool's result, in words; ours as an outcome
-        if out.startswith(("ERROR:", "Runtime error", "Type error", "Syntax error")) or '"success":false' in out.replace(" ", "")[:300]:
+        if (
+            out.startswith(("ERROR:", "Runtime error", "Type error", "Syntax error"))
+            or '"success":false' in out.replace(" ", "")[:300]
+        ):
             raise RuntimeError(out[-400:])
         return out
 
@@ -367,8 +394,11 @@ class Harness(System):
     def __init__(self, address: str) -> None:
         python = setup_peer_venv()
         self.proc = subprocess.Popen(
-            [str(python), "-m", "bench.peers.tah_worker", address], cwd=ROOT,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            [str(python), "-m", "bench.peers.tah_worker", address],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         self.lock = asyncio.Lock()
         ready = json.loads(self.proc.stdout.readline())  # type: ignore[union-attr]
@@ -376,6 +406,7 @@ class Harness(System):
 
     async def ask(self, cmd: dict[str, Any]) -> dict[str, Any]:
         async with self.lock:
+
             def talk() -> dict[str, Any]:
                 assert self.proc.stdin is not None and self.proc.stdout is not None
                 self.proc.stdin.write(json.dumps(cmd) + "\n")
@@ -396,7 +427,9 @@ class Harness(System):
     async def phase(self, agents: list[list[Program]]) -> Measured:
         expected = {p.code: p.calls for a in agents for p in a}
         a = await self.ask({"cmd": "phase", "agents": [[p.code for p in ps] for ps in agents]})
-        m = Measured(self.name, "", wall=a["wall"], latencies=a["latencies"], errors=a["errors"], n_errors=a["n_errors"])
+        m = Measured(
+            self.name, "", wall=a["wall"], latencies=a["latencies"], errors=a["errors"], n_errors=a["n_errors"]
+        )
         m.counted = sum(a["calls"].values())
         m.evictions = a["evictions"]
         calls = list(expected.values())
@@ -459,7 +492,7 @@ PANDAS_CODE = "import pandas as pd\nn = await noop(i=1)\nint(pd.DataFrame({'a': 
 async def measure_phase(meter: CPUMeter, client: Client, system: System, agents: list[list[Program]]) -> Measured:
     c0 = meter.read()
     m = await system.phase(agents)
-    m.cpu = (meter.read() - c0)
+    m.cpu = meter.read() - c0
     m.calls = sum(p.calls for a in agents for p in a)
     m.cpu = m.cpu.per(m.calls)
     sampled = [s for s in getattr(m, "sampled", []) if s[1] > 0][:SAMPLED_RUNS]
@@ -472,7 +505,7 @@ def gist(output: str) -> str:
     """One line of what a break test printed: its error line when it has one."""
     lines = [ln.strip() for ln in output.replace("\\n", "\n").splitlines() if ln.strip()]
     errors = [ln for ln in lines if re.search(r"(Error|error|limit|terminated|refused|changed|stayed)", ln)]
-    text = (errors[-1] if errors else (lines[-1] if lines else ""))
+    text = errors[-1] if errors else (lines[-1] if lines else "")
     return text.replace("|", "/")[:240]
 
 
@@ -483,11 +516,17 @@ def percent(x: float) -> str:
 def print_phase_table(title: str, rows: list[Measured]) -> None:
     floor = next((r for r in rows if r.system == "floor"), None)
     print(f"\n### {title}\n")
-    print("| system | calls/s | vs floor | CPU/call ms worker+server | vs floor | p95 ms | vs floor | history B/call | vs floor | checks |")
+    print(
+        "| system | calls/s | vs floor | CPU/call ms worker+server | vs floor | p95 ms | vs floor | history B/call | vs floor | checks |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         f = floor or r
-        check = "ok" if r.n_errors == 0 and r.counted == r.calls else f"{r.n_errors} errors, {r.counted}/{r.calls} calls ran"
+        check = (
+            "ok"
+            if r.n_errors == 0 and r.counted == r.calls
+            else f"{r.n_errors} errors, {r.counted}/{r.calls} calls ran"
+        )
         if r.evictions:
             check += f", {r.evictions} evictions"
         print(
@@ -510,7 +549,9 @@ async def main() -> None:
     ap.add_argument("--cache", type=int, help="workflow cache of the cache phase (default N/4)")
     ap.add_argument("--evict-every", type=int, default=3, help="evict each run after every k calls (default 3)")
     ap.add_argument("--long", type=int, default=1000, help="calls of the long run (default 1,000)")
-    ap.add_argument("--long-evict", type=int, default=100, help="the long run again, evicted after every k calls (0: not)")
+    ap.add_argument(
+        "--long-evict", type=int, default=100, help="the long run again, evicted after every k calls (0: not)"
+    )
     ap.add_argument("--heap-mb", default="1,16,64,256", help="heap sizes the breaks try, MB")
     ap.add_argument("--most-calls", default="5000,20000", help="calls in one execution the breaks try")
     ap.add_argument("--quick", action="store_true", help="N = 8, 3 runs each, a 300-call long run, no breaks")
@@ -552,7 +593,8 @@ async def main() -> None:
                 from pydantic_ai.durable_exec.temporal import PydanticAIPlugin
 
                 durable = await Client.connect(
-                    address, plugins=[PydanticAIPlugin(), CodeModePlugin(tools=registry, store=store_of(client.data_converter))]
+                    address,
+                    plugins=[PydanticAIPlugin(), CodeModePlugin(tools=registry, store=store_of(client.data_converter))],
                 )
             from bench.peers import pai_agent
 
@@ -592,10 +634,13 @@ async def main() -> None:
                 m = await measure_phase(meter, client, system, programs())
                 m.phase = phase
                 rows.append(m)
-                print(f"{phase} {system.name}: {m.calls} calls in {m.wall:.1f}s = {m.rate:.0f}/s, CPU {m.cpu_ms:.1f} ms/call "
-                      f"(worker {m.worker_ms:.1f}, server {m.server_ms:.1f}), p95 {m.pct(0.95):.0f} ms, "
-                      f"history {m.history:.0f} B/call, {m.n_errors} errors, {m.counted}/{m.calls} calls ran, "
-                      f"{m.evictions} evictions, load {os.getloadavg()[0]:.1f}", flush=True)
+                print(
+                    f"{phase} {system.name}: {m.calls} calls in {m.wall:.1f}s = {m.rate:.0f}/s, CPU {m.cpu_ms:.1f} ms/call "
+                    f"(worker {m.worker_ms:.1f}, server {m.server_ms:.1f}), p95 {m.pct(0.95):.0f} ms, "
+                    f"history {m.history:.0f} B/call, {m.n_errors} errors, {m.counted}/{m.calls} calls ran, "
+                    f"{m.evictions} evictions, load {os.getloadavg()[0]:.1f}",
+                    flush=True,
+                )
                 for e in m.errors:
                     print(f"   {e}", flush=True)
             results[phase] = rows
@@ -604,7 +649,9 @@ async def main() -> None:
         # and the breaks ask for more, as a user whose code needs it would.
         ours_shared["limits"] = BIG_LIMITS
         if "long" in phases:
-            for cfg in [Config("long")] + ([Config("long-evict", evict_every=args.long_evict)] if args.long_evict else []):
+            for cfg in [Config("long")] + (
+                [Config("long-evict", evict_every=args.long_evict)] if args.long_evict else []
+            ):
                 for system in systems:
                     if system.name == "ours-agent":
                         continue
@@ -616,14 +663,25 @@ async def main() -> None:
                     t = r["times"]
                     first = t[100] - t[0] if len(t) > 100 else float("nan")
                     last = t[-1] - t[-101] if len(t) > 100 else float("nan")
-                    row = {"config": cfg.name, "system": system.name, "ok": r["ok"], "seconds": r["seconds"],
-                           "calls": r["calls"], "first100": first, "last100": last,
-                           "cpu_ms": (cpu.worker + cpu.sandbox + cpu.server) * 1000, "output": r["output"][-200:]}
+                    row = {
+                        "config": cfg.name,
+                        "system": system.name,
+                        "ok": r["ok"],
+                        "seconds": r["seconds"],
+                        "calls": r["calls"],
+                        "first100": first,
+                        "last100": last,
+                        "cpu_ms": (cpu.worker + cpu.sandbox + cpu.server) * 1000,
+                        "output": r["output"][-200:],
+                    }
                     longs.append(row)
-                    print(f"{cfg.name} {system.name}: {'ok' if r['ok'] else 'FAILED'} {r['seconds']:.1f}s, "
-                          f"first 100 {first:.2f}s, last 100 {last:.2f}s, CPU {row['cpu_ms']:.1f} ms/call, "
-                          f"{r['calls']} calls ran, load {os.getloadavg()[0]:.1f}"
-                          + ("" if r["ok"] else f": {r['output'][-300:]}"), flush=True)
+                    print(
+                        f"{cfg.name} {system.name}: {'ok' if r['ok'] else 'FAILED'} {r['seconds']:.1f}s, "
+                        f"first 100 {first:.2f}s, last 100 {last:.2f}s, CPU {row['cpu_ms']:.1f} ms/call, "
+                        f"{r['calls']} calls ran, load {os.getloadavg()[0]:.1f}"
+                        + ("" if r["ok"] else f": {r['output'][-300:]}"),
+                        flush=True,
+                    )
 
         if "breaks" in phases:
             breaks = await run_breaks(args, systems, delay, ours_shared, client)
@@ -637,35 +695,66 @@ async def main() -> None:
         print_phase_table(titles[phase], rows)
     if longs:
         print(f"\n### One execution of {args.long} sequential calls\n")
-        print("| run | system | total s | first 100 calls s | last 100 calls s | last/first | CPU/call ms | calls ran |")
+        print(
+            "| run | system | total s | first 100 calls s | last 100 calls s | last/first | CPU/call ms | calls ran |"
+        )
         print("|---|---|---|---|---|---|---|---|")
         for r in longs:
-            print(f"| {r['config']} | {r['system']} | {r['seconds']:.1f}{'' if r['ok'] else ' (failed)'} | {r['first100']:.2f} "
-                  f"| {r['last100']:.2f} | {r['last100'] / r['first100']:.2f}x | {r['cpu_ms']:.1f} | {r['calls']} |")
+            print(
+                f"| {r['config']} | {r['system']} | {r['seconds']:.1f}{'' if r['ok'] else ' (failed)'} | {r['first100']:.2f} "
+                f"| {r['last100']:.2f} | {r['last100'] / r['first100']:.2f}x | {r['cpu_ms']:.1f} | {r['calls']} |"
+            )
     if breaks:
         print("\n### Where each breaks\n")
         print("| test | system | ok | seconds | calls ran | what happened |")
         print("|---|---|---|---|---|---|")
         for b in breaks:
             what = gist(b["output"])
-            print(f"| {b['test']} | {b['system']} | {'yes' if b['ok'] else 'no'} | {b['seconds']:.1f} | {b['calls']} | {what} |")
+            print(
+                f"| {b['test']} | {b['system']} | {'yes' if b['ok'] else 'no'} | {b['seconds']:.1f} | {b['calls']} | {what} |"
+            )
     if args.json:
-        Path(args.json).write_text(json.dumps({
-            "load": os.getloadavg(),
-            "phases": {k: [{**{f: getattr(r, f) for f in ("system", "phase", "calls", "wall", "n_errors", "counted", "evictions")},
-                            "rate": r.rate, "cpu_ms": r.cpu_ms, "worker_ms": r.worker_ms, "server_ms": r.server_ms,
-                            "p95_ms": r.pct(0.95), "history": r.history} for r in rows] for k, rows in results.items()},
-            "long": longs, "breaks": breaks,
-        }, indent=1, default=str))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "load": os.getloadavg(),
+                    "phases": {
+                        k: [
+                            {
+                                **{
+                                    f: getattr(r, f)
+                                    for f in ("system", "phase", "calls", "wall", "n_errors", "counted", "evictions")
+                                },
+                                "rate": r.rate,
+                                "cpu_ms": r.cpu_ms,
+                                "worker_ms": r.worker_ms,
+                                "server_ms": r.server_ms,
+                                "p95_ms": r.pct(0.95),
+                                "history": r.history,
+                            }
+                            for r in rows
+                        ]
+                        for k, rows in results.items()
+                    },
+                    "long": longs,
+                    "breaks": breaks,
+                },
+                indent=1,
+                default=str,
+            )
+        )
 
 
-async def run_breaks(args: argparse.Namespace, systems: list[System], delay: float, ours_shared: dict[str, Any],
-                     client: Client) -> list[dict[str, Any]]:
+async def run_breaks(
+    args: argparse.Namespace, systems: list[System], delay: float, ours_shared: dict[str, Any], client: Client
+) -> list[dict[str, Any]]:
     """One execution per test and system: what each does with a large heap, many calls, a
     pandas import and an approval that waits."""
     out: list[dict[str, Any]] = []
     cfg = Config("breaks")
-    tests: list[tuple[str, str, float]] = [(f"heap {mb} MB", heap_code(mb), 120) for mb in map(int, args.heap_mb.split(","))]
+    tests: list[tuple[str, str, float]] = [
+        (f"heap {mb} MB", heap_code(mb), 120) for mb in map(int, args.heap_mb.split(","))
+    ]
     tests += [(f"{k} calls", gathered_code(k), 1800) for k in map(int, args.most_calls.split(","))]
     tests.append(("pandas", PANDAS_CODE, 300))
     if Path("/usr/bin/python3").exists():  # the python runtime on an interpreter that has pandas (Debian's)
@@ -683,8 +772,11 @@ async def run_breaks(args: argparse.Namespace, systems: list[System], delay: flo
             r = await system.one(code, timeout)
             r.update(test=test, system=system.name)
             out.append(r)
-            print(f"break {test} {system.name}: {'ok' if r['ok'] else 'no'} {r['seconds']:.1f}s {r['calls']} calls: "
-                  f"{r['output'][-200:]!r}", flush=True)
+            print(
+                f"break {test} {system.name}: {'ok' if r['ok'] else 'no'} {r['seconds']:.1f}s {r['calls']} calls: "
+                f"{r['output'][-200:]!r}",
+                flush=True,
+            )
         r = await approval_that_waits(system, client)
         out.append(r)
         print(f"break approval {system.name}: {r}", flush=True)
@@ -702,7 +794,9 @@ async def approval_that_waits(system: System, client: Client) -> dict[str, Any]:
         system.activate()
         tool_hooks.reset()
         t0 = time.perf_counter()
-        handle = await start_execution(client, CodeExecutionRequest(code=APPROVAL_CODE, runtime=system.runtime), task_queue=system.tq)
+        handle = await start_execution(
+            client, CodeExecutionRequest(code=APPROVAL_CODE, runtime=system.runtime), task_queue=system.tq
+        )
         while not ((s := await query_status(handle)) and s.pending_approvals):
             await asyncio.sleep(0.1)
         desc = await handle.describe()
@@ -710,8 +804,13 @@ async def approval_that_waits(system: System, client: Client) -> dict[str, Any]:
         await asyncio.sleep(1.0)
         await send_decision(handle, s.pending_approvals[0].call_id, approve=True, by="bench")
         out = await handle.result()
-        return {**base, "ok": out.success, "seconds": time.perf_counter() - t0, "calls": sum(tool_hooks.calls.values()),
-                "output": f"parked with nothing live; approved after an eviction: {out.output!r}"}
+        return {
+            **base,
+            "ok": out.success,
+            "seconds": time.perf_counter() - t0,
+            "calls": sum(tool_hooks.calls.values()),
+            "output": f"parked with nothing live; approved after an eviction: {out.output!r}",
+        }
     if isinstance(system, Harness):
         r = await system.ask({"cmd": "approval", "script": APPROVAL_CODE})
         return {**base, **r}

@@ -21,9 +21,6 @@ from temporalio.workflow import ActivityConfig
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
-    from temporalio.contrib.workflow_streams import WorkflowStream
-
-    from bench.peers import tool_hooks
     from temporal_agent_harness.harness import agent
     from temporal_agent_harness.harness.agent_protocol import (
         AgentConfig,
@@ -32,6 +29,9 @@ with workflow.unsafe.imports_passed_through():
         ToolApprovalPolicy,
     )
     from temporal_agent_harness.harness.agent_workflow import AgentWorkflowRunner
+    from temporalio.contrib.workflow_streams import WorkflowStream
+
+    from bench.peers import tool_hooks
 
 _CONFIG = ActivityConfig(start_to_close_timeout=timedelta(seconds=60))
 

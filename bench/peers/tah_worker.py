@@ -23,11 +23,6 @@ import traceback
 import uuid
 from typing import Any
 
-from temporalio.client import Client
-from temporalio.worker import Worker
-
-from bench.peers import tool_hooks
-from bench.peers.tah_agent import TOOLS, HarnessCodeMode, Script
 from temporal_agent_harness.harness.agent_protocol import (
     AGENT_STATUS_QUERY,
     TOOL_APPROVAL_UPDATE,
@@ -36,6 +31,11 @@ from temporal_agent_harness.harness.agent_protocol import (
     ToolApprovalDecision,
 )
 from temporal_agent_harness.plugin import AgentHarnessPlugin
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from bench.peers import tool_hooks
+from bench.peers.tah_agent import TOOLS, HarnessCodeMode, Script
 
 
 class Peer:
@@ -98,8 +98,13 @@ class Peer:
         await asyncio.gather(*(agent(a) for a in agents))
         wall = time.perf_counter() - t0
         return {
-            "wall": wall, "latencies": latencies, "ids": ids, "errors": errors[:5], "n_errors": len(errors),
-            "calls": dict(tool_hooks.calls), "evictions": tool_hooks.evictions,
+            "wall": wall,
+            "latencies": latencies,
+            "ids": ids,
+            "errors": errors[:5],
+            "n_errors": len(errors),
+            "calls": dict(tool_hooks.calls),
+            "evictions": tool_hooks.evictions,
         }
 
     async def one(self, script: str, timeout: float, timed: bool) -> dict[str, Any]:
@@ -111,15 +116,18 @@ class Peer:
         try:
             _, out = await asyncio.wait_for(self.run_one(script, wid), timeout)
             ok, what = not out.startswith("Script error"), out
-        except asyncio.TimeoutError:
+        except TimeoutError:
             ok, what = False, f"no result after {timeout:.0f} s{await stuck(self.client, wid)}"
         except Exception as err:  # noqa: BLE001
             ok, what = False, f"{type(err).__name__}: {err}"
         return {
-            "ok": ok, "output": what[-600:], "seconds": time.perf_counter() - t0, "id": wid,
-            "calls": tool_hooks.calls.get(wid, 0), "times": tool_hooks.times.get(wid, []),
+            "ok": ok,
+            "output": what[-600:],
+            "seconds": time.perf_counter() - t0,
+            "id": wid,
+            "calls": tool_hooks.calls.get(wid, 0),
+            "times": tool_hooks.times.get(wid, []),
         }
-
 
     async def approval(self, script: str) -> dict[str, Any]:
         """A call the harness's policy gates: wait until it is pending, evict the run while it
@@ -152,7 +160,8 @@ class Peer:
                 notes.append("the id shown after it approved it")
         out = await asyncio.wait_for(handle.result(), 120)
         return {
-            "ok": not out.startswith("Script error"), "seconds": time.perf_counter() - t0,
+            "ok": not out.startswith("Script error"),
+            "seconds": time.perf_counter() - t0,
             "calls": tool_hooks.calls.get(wid, 0),
             "output": f"waits in the workflow's approval gate, the Monty dump in the workflow's memory; evicted while "
             f"waiting, the replay re-ran the script to the gate and the pending call's id "
