@@ -537,6 +537,20 @@ def print_phase_table(title: str, rows: list[Measured]) -> None:
     for r in rows:
         for e in r.errors:
             print(f"  {r.system}: {e}")
+    by = {r.system: r for r in rows}
+    for ours in ("monty", "python"):
+        for peer in ("tah", "pah"):
+            if ours in by and peer in by:
+                o, p = by[ours], by[peer]
+                print(f"  {ours} vs {peer}: calls/s {o.rate / p.rate:.2f}x, CPU per call {o.cpu_ms / p.cpu_ms:.2f}x "
+                      f"({o.cpu_ms:.1f} vs {p.cpu_ms:.1f} ms), p95 {o.pct(0.95) / p.pct(0.95):.2f}x, "
+                      f"history per call {o.history / p.history:.2f}x")
+    if "ours-agent" in by and "pah" in by:
+        o, p = by["ours-agent"], by["pah"]
+        print(f"  ours-agent vs pah (the same agent): calls/s {o.rate / p.rate:.2f}x, CPU per call {o.cpu_ms / p.cpu_ms:.2f}x")
+    for r in rows:
+        if r.bytes is not None:
+            print(f"  {r.system} history per call by event type (payload bytes): {r.bytes.top()}")
 
 
 async def main() -> None:
@@ -552,7 +566,7 @@ async def main() -> None:
     ap.add_argument(
         "--long-evict", type=int, default=100, help="the long run again, evicted after every k calls (0: not)"
     )
-    ap.add_argument("--heap-mb", default="1,16,64,256", help="heap sizes the breaks try, MB")
+    ap.add_argument("--heap-mb", default="1,64,256,1024", help="heap sizes the breaks try, MB")
     ap.add_argument("--most-calls", default="5000,20000", help="calls in one execution the breaks try")
     ap.add_argument("--quick", action="store_true", help="N = 8, 3 runs each, a 300-call long run, no breaks")
     ap.add_argument("--setup", action="store_true", help="only make bench/.venv-peers")

@@ -200,7 +200,7 @@ async def main() -> None:
     client = await Client.connect(address, plugins=[AgentHarnessPlugin(tools=TOOLS)])
     peer = Peer(client)
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
+    reader = asyncio.StreamReader(limit=1 << 28)  # a phase command carries every script
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     print(json.dumps({"ready": True, "task_queue": peer.task_queue}), file=out, flush=True)
     while line := await reader.readline():
