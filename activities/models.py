@@ -7,6 +7,8 @@ in the object store and the history holds its ``CheckpointRef``.
 
 from __future__ import annotations
 
+import json
+
 import os
 from typing import Any, Literal
 
@@ -408,6 +410,16 @@ class ToolOutput(CompactModel):
     attempt: int = 1
     #: Size of the value as JSON, so the workflow can decide what to keep without measuring.
     size: int = 0
+    #: A value over ``RECORD_RESULT_BYTES`` comes as its JSON text instead of ``value``, with a
+    #: ``preview`` for the call's record: the workflow passes it on to the code unparsed. Parsing
+    #: megabytes into objects (and back) in a workflow task took seconds on a loaded worker, which
+    #: the SDK fails as a potential deadlock (issue 43).
+    value_json: str | None = None
+    preview: str | None = None
+
+    def result(self) -> Any:
+        """The value, parsed when it came as JSON text (outside the workflow: the audit, a client)."""
+        return json.loads(self.value_json) if self.value_json is not None else self.value
     #: The sandbox step run after the call (``ToolInput.then``), or None: then ``unfused``
     #: says why, and the workflow runs the step itself. The tool never runs again for it.
     step: StepResult | None = None

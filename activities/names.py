@@ -18,9 +18,10 @@ SANDBOX_LOAD_STATE = "sandbox_load_state"
 #: Steps of a session's workflow (``activities/sandbox_steps.py``).
 SESSION_SAVE_RECIPE = "session_save_recipe"
 SESSION_RELEASE = "session_release"
-#: Who may decide a call, from the worker's approvers file (``activities/approvers/activity.py``).
+#: Who may decide a call, from the worker's approvers file (``activities/approval_gate.py``).
 APPROVAL_GATE = "approval_gate"
-#: The local activity that starts an approval event's notify workflow (activities/notify/).
+#: The activity that starts an approval event's notify workflow (``activities/notify.py``; a local
+#: activity in runs recorded before issue 43).
 NOTIFY_START = "codemode.notify.start"
 #: The notify workflow's own activities.
 NOTIFY_STEPS = frozenset(
@@ -38,3 +39,6 @@ SESSION_STEPS = frozenset({SESSION_SAVE_RECIPE, SESSION_RELEASE})
 #: Every activity name that is not a tool's and that a tool could take (the notify
 #: workflow's dotted names are no Python identifier: no tool can).
 RESERVED = SANDBOX_STEPS | SESSION_STEPS | {STORAGE_SWEEP, SANDBOX_SWEEP, APPROVAL_GATE}
+#: Activity types in an execution's history that are not tool calls (a run of the current
+#: generation starts its notify workflows with an activity: ``workflows/approval_notices.py``).
+NOT_TOOLS = RESERVED | NOTIFY_STEPS

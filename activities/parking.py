@@ -1,4 +1,4 @@
-"""Parking a run's sandbox while the run waits for a person (mixed into ``SandboxActivities``).
+"""Parking a run's sandbox while the run waits for a person (``SandboxActivities.park``).
 
 ``sandbox_park`` pauses the sandbox where the provider keeps its processes through a pause
 (Docker, E2B; Blaxel puts an idle sandbox in standby on its own) and says what happened,
@@ -12,18 +12,15 @@ fresh sandbox.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
-
-from temporalio import activity
+from typing import Any
 
 from codemode.runtimes.errors import SandboxError
 from codemode.runtimes.runner.parking import DEFAULT_RELEASE_AFTER, release_after
 
-from . import names
-from .checkpoints import CheckpointStore, CheckpointUnusable
-from .live_runs import LiveSession, cache_key
+from .checkpoints import CheckpointUnusable, step_scope
+from .live_runs import cache_key
 from .models import ParkResult, ReleaseInput
-from .step_loop import step_scope
+from .sandbox_host import SandboxHost
 
 log = logging.getLogger(__name__)
 
@@ -35,27 +32,22 @@ _HOW = {
 
 
 class Parking:
-    """The ``sandbox_park`` activity. The state it uses is set up by ``SandboxActivities``."""
+    """What the ``sandbox_park`` activity does."""
 
-    checkpoints: CheckpointStore
-    _snapshots: dict[str, LiveSession]
+    def __init__(self, host: SandboxHost) -> None:
+        self.host = host
 
-    if TYPE_CHECKING:
-
-        def runtime(self, name: str) -> Any: ...
-
-    @activity.defn(name=names.SANDBOX_PARK)
     async def park(self, inp: ReleaseInput) -> ParkResult:
         """Pause the sandbox of a run about to wait for a person, or say it keeps running
         and for how long it may (``release_after``)."""
         if inp.checkpoint is None:
             return ParkResult(parked_as="nothing", why="the run holds no checkpoint")
-        live = self._snapshots.pop(cache_key(inp.execution_id, inp.checkpoint), None)
+        live = self.host.live.snapshots.pop(cache_key(inp.execution_id, inp.checkpoint), None)
         if live is not None:  # its checkpoint is current: closing only detaches
             await live.execution.close()
-        runtime = self.runtime(inp.runtime)
+        runtime = self.host.runtime(inp.runtime)
         try:
-            blob = await self.checkpoints.load(step_scope(inp.execution_id, inp.first_run_id), inp.checkpoint)
+            blob = await self.host.checkpoints.load(step_scope(inp.execution_id, inp.first_run_id), inp.checkpoint)
         except CheckpointUnusable as err:
             return ParkResult(parked_as="nothing", why=f"its checkpoint is gone: {err}")
         parks_as = getattr(runtime, "parks_as", "running")

@@ -14,9 +14,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from codemode.approvals.signing import DecisionSignature
 from codemode.runtimes.types import CompactModel
-
-from .approvers.signing import DecisionSignature
 
 #: The workflow type of a code execution: its executions own what the activities store
 #: (payloads, checkpoints), which the retention sweep finds by it.
@@ -80,3 +79,18 @@ class ToolCallRecord(CompactModel):
     approval: ApprovalRecord | None = None
     #: ``get_weather(city='Paris')``
     summary: str = ""
+
+
+def preview(value: object, limit: int = 200) -> str:
+    """The start of a large result, for the audit record (the whole value is in the journal):
+    made by the tool activity for a value the workflow passes on as JSON text."""
+    if isinstance(value, list):
+        head = f"[{len(value)} items] "
+        first = value[:1]
+    elif isinstance(value, dict):
+        head = f"{{{len(value)} keys}} "
+        first = list(value)[:8]
+    else:
+        head, first = "", value
+    text = head + repr(first)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

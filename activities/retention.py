@@ -33,7 +33,7 @@ from .records import EXECUTION_WORKFLOW_TYPE, SESSION_WORKFLOW_TYPE
 #: executions too) and sessions (their state between cells); and none (the SDK names no type
 #: for what a client sends a running workflow, e.g. a cell's Update: ``wt/null``).
 OWNER_TYPES = (EXECUTION_WORKFLOW_TYPE, SESSION_WORKFLOW_TYPE, None)
-from .storage import BlobStore, key_segment
+from codemode.storage import BlobStore, key_segment
 
 log = logging.getLogger(__name__)
 

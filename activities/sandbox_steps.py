@@ -22,24 +22,22 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
 from typing import Any
 
 from temporalio import activity
+from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
-from codemode.runtimes import CodeExecution, CodeExecutionError, CodeRuntime, ExecutionResult, FunctionCall, get_runtime
+from codemode.runtimes import CodeExecution, CodeExecutionError, CodeRuntime, ExecutionResult, FunctionCall
 from codemode.runtimes.errors import SandboxError
 from codemode.runtimes.journal_replay import JournalEntry, replay
 from codemode.runtimes.runner.owner import SandboxOwner, owned_by
-from codemode.runtimes.session import CodeSession
-from codemode.runtimes.types import CheckpointTier
+from codemode.runtimes.types import CheckpointTier, compact_json
 
 from . import names
-from .artifacts import ArtifactLimits, ArtifactStore
-from .checkpoint_deletion import DeletionBatching
-from .checkpoints import CheckpointScope, CheckpointStore, CheckpointUnusable
-from .live_runs import KeptSession, LiveRuns, LiveSession, cache_key, live_key
+from .cell_ends import CellEnds
+from .checkpoints import CheckpointScope, CheckpointStore, CheckpointUnusable, load_segments, session_scope, step_scope
+from .live_runs import LiveSession, cache_key, live_key
 from .models import (
     CHECKPOINT_REFUSED,
     SESSION_GONE,
@@ -47,9 +45,9 @@ from .models import (
     CellRecipe,
     CellRef,
     CellStart,
-    CheckpointRef,
     LoadStateInput,
     NextStep,
+    ParkResult,
     ReleaseInput,
     ResumeInput,
     SaveStateInput,
@@ -65,104 +63,79 @@ from .models import (
 )
 from .parking import Parking
 from .records import ErrorInfo
-from .sandbox_sweep import SweptRuntimes
+from .sandbox_host import SandboxHost
+from .sandbox_sweep import SandboxSweeper, SandboxSweepInput, SandboxSweepReport
 from .session_cells import SessionCells
-from .step_loop import Ratchet, StepLoop, answer, error_info, replay_from_checkpoint, session_scope, step_scope
+from .step_loop import Ratchet, StepLoop, answer, error_info, replay_from_checkpoint
 from .tools import ToolRegistry, ToolSpec
 
 log = logging.getLogger(__name__)
 
 
-class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching, SweptRuntimes, Parking):
-    """The step activities of one worker. Holds the runtimes (one pool each), the checkpoint
-    store and, for runtimes without checkpoints, the live sessions this worker keeps a while."""
+class SandboxActivities:
+    """The step activities of one worker (start, resume, release, park, and the stored state
+    of long runs and of sessions). Their parts share one declared ``SandboxHost`` (the
+    registry, the checkpoint store, the runtimes, the live runs): the step loop
+    (``step_loop.py``), session cells (``session_cells.py``) and their ends (``cell_ends.py``),
+    parking (``parking.py``) and the sandbox sweep (``sandbox_sweep.py``)."""
 
-    def __init__(
-        self,
-        registry: ToolRegistry,
-        checkpoints: CheckpointStore,
-        *,
-        runtimes: Mapping[str, CodeRuntime] | None = None,
-        session_queue: str | None = None,
-        keep_alive_seconds: float = 60.0,
-        snapshot_cache_size: int | None = None,
-        snapshot_cache_bytes: int = 256 * 1024 * 1024,
-        session_keep_alive_seconds: float = 900.0,
-        artifact_limits: ArtifactLimits | None = None,
-    ) -> None:
-        self.registry = registry
-        self.checkpoints = checkpoints
-        self.artifacts = ArtifactStore(checkpoints, artifact_limits)
-        self._runtimes: dict[str, CodeRuntime] = dict(runtimes or {})
-        self.session_queue = session_queue
-        self.keep_alive_seconds = keep_alive_seconds
-        self._sessions: dict[str, LiveSession] = {}
-        #: Steps of live processes a tool activity began and left running (``_hand_over``).
-        self._handed_over: dict[str, asyncio.Future[StepResult]] = {}
-        #: Checkpointed executions kept live after their step, keyed by execution and
-        #: checkpoint hash: the next step on this worker skips the load and restore when it
-        #: is handed the very same checkpoint. Purely a cache: the stored checkpoint stays
-        #: the durable truth. A miss costs a load, a hash check and a restore in a fresh
-        #: sandbox process (about 10% of a worker's CPU per tool call with 50 executions
-        #: running, issue 11), so the cache holds as many executions as run at once, up to
-        #: ``snapshot_cache_size`` (None: all but two of the runtime's pool, Monty's
-        #: ``max_processes``; 64 for a runtime without one) and ``snapshot_cache_bytes`` of
-        #: their checkpoints.
-        self.snapshot_cache_size = snapshot_cache_size
-        self.snapshot_cache_bytes = snapshot_cache_bytes
-        self._snapshots: OrderedDict[str, LiveSession] = OrderedDict()
-        #: Deferred runs the cache let go, dumped to the store (not referenced by any history:
-        #: a cache spill, deleted by the step that restores it, else by the retention sweep),
-        #: so the next step here restores them instead of leaving a rebuild to the workflow.
-        self._spilled: OrderedDict[str, asyncio.Future[tuple[CheckpointRef, LiveSession] | None]] = OrderedDict()
-        self._background: set[asyncio.Task[Any]] = set()
-        #: Small checkpoints recorded history has moved past, deleted together a moment later
-        #: (one thread hop or one DeleteObjects request for many steps, not one per step).
-        self._doomed: list[tuple[CheckpointScope, CheckpointRef]] = []
-        self._reaper: asyncio.TimerHandle | None = None
-        #: Sessions between cells (``workflows/session_workflow.py``). A runtime that cannot dump a
-        #: session (python) keeps it live here for ``session_keep_alive_seconds`` after its
-        #: last cell; its next cell comes to this worker's queue, and anywhere else (or later)
-        #: the session is rebuilt by replaying its cells. A session whose state was saved
-        #: (monty) stays warm here too, purely as a cache in front of that state.
-        self.session_keep_alive_seconds = session_keep_alive_seconds
-        self._kept_sessions: dict[str, KeptSession] = {}
-        self._warm_sessions: OrderedDict[str, CodeSession] = OrderedDict()
+    def __init__(self, registry: ToolRegistry, checkpoints: CheckpointStore, **options: Any) -> None:
+        """``options``: the host's (``SandboxHost``: ``runtimes``, ``session_queue``,
+        ``keep_alive_seconds``, the snapshot cache's size, ``session_keep_alive_seconds``,
+        ``artifact_limits``)."""
+        self.host = SandboxHost(registry, checkpoints, **options)
+        self.live = self.host.live
+        self.ends = CellEnds(self.host)
+        self.steps = StepLoop(self.host, self.ends)
+        self.cells = SessionCells(self.host, self.steps, self.ends)
+        self.parking = Parking(self.host)
+        self.sweeper = SandboxSweeper(self.host)
 
-    # -- plumbing ---------------------------------------------------------------------
+    # -- the host's, for the worker that holds these activities -------------------------------
+
+    @property
+    def registry(self) -> ToolRegistry:
+        return self.host.registry
+
+    @property
+    def checkpoints(self) -> CheckpointStore:
+        return self.host.checkpoints
 
     def runtime(self, name: str) -> CodeRuntime:
-        if name not in self._runtimes:
-            self._runtimes[name] = get_runtime(name)
-        return self._runtimes[name]
+        return self.host.runtime(name)
 
     async def aclose(self) -> None:
-        for sid in list(self._sessions):
-            await self._drop(sid)
-        for key in list(self._kept_sessions):
-            await self._drop_kept(key)
-        while self._warm_sessions:
-            _, warm = self._warm_sessions.popitem()
-            await warm.close()
-        while self._snapshots:
-            _, live = self._snapshots.popitem()
-            await live.execution.close()
-        spills, self._spilled = list(self._spilled.values()), OrderedDict()
-        await asyncio.gather(*spills, return_exceptions=True)  # each closes its sandbox
-        self._reap()
-        if self._background:
-            await asyncio.gather(*self._background, return_exceptions=True)
-        for rt in self._runtimes.values():
-            await rt.aclose()
+        await self.host.aclose()
 
-    def _in_background(self, coro: Any) -> None:
-        """Work off the step's critical path (closing a sandbox, deleting an old checkpoint)."""
-        task = asyncio.get_running_loop().create_task(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+    def holds_process(self, session_id: str) -> bool:
+        """Whether this worker keeps the live process ``session_id`` (or is still stepping it)."""
+        return self.live.holds_process(session_id)
 
-    def _close_later(self, execution: CodeExecution) -> None:
-        self._in_background(execution.close())
+    @property
+    def live_sessions(self) -> int:
+        """Sandboxes held live for runtimes without checkpoints (a parked run holds none)."""
+        return len(self.live.sessions)
+
+    @property
+    def kept_sessions(self) -> int:
+        """Sessions this worker keeps live between cells (python)."""
+        return len(self.live.kept_sessions)
+
+    def kept_session_owners(self) -> list[tuple[str, str]]:
+        """(session workflow id, key) of every session kept live here."""
+        return self.live.kept_session_owners()
+
+    @property
+    def _snapshots(self) -> OrderedDict[str, LiveSession]:
+        return self.live.snapshots  # (the tests look into the cache)
+
+    @property
+    def _spilled(self) -> OrderedDict[str, Any]:
+        return self.live.spilled
+
+    async def sweep_sandboxes(self, client: Client, inp: SandboxSweepInput | None = None) -> SandboxSweepReport:
+        """Destroy the sandboxes no open execution names (``activities/sandbox_sweep.py``)."""
+        return await self.sweeper.sweep(client, inp)
 
     def activities(self) -> list[Any]:
         return [
@@ -201,7 +174,7 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching, Swep
 
         A live process (``then.session_id``) is stepped only on the worker that keeps it, and
         a step that outlasts ``then.step_timeout`` is not cut short: it is handed over to the
-        workflow's own resume step, which comes to this worker (``_hand_over``)."""
+        workflow's own resume step, which comes to this worker (``LiveRuns.hand_over``)."""
         inp = then.resume_input(execution_id, answer)
         with owned_by(await self._owner(execution_id, inp.cell)):
             return await self._step_after_tool(inp, then, spent)
@@ -214,7 +187,7 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching, Swep
             client = activity.client()
         except RuntimeError:  # an activity run without a client (the SDK's ActivityEnvironment)
             return step_owner(execution_id, cell)
-        return step_owner(execution_id, cell, await self.cluster_of(client))
+        return step_owner(execution_id, cell, await self.sweeper.cluster_of(client))
 
     async def _step_after_tool(self, inp: ResumeInput, then: NextStep, spent: int) -> StepResult:
         if inp.session_id is None:
@@ -226,7 +199,7 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching, Swep
         try:
             return await asyncio.wait_for(asyncio.shield(step), then.step_timeout)
         except asyncio.TimeoutError:
-            self._hand_over(inp.session_id, step)
+            self.live.hand_over(inp.session_id, step)
             raise
         except asyncio.CancelledError:
             step.cancel()
@@ -243,7 +216,7 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching, Swep
             and not inp.session_id
             and self.runtime(inp.runtime).capabilities.checkpoint_tier is CheckpointTier.SNAPSHOT
         ):
-            self._delete_later(step_scope(inp.execution_id, inp.first_run_id), inp.checkpoint)
+            self.host.deletions.delete_later(step_scope(inp.execution_id, inp.first_run_id), inp.checkpoint)
             step.released = True
         return step
 
@@ -252,23 +225,23 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching, Swep
         """Drop this worker's live handle on the execution; then pause (``suspend``) or free
         (``discard``) what its checkpoint names. Discard also deletes the last checkpoint."""
         if inp.session_id:
-            await self._drop(inp.session_id)
+            await self.live.drop(inp.session_id)
         scope = step_scope(inp.execution_id, inp.first_run_id)
         if inp.live:  # a deferred run: held here, or spilled to the store
             key = live_key(inp.execution_id, inp.live)
-            held = self._snapshots.pop(key, None)
+            held = self.live.snapshots.pop(key, None)
             if held is not None:
                 await held.execution.close()
-            spilled = await self._take_spill(key)
+            spilled = await self.live.take_spill(key)
             if spilled is not None:
-                await self._delete_quietly(scope, spilled[0])
+                await self.host.deletions.delete_quietly(scope, spilled[0])
         if inp.checkpoint is None:
             return
-        live = self._snapshots.pop(cache_key(inp.execution_id, inp.checkpoint), None)
+        live = self.live.snapshots.pop(cache_key(inp.execution_id, inp.checkpoint), None)
         if live is not None:
             await live.execution.close()
         if inp.mode == "discard" and inp.superseded is not None and inp.superseded != inp.checkpoint:
-            await self._delete_quietly(scope, inp.superseded)
+            await self.host.deletions.delete_quietly(scope, inp.superseded)
         runtime = self.runtime(inp.runtime)
         try:
             blob = await self.checkpoints.load(scope, inp.checkpoint)
@@ -281,29 +254,24 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching, Swep
                 await runtime.discard(blob)
             await self.checkpoints.delete(scope, inp.checkpoint)
 
+    @activity.defn(name=names.SANDBOX_PARK)
+    async def park(self, inp: ReleaseInput) -> ParkResult:
+        """Pause the sandbox of a run about to wait for a person, or say it keeps running
+        and for how long it may (``parking.py``)."""
+        return await self.parking.park(inp)
+
     @activity.defn(name=names.SANDBOX_SAVE_STATE)
     async def save_state(self, inp: SaveStateInput) -> SegmentRef:
         """Store a segment of a long execution's state (journal and call records) before it
         continues as new: the next run carries only the reference."""
-        blob = inp.segment.model_dump_json().encode()
+        blob = compact_json(inp.segment)
         ref = await self.checkpoints.save(step_scope(inp.execution_id, inp.first_run_id), blob, kind="seg")
         return SegmentRef(sha256=ref.sha256, size=ref.size, calls=len(inp.segment.calls))
 
     @activity.defn(name=names.SANDBOX_LOAD_STATE)
     async def load_state(self, inp: LoadStateInput) -> StateSegment:
         """The stored segments, joined (their hashes verified)."""
-        return await self._load_segments(step_scope(inp.execution_id, inp.first_run_id), inp.segments)
-
-    async def _load_segments(self, scope: CheckpointScope, refs: list[SegmentRef]) -> StateSegment:
-        whole = StateSegment()
-        for ref in refs:
-            try:
-                part = StateSegment.model_validate_json(await self.checkpoints.load(scope, ref, kind="seg"))
-            except CheckpointUnusable as err:  # unlike a checkpoint, the journal has no fallback
-                raise ApplicationError(f"the execution's stored state is unusable: {err}", type="StateLost") from err
-            whole.journal.extend(part.journal)
-            whole.calls.extend(part.calls)
-        return whole
+        return await load_segments(self.checkpoints, step_scope(inp.execution_id, inp.first_run_id), inp.segments)
 
     async def _start(self, inp: StartInput) -> StepResult:
         try:
@@ -315,7 +283,7 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching, Swep
                 kind="error", error=ErrorInfo(type="ValueError", message=str(msg), kind="input"), via="started"
             )
         if inp.cell is not None:
-            return await self._start_cell(runtime, specs, inp)
+            return await self.cells.start_cell(runtime, specs, inp)
         sigs = {n: s.signature for n, s in specs.items()}
         try:
             execution = await runtime.execute(
@@ -333,18 +301,18 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching, Swep
             raise ApplicationError(f"the {inp.runtime} sandbox failed to start: {err}", type="SandboxError") from err
         scope = step_scope(inp.execution_id, inp.first_run_id)
         defer = (inp.defer_bytes, 0) if inp.defer_bytes > 0 else None
-        step = await self._drive(execution, specs, scope, stdout_offset=0, via="started", defer=defer)
+        step = await self.steps.drive(execution, specs, scope, stdout_offset=0, via="started", defer=defer)
         step.hash_seed = execution.chosen_hash_seed  # recorded: a replay starts with the same
         return step
 
     async def _resume(self, inp: ResumeInput, defer: tuple[int, int] | None = None) -> StepResult:
-        if (handed := await self._handed_over_step(inp.session_id)) is not None:
+        if (handed := await self.live.handed_over_step(inp.session_id)) is not None:
             return handed  # a tool activity began this very step here (its answers are in)
         began = time.perf_counter()
         runtime = self.runtime(inp.runtime)
         scope = step_scope(inp.execution_id, inp.first_run_id)
         if inp.superseded is not None and inp.superseded != inp.checkpoint:
-            self._delete_later(scope, inp.superseded)
+            self.host.deletions.delete_later(scope, inp.superseded)
         execution: CodeExecution | None = None
         specs: dict[str, ToolSpec] | None = None
         via: Via = "live"
@@ -355,11 +323,11 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching, Swep
         #: Journal entries to answer from before this step's answers (a rebuilt live run).
         tail: list[JournalEntry] | None = None
         key = live_key(inp.execution_id, inp.live) if inp.live else None
-        held = self._snapshots.pop(key, None) if key else None
+        held = self.live.snapshots.pop(key, None) if key else None
         if held is not None:
             execution, specs, stdout_offset = held.execution, held.specs, held.stdout_offset
             unsaved_s, size = held.unsaved_s, held.size
-        elif key and (unspilled := await self._unspill(key)) is not None:
+        elif key and (unspilled := await self.live.unspill(key)) is not None:
             execution, spilled = unspilled
             specs, stdout_offset, unsaved_s, size = spilled.specs, 0, spilled.unsaved_s, spilled.size
             via = "restored"
@@ -372,7 +340,7 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching, Swep
                 non_retryable=True,
             )
         elif inp.session_id:
-            live = self._sessions.pop(inp.session_id, None)
+            live = self.live.sessions.pop(inp.session_id, None)
             if live is not None:
                 if live.expiry is not None:
                     live.expiry.cancel()
@@ -382,7 +350,7 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching, Swep
         elif inp.checkpoint is not None:
             if inp.live:
                 tail, unsaved_s = inp.tail, float("inf")  # rebuilt: save a checkpoint this time
-            cached = self._snapshots.pop(cache_key(inp.execution_id, inp.checkpoint), None)
+            cached = self.live.snapshots.pop(cache_key(inp.execution_id, inp.checkpoint), None)
             if cached is not None:
                 execution, specs, stdout_offset = cached.execution, cached.specs, cached.stdout_offset
                 size = cached.size
@@ -431,7 +399,7 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching, Swep
             await execution.close()
             return await self._resume(inp, defer)  # the live handle is gone from the cache now
         return ratchet.noted(
-            await self._drive(
+            await self.steps.drive(
                 execution,
                 specs,
                 scope,
@@ -454,7 +422,7 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching, Swep
         cell: CellRef | None = None
         try:
             if inp.start.cell is not None:  # a cell: its session as it was, then the cell again
-                session, _, why = await self._open_session(runtime, inp.start, use_live=False)
+                session, _, why = await self.cells.open_session(runtime, inp.start, use_live=False)
                 reason = reason or why
                 cell = CellRef(scope=inp.start.cell.scope, state=inp.start.cell.state)
                 execution = await session.run(inp.start.code, functions=sigs, inputs=inp.start.inputs)
@@ -472,13 +440,13 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching, Swep
             return StepResult(kind="error", error=error_info(err), via="replayed", fallback=reason, cell=end)
         journal = inp.journal
         if inp.journal_segments:
-            journal = (await self._load_segments(scope, inp.journal_segments)).journal + journal
+            journal = (await load_segments(self.checkpoints, scope, inp.journal_segments)).journal + journal
         ratchet = Ratchet(execution, specs)
         try:
             first = await replay(execution, journal, before_answer=ratchet.before)
         except CodeExecutionError as err:
             await execution.close()
-            end = await self._end_cell(execution, cell, error_info(err)) if cell is not None else None
+            end = await self.ends.end_cell(execution, cell, error_info(err)) if cell is not None else None
             return StepResult(
                 kind="error", error=error_info(err), via="replayed", fallback=reason, network_cut=ratchet.cut, cell=end
             )
@@ -486,7 +454,7 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching, Swep
             await execution.close()
             raise
         return ratchet.noted(
-            await self._drive(
+            await self.steps.drive(
                 execution,
                 specs,
                 scope,
@@ -505,14 +473,14 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching, Swep
         start carries stays bounded however long the session."""
         scope = session_scope(inp.scope)
         if len(inp.segments) + 1 <= RECIPE_SEGMENTS:
-            ref = await self.checkpoints.save(scope, inp.recipe.model_dump_json().encode(), kind="seg")
+            ref = await self.checkpoints.save(scope, compact_json(inp.recipe), kind="seg")
             added = SegmentRef(sha256=ref.sha256, size=ref.size, calls=len(inp.recipe.cells))
             return SessionRecipeRefs(segments=[*inp.segments, added])
         cells: list[CellRecipe] = []
         for old in inp.segments:
-            cells.extend(SessionRecipe.model_validate_json(await self._load_blob(scope, old)).cells)
+            cells.extend(SessionRecipe.model_validate_json(await self.cells.load_blob(scope, old)).cells)
         merged = SessionRecipe(cells=[*cells, *inp.recipe.cells])
-        ref = await self.checkpoints.save(scope, merged.model_dump_json().encode(), kind="seg")
+        ref = await self.checkpoints.save(scope, compact_json(merged), kind="seg")
         if ref not in inp.segments:  # (a retry after the deletes finds them gone: no matter)
             with contextlib.suppress(Exception):
                 await self.checkpoints.delete(scope, *inp.segments, kind="seg")
@@ -525,9 +493,9 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching, Swep
         all the session stored (it is closing)."""
         scope = session_scope(inp.scope)
         if inp.live:
-            await self._drop_kept(inp.live)
-        for key in [k for k in self._warm_sessions if k.startswith(scope.root)]:
-            await self._warm_sessions.pop(key).close()
+            await self.live.drop_kept(inp.live)
+        for key in [k for k in self.live.warm_sessions if k.startswith(scope.root)]:
+            await self.live.warm_sessions.pop(key).close()
         if inp.state is not None:
             try:
                 blob = await self.checkpoints.load(scope, inp.state)
@@ -536,7 +504,7 @@ class SandboxActivities(LiveRuns, SessionCells, StepLoop, DeletionBatching, Swep
                 pass
             except SandboxError as err:
                 log.warning("could not free the session's sandbox: %s", err)
-            await self._delete_quietly(scope, inp.state)
+            await self.host.deletions.delete_quietly(scope, inp.state)
         if inp.everything:
             deleted = await self.checkpoints.store.delete_prefix(bucket=self.checkpoints.bucket, prefix=scope.root)
             log.info("session %s closed: %d stored objects deleted", inp.scope.session_id, deleted)

@@ -32,14 +32,14 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from codemode.runtimes import get_runtime
+from codemode.runtimes import OUTLIVE_THE_WORKER, get_runtime
 from codemode.runtimes.runner.owner import CLUSTER_LABEL, EXECUTION_LABEL, NAMESPACE_LABEL, SESSION_LABEL, STEP_LABEL
 from codemode.runtimes.runner.provider import OwnSandbox
 from codemode.runtimes.runner.sandbox_runtime import SandboxRuntime
@@ -47,6 +47,9 @@ from codemode.runtimes.runner.sandbox_runtime import SandboxRuntime
 from . import names
 from .checkpoints import CheckpointScope, CheckpointStore, CheckpointUnusable
 from .models import CheckpointRef
+
+if TYPE_CHECKING:
+    from .sandbox_host import SandboxHost
 
 log = logging.getLogger(__name__)
 
@@ -262,21 +265,13 @@ class _Judge:
 
 #: The runtimes the sandbox sweep covers, and the variables that configure each: a worker
 #: sweeps a runtime it holds, or whose variables are all set.
-SWEPT_RUNTIMES = {
-    "docker": ("CODEMODE_DOCKER_IMAGE",),
-    "e2b": ("E2B_API_KEY",),
-    "blaxel": ("BL_API_KEY", "BL_WORKSPACE"),
-    "modal": ("MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET"),
-}
+class SandboxSweeper:
+    """The sweep over one worker's runtimes: those its sandbox steps hold already (the host's),
+    and those the environment configures (``runtimes.OUTLIVE_THE_WORKER``)."""
 
-
-class SweptRuntimes:
-    """The sweep over one worker's runtimes (mixed into ``SandboxActivities``, whose state it
-    uses: ``_runtimes``, ``runtime()``, ``checkpoints``)."""
-
-    _runtimes: dict[str, Any]
-    checkpoints: CheckpointStore
-    _cluster: str | None = None
+    def __init__(self, host: SandboxHost) -> None:
+        self.host = host
+        self._cluster: str | None = None
 
     async def cluster_of(self, client: Client) -> str:
         """This worker's Temporal cluster id (asked once), for the labels of its sandboxes."""
@@ -286,13 +281,13 @@ class SweptRuntimes:
 
     def swept_runtimes(self) -> tuple[dict[str, SandboxRuntime], list[str]]:
         """The runtimes of sandboxes that outlive a worker which this worker serves: those it
-        holds already, and those the environment configures (``SWEPT_RUNTIMES``), built for
-        the sweep alone (the steps build their own when they need one, and say what is
-        missing). Also what could not be built, as errors."""
+        holds already, and those the environment configures, built for the sweep alone (the
+        steps build their own when they need one, and say what is missing). Also what could
+        not be built, as errors."""
         found: dict[str, SandboxRuntime] = {}
         errors: list[str] = []
-        for name, variables in SWEPT_RUNTIMES.items():
-            runtime = self._runtimes.get(name)
+        for name, variables in OUTLIVE_THE_WORKER.items():
+            runtime = self.host.runtimes.get(name)
             if runtime is None and all(os.environ.get(v) for v in variables):
                 try:
                     runtime = get_runtime(name)
@@ -303,14 +298,15 @@ class SweptRuntimes:
                 found[name] = runtime
         return found, errors
 
-    async def sweep_sandboxes(self, client: Client, inp: SandboxSweepInput | None = None) -> SandboxSweepReport:
-        """Destroy the sandboxes no open execution names (``activities/sandbox_sweep.py``)."""
+    async def sweep(self, client: Client, inp: SandboxSweepInput | None = None) -> SandboxSweepReport:
+        """One sweep (``sweep_sandboxes``) over ``swept_runtimes()``; the runtimes built for it
+        alone are closed after."""
         runtimes, errors = self.swept_runtimes()
         try:
-            return await sweep_sandboxes(client, runtimes, self.checkpoints, inp, errors=errors)
+            return await sweep_sandboxes(client, runtimes, self.host.checkpoints, inp, errors=errors)
         finally:
             for name, runtime in runtimes.items():
-                if self._runtimes.get(name) is not runtime:
+                if self.host.runtimes.get(name) is not runtime:
                     await runtime.aclose()
 
 

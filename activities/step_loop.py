@@ -1,4 +1,4 @@
-"""The step loop (mixed into ``SandboxActivities``): run a sandbox to its next batch of
+"""The step loop (``SandboxActivities.steps``): run a sandbox to its next batch of
 valid calls or its end (``_drive``), answer calls (``answer``, behind seed 001's network
 ``Ratchet``), and bring a restored run up to date by replaying the journal."""
 
@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from pydantic_core import to_json, to_jsonable_python
-from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from codemode.runtimes import CodeExecution, CodeExecutionError, ExecutionResult, FunctionCall
@@ -20,20 +19,20 @@ from codemode.runtimes.errors import SandboxError
 from codemode.runtimes.journal_replay import JournalEntry, replay
 from codemode.runtimes.types import CheckpointTier
 
-from .artifacts import ArtifactStore
+from .cell_ends import CellEnds
 from .checkpoints import CheckpointScope
 from .live_runs import LiveSession, cache_key, live_key
 from .models import (
     MAX_VALUE_BYTES,
     CallRequest,
     CellRef,
-    SessionScope,
     StepResult,
     Via,
     clip,
     human_bytes,
 )
 from .records import ErrorInfo
+from .sandbox_host import SandboxHost
 from .tools import ToolSpec
 
 log = logging.getLogger(__name__)
@@ -55,12 +54,13 @@ def error_info(err: CodeExecutionError) -> ErrorInfo:
 
 
 class StepLoop:
-    """``_drive``. The state it uses is set up by ``SandboxActivities.__init__``."""
+    """``drive``: a run's step, on the host's runtimes, store and live runs; a cell's end is
+    ``ends``'s."""
 
-    #: Answers ``save_artifact`` (``activities/artifacts.py``).
-    artifacts: ArtifactStore
+    def __init__(self, host: SandboxHost, ends: CellEnds) -> None:
+        self.host, self.ends = host, ends
 
-    async def _drive(
+    async def drive(
         self,
         execution: CodeExecution,
         specs: dict[str, ToolSpec],
@@ -76,7 +76,7 @@ class StepLoop:
         cell: CellRef | None = None,
     ) -> StepResult:
         """Run to the next batch of valid calls (answering invalid ones in place) or the end.
-        ``cell``: the execution is a cell of a session, which its end saves (``_end_cell``).
+        ``cell``: the execution is a cell of a session, which its end saves (``CellEnds.end_cell``).
 
         ``defer``: (bytes the step may add to the unsaved journal tail, bytes its answers
         already add). A step that may, that waits for exactly one call and has run for less
@@ -93,7 +93,7 @@ class StepLoop:
                 event = first if first is not None else await execution.next_batch()
                 first = None
                 if isinstance(event, ExecutionResult):
-                    self._close_later(execution)
+                    self.host.live.close_later(execution)
                     too_big = _oversize("the code's output", event.output)
                     if too_big is not None:
                         oversize = ErrorInfo(type="ValueError", message=too_big, kind="resource")
@@ -105,7 +105,7 @@ class StepLoop:
                             stdout=event.stdout[stdout_offset:],
                             via=via,
                             fallback=fallback,
-                            cell=await self._end_cell(execution, cell, oversize) if cell is not None else None,
+                            cell=await self.ends.end_cell(execution, cell, oversize) if cell is not None else None,
                         )
                     return StepResult(
                         kind="result",
@@ -116,25 +116,26 @@ class StepLoop:
                         stdout_truncated=event.stdout_truncated,
                         via=via,
                         fallback=fallback,
-                        cell=await self._end_cell(execution, cell, None) if cell is not None else None,
+                        cell=await self.ends.end_cell(execution, cell, None) if cell is not None else None,
                     )
                 calls: list[CallRequest] = []
                 for call in event:
                     if call.function_name == SAVE_ARTIFACT:
                         data = execution.artifact_data.pop(call.call_id, None)
-                        served.append(await self.artifacts.serve(scope, call, data))
+                        served.append(await self.host.artifacts.serve(scope, call, data))
                         await answer(execution, served[-1])
                         continue
                     spec = specs.get(call.function_name)
+                    too_big = _oversize(f"the arguments of {call.function_name}()", [call.args, call.kwargs], "are")
                     try:
                         if spec is None:
                             raise NameError(f"name '{call.function_name}' is not defined")
-                        spec.validate(call.args, call.kwargs)
-                        too_big = _oversize(f"the arguments of {call.function_name}()", [call.args, call.kwargs], "are")
-                        if too_big is not None:
+                        if too_big is not None:  # (before validating: megabytes of arguments)
                             raise ValueError(too_big)
+                        spec.validate(call.args, call.kwargs)
                     except (TypeError, ValueError, NameError) as err:
-                        entry = JournalEntry.raised(call, type(err).__name__, clip(str(err)))
+                        refused = JournalEntry.refused_oversized if too_big is not None else JournalEntry.raised
+                        entry = refused(call, type(err).__name__, clip(str(err)))
                         rejected.append(entry)
                         await answer(execution, entry)
                         continue
@@ -151,7 +152,7 @@ class StepLoop:
                     via=via,
                     fallback=fallback,
                 )
-                runtime = self.runtime(execution.runtime)
+                runtime = self.host.runtime(execution.runtime)
                 if defer is not None and len(calls) == 1 and not calls[0].requires_approval:
                     added = defer[1] + sum(len(to_json(e)) for e in [*rejected, *served])
                     ran = unsaved_s + (time.perf_counter() - began)
@@ -161,7 +162,7 @@ class StepLoop:
                         and runtime.capabilities.checkpoint_tier is CheckpointTier.SNAPSHOT
                     ):
                         step.live, step.deferred = uuid.uuid4().hex[:16], max(added, 1)
-                        self._cache_snapshot(
+                        self.host.live.cache_snapshot(
                             execution.runtime,
                             live_key(scope.execution_id, step.live),
                             LiveSession(execution, specs, len(stdout), size=size, unsaved_s=ran, scope=scope),
@@ -169,16 +170,16 @@ class StepLoop:
                         return step
                 checkpoint = await execution.checkpoint()
                 if checkpoint is not None:
-                    step.checkpoint = await self.checkpoints.save(scope, checkpoint)
+                    step.checkpoint = await self.host.checkpoints.save(scope, checkpoint)
                     step.holds_compute = runtime.capabilities.checkpoint_tier == CheckpointTier.SESSION
-                    self._cache_snapshot(
+                    self.host.live.cache_snapshot(
                         execution.runtime,
                         cache_key(scope.execution_id, step.checkpoint),
                         LiveSession(execution, specs, len(stdout), size=step.checkpoint.size),
                     )
                 else:
-                    step.session_id = self._keep(LiveSession(execution, specs, len(stdout)))
-                    step.session_queue = self.session_queue
+                    step.session_id = self.host.live.keep(LiveSession(execution, specs, len(stdout)))
+                    step.session_queue = self.host.session_queue
                 return step
         except CodeExecutionError as err:
             stdout = execution.stdout
@@ -191,7 +192,7 @@ class StepLoop:
                 stdout=stdout[stdout_offset:],
                 via=via,
                 fallback=fallback,
-                cell=await self._end_cell(execution, cell, error_info(err)) if cell is not None else None,
+                cell=await self.ends.end_cell(execution, cell, error_info(err)) if cell is not None else None,
             )
         except SandboxError as err:
             await execution.close()
@@ -201,16 +202,6 @@ class StepLoop:
         except BaseException:
             await execution.close()
             raise
-
-
-def step_scope(execution_id: str, first_run_id: str) -> CheckpointScope:
-    namespace = activity.info().workflow_namespace if activity.in_activity() else "default"
-    return CheckpointScope(namespace=namespace, execution_id=execution_id, first_run_id=first_run_id)
-
-
-def session_scope(scope: SessionScope) -> CheckpointScope:
-    namespace = activity.info().workflow_namespace if activity.in_activity() else "default"
-    return CheckpointScope(namespace=namespace, execution_id=scope.session_id, first_run_id=scope.first_run_id)
 
 
 async def replay_from_checkpoint(
@@ -310,6 +301,6 @@ async def answer(execution: CodeExecution, entry: JournalEntry, ratchet: Ratchet
     if ratchet is not None:
         await ratchet.before(entry)
     if entry.error_type is None:
-        await execution.provide_result(entry.result, call_id=entry.call_id)
+        await execution.provide_result(entry.value(), call_id=entry.call_id)
     else:
         await execution.provide_error(entry.error_type, entry.error_message, call_id=entry.call_id)

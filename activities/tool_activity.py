@@ -24,7 +24,8 @@ from temporalio.exceptions import ApplicationError
 
 from codemode.runtimes.journal_replay import JournalEntry
 
-from .models import MAX_VALUE_BYTES, ToolInput, ToolOutput, clip, human_bytes
+from .models import MAX_VALUE_BYTES, RECORD_RESULT_BYTES, ToolInput, ToolOutput, clip, human_bytes
+from .records import preview
 from .tools import CallContext, ToolFailure, ToolRegistry, ToolSpec, _current
 
 if TYPE_CHECKING:
@@ -73,7 +74,8 @@ def make_tool_activity(spec: ToolSpec, sandbox: SandboxActivities | None = None)
             _current.reset(token)
         try:
             value = to_jsonable_python(value)
-            size = len(to_json(value))
+            text = to_json(value)
+            size = len(text)
         except Exception as err:
             raise ApplicationError(
                 f"{spec.name} returned a value that cannot be sent to the code: {clip(str(err), 500)}",
@@ -89,7 +91,10 @@ def make_tool_activity(spec: ToolSpec, sandbox: SandboxActivities | None = None)
                 type="ValueError",
                 non_retryable=True,
             )
-        out = ToolOutput(value=value, attempt=attempt, size=size)
+        if size > RECORD_RESULT_BYTES:  # the workflow passes it on as text, never parsing it
+            out = ToolOutput(value_json=text.decode(), preview=preview(value), attempt=attempt, size=size)
+        else:
+            out = ToolOutput(value=value, attempt=attempt, size=size)
         if inp.then is not None:
             if sandbox is None:
                 out.unfused = "this worker runs tools only"

@@ -39,8 +39,8 @@ from temporalio.worker import Worker  # noqa: E402
 from bench import agent_workflows  # noqa: E402
 from bench.floor_workflow import BareWorkflow, noop  # noqa: E402
 from codemode.activities import ToolRegistry  # noqa: E402
+from codemode.client.executions import start_execution  # noqa: E402
 from codemode.integrations.pydantic_ai import DurableCodeMode  # noqa: E402
-from codemode.worker.client.executions import start_execution  # noqa: E402
 from codemode.worker.converter import store_of  # noqa: E402
 from codemode.worker.dev_server import start_local_environment  # noqa: E402
 from codemode.worker.plugin import CodeModePlugin  # noqa: E402

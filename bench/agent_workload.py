@@ -51,8 +51,8 @@ from bench.cpu import CPU, CPUMeter  # noqa: E402
 from bench.floor_workflow import BareAgentWorkflow, noop  # noqa: E402
 from bench.history_bytes import HistoryBytes, first_call_ms, measure  # noqa: E402
 from codemode.activities import ToolRegistry  # noqa: E402
-from codemode.worker.client.executions import start_execution  # noqa: E402
-from codemode.worker.client.following import query_status, send_decision  # noqa: E402
+from codemode.client.executions import start_execution  # noqa: E402
+from codemode.client.following import query_status, send_decision  # noqa: E402
 from codemode.worker.dev_server import start_local_environment  # noqa: E402
 from codemode.worker.worker import CodeModeWorker  # noqa: E402
 from codemode.workflows.models import CodeExecutionRequest  # noqa: E402
@@ -285,10 +285,10 @@ async def run_mcp_clients(
     our MCP server front, served from this process on the same worker and task queue."""
     from mcp import Client as MCPClient
 
-    from codemode.integrations.mcp_server.backend import Backend, BackendSlot
-    from codemode.integrations.mcp_server.catalog import ToolCatalog
-    from codemode.integrations.mcp_server.execute import Executions
-    from codemode.integrations.mcp_server.server import build_server
+    from codemode.apps.mcp.backend import Backend, BackendSlot
+    from codemode.apps.mcp.catalog import ToolCatalog
+    from codemode.apps.mcp.execute import Executions
+    from codemode.apps.mcp.server import build_server
 
     backend = Backend(client=client, address=client.service_client.config.target_host, task_queue=tq)
     server = build_server(ToolCatalog.of(registry, runtime=runtime), Executions(BackendSlot(backend), runtime=runtime))

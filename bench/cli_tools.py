@@ -41,7 +41,7 @@ from bench.floor_workflow import BareCommandWorkflow, BareWorkflow, noop  # noqa
 from bench.paired import median_ms, ms, run_pairs, timed  # noqa: E402
 from codemode.activities import ToolRegistry  # noqa: E402
 from codemode.activities.cli_tools import CliTools  # noqa: E402
-from codemode.worker.client.executions import start_execution  # noqa: E402
+from codemode.client.executions import start_execution  # noqa: E402
 from codemode.worker.dev_server import start_local_environment  # noqa: E402
 from codemode.worker.worker import CodeModeWorker  # noqa: E402
 from codemode.workflows.models import CodeExecutionRequest  # noqa: E402

@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from temporalio.client import Client  # noqa: E402
 
 from codemode.activities import ToolRegistry  # noqa: E402
-from codemode.activities.encryption import EncryptionCodec, Keyring, new_key  # noqa: E402
-from codemode.worker.client.executions import start_execution  # noqa: E402
+from codemode.client.executions import start_execution  # noqa: E402
+from codemode.storage.encryption import EncryptionCodec, Keyring, new_key  # noqa: E402
 from codemode.worker.converter import data_converter, default_store  # noqa: E402
 from codemode.worker.dev_server import start_local_environment  # noqa: E402
 from codemode.worker.worker import CodeModeWorker  # noqa: E402

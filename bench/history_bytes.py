@@ -90,7 +90,7 @@ async def measure(client: Client, runs: list[tuple[str, int]]) -> HistoryBytes:
 async def first_call_ms(client: Client, runs: list[tuple[str, int]]) -> list[float]:
     """Per run, the time from its start to the scheduling of its first tool call (any activity
     that is not one of code mode's own steps), in ms, from the history's event times."""
-    from codemode.activities.names import RESERVED
+    from codemode.activities.names import NOT_TOOLS as RESERVED
 
     out: list[float] = []
     for wid, _ in runs:

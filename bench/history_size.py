@@ -49,13 +49,14 @@ from bench.floor_workflow import BareWorkflow, noop  # noqa: E402
 from codemode.activities import ToolRegistry  # noqa: E402
 from codemode.activities.models import StepResult, ToolOutput  # noqa: E402
 from codemode.activities.retention import execution_prefixes  # noqa: E402
-from codemode.activities.storage import FileBlobStore  # noqa: E402
-from codemode.activities.tools import RESERVED_NAMES  # noqa: E402
+from codemode.activities.names import NOT_TOOLS as RESERVED_NAMES  # noqa: E402
+from codemode.client.executions import start_execution  # noqa: E402
+from codemode.client.histories.audit import fetch_audit  # noqa: E402
 from codemode.runtimes import ExecutionLimits  # noqa: E402
-from codemode.worker.audit import fetch_audit  # noqa: E402
-from codemode.worker.client.executions import start_execution  # noqa: E402
+from codemode.runtimes.paths import DATA_DIR_ENV  # noqa: E402
+from codemode.storage import FileBlobStore  # noqa: E402
 from codemode.worker.converter import data_converter  # noqa: E402
-from codemode.worker.dev_server import DATA_DIR_ENV, start_local_environment  # noqa: E402
+from codemode.worker.dev_server import start_local_environment  # noqa: E402
 from codemode.worker.worker import CodeModeWorker  # noqa: E402
 from codemode.workflows.models import CodeExecutionRequest, ExecutionStatus  # noqa: E402
 

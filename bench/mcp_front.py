@@ -35,12 +35,12 @@ from mcp import Client, StdioServerParameters  # noqa: E402
 from mcp_types import ListToolsResult  # noqa: E402
 
 from codemode.activities import ToolRegistry  # noqa: E402
-from codemode.integrations.mcp_server.backend import BackendSlot  # noqa: E402
-from codemode.integrations.mcp_server.catalog import STUBS_IN_DESCRIPTION_MAX, ToolCatalog  # noqa: E402
-from codemode.integrations.mcp_server.execute import Executions  # noqa: E402
-from codemode.integrations.mcp_server.server import build_server  # noqa: E402
-from codemode.worker.cli.follower import Follower  # noqa: E402
-from codemode.worker.client.executions import start_execution  # noqa: E402
+from codemode.apps.cli.follower import Follower  # noqa: E402
+from codemode.apps.mcp.backend import BackendSlot  # noqa: E402
+from codemode.apps.mcp.catalog import STUBS_IN_DESCRIPTION_MAX, ToolCatalog  # noqa: E402
+from codemode.apps.mcp.execute import Executions  # noqa: E402
+from codemode.apps.mcp.server import build_server  # noqa: E402
+from codemode.client.executions import start_execution  # noqa: E402
 from codemode.worker.dev_server import start_local_environment  # noqa: E402
 from codemode.worker.worker import CodeModeWorker  # noqa: E402
 from codemode.workflows.models import CodeExecutionRequest, ExecutionOutcome  # noqa: E402

@@ -34,7 +34,7 @@ from bench.floor_workflow import BareWorkflow, noop  # noqa: E402
 from bench.paired import median_ms, ms, run_pairs  # noqa: E402
 from codemode.activities import ToolRegistry  # noqa: E402
 from codemode.activities.mcp_tools import McpServers  # noqa: E402
-from codemode.worker.client.executions import start_execution  # noqa: E402
+from codemode.client.executions import start_execution  # noqa: E402
 from codemode.worker.dev_server import start_local_environment  # noqa: E402
 from codemode.worker.worker import CodeModeWorker  # noqa: E402
 from codemode.workflows.models import CodeExecutionRequest  # noqa: E402

@@ -130,7 +130,7 @@ async def through_runtime(calls: list[int], runs: int) -> None:
 
 async def through_workflow(calls: list[int], runs: int) -> None:
     from codemode.activities import ToolRegistry
-    from codemode.worker.client.executions import start_execution
+    from codemode.client.executions import start_execution
     from codemode.worker.dev_server import start_local_environment
     from codemode.worker.worker import CodeModeWorker
     from codemode.workflows.models import CodeExecutionRequest

@@ -35,9 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("CODEMODE_DATA_DIR", tempfile.mkdtemp(prefix="codemode-bench-sessions-"))
 
 from codemode.activities import ToolRegistry
-from codemode.worker.client.connection import connect
-from codemode.worker.client.executions import run_execution
-from codemode.worker.client.sessions import close_session, describe_session, run_cell
+from codemode.client.executions import run_execution
+from codemode.client.sessions import close_session, describe_session, run_cell
+from codemode.worker.connection import connect
 from codemode.worker.dev_server import start_local_environment
 from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.models import CodeExecutionRequest

@@ -39,7 +39,7 @@ from temporalio.worker import PollerBehaviorSimpleMaximum, Worker  # noqa: E402
 from bench.cpu import CPU, CPUMeter  # noqa: E402
 from bench.floor_workflow import BareLocalWorkflow, BareWorkflow, echo, noop  # noqa: E402
 from codemode.activities import ToolRegistry  # noqa: E402
-from codemode.worker.client.executions import start_execution  # noqa: E402
+from codemode.client.executions import start_execution  # noqa: E402
 from codemode.worker.dev_server import start_local_environment  # noqa: E402
 from codemode.worker.worker import CodeModeWorker  # noqa: E402
 from codemode.workflows.models import CodeExecutionRequest  # noqa: E402

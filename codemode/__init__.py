@@ -10,9 +10,10 @@ workflow sandbox, and ``import codemode`` costs nothing::
     from codemode import execute_code, run_session_cell  # from your own workflow
     from codemode.pydantic_ai import DurableCodeMode     # the pydantic-ai capability
 
-The layers underneath (``codemode.runtimes``, ``codemode.activities``,
-``codemode.workflows``, ``codemode.worker``, ``codemode.integrations``) are importable too,
-for what the face does not name.
+The layers underneath (``codemode.runtimes``, ``codemode.storage``, ``codemode.approvals``,
+``codemode.activities``, ``codemode.workflows``, ``codemode.worker``, ``codemode.client``,
+``codemode.integrations``, ``codemode.apps``) are importable too, for what the face does not
+name (docs/concepts/architecture.md draws them).
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from ._version import __version__
 
 if TYPE_CHECKING:
     from .activities.tools import current_call, tool
-    from .worker.client.connection import connect
-    from .worker.client.executions import start_execution
-    from .worker.client.sessions import submit_cell
+    from .client.executions import start_execution
+    from .client.sessions import submit_cell
+    from .worker.connection import connect
     from .worker.plugin import CodeModePlugin
     from .worker.worker import CodeModeWorker
     from .workflows.child_execution import execute_code
@@ -42,9 +43,9 @@ _FACE: dict[str, str] = {
     "run_session_cell": "codemode.workflows.child_session",
     "CodeModePlugin": "codemode.worker.plugin",
     "CodeModeWorker": "codemode.worker.worker",
-    "connect": "codemode.worker.client.connection",
-    "start_execution": "codemode.worker.client.executions",
-    "submit_cell": "codemode.worker.client.sessions",
+    "connect": "codemode.worker.connection",
+    "start_execution": "codemode.client.executions",
+    "submit_cell": "codemode.client.sessions",
 }
 
 __all__ = [

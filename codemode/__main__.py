@@ -1,5 +1,5 @@
 """``python -m codemode``: the same as the ``codemode`` command."""
 
-from codemode.worker.cli import main
+from codemode.apps.cli import main
 
 main()

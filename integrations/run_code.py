@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from temporalio import workflow
 from typing_extensions import TypedDict
 
+from codemode.client.decision_hints import decide_all_hint
 from codemode.runtimes import ExecutionLimits, code_mode_prompt
 from codemode.workflows.child_execution import execute_code
 from codemode.workflows.child_session import run_session_cell
@@ -257,7 +258,9 @@ class RunCode:
         """The tool's description: what it returns, then the prompt with the stubs."""
         return f"{TOOL_DESCRIPTION}\n\n{self.prompt()}"
 
-    def request(self, code: str) -> CodeExecutionRequest:
+    def request(self, code: str, *, restart: bool = False) -> CodeExecutionRequest:
+        """The execution's request; ``restart``: a session's cell that starts from an empty
+        namespace."""
         extra: dict[str, Any] = {}
         if self.limits is not None:
             extra["limits"] = self.limits
@@ -266,8 +269,17 @@ class RunCode:
         if (starter := self.starter()) is not None:
             extra["started_by"] = starter
         return CodeExecutionRequest(
-            code=code, runtime=self.runtime, index_search_attributes=self.index_search_attributes, **extra
+            code=code,
+            runtime=self.runtime,
+            index_search_attributes=self.index_search_attributes,
+            restart=restart,
+            **extra,
         )
+
+    def queue(self) -> str:
+        """Where executions started from a client run: ``task_queue``, else
+        ``CODEMODE_TASK_QUEUE``, else ``codemode``."""
+        return self.task_queue or os.environ.get("CODEMODE_TASK_QUEUE") or TASK_QUEUE
 
     def starter(self) -> str | None:
         """Who the agent acts for (``started_by``), or None (outside a workflow, the start then
@@ -286,11 +298,10 @@ class RunCode:
     async def in_workflow(self, code: str, call_id: str | None, *, retry: int = 0) -> RunCodeReturn:
         """Run ``code`` as the agent workflow's child (or its session's next cell) and wait for
         its outcome, however long a person takes."""
+        if not self.session:
+            return run_code_result(await self.child(self.request(code), call_id, retry=retry))
         parent = workflow.info().workflow_id
         execution_id = child_execution_id(parent, self.name, call_id, retry=retry)
-        if not self.session:
-            outcome = await execute_code(self.request(code), id=execution_id, task_queue=self.task_queue)
-            return run_code_result(outcome)
         cell = await run_session_cell(
             f"{parent}-{self.name}",
             self.request(code),
@@ -299,6 +310,12 @@ class RunCode:
             task_queue=self.task_queue,
         )
         return run_code_result(cell.outcome, session=cell.session, cell=cell.index)
+
+    async def child(self, request: CodeExecutionRequest, call_id: str | None, *, retry: int = 0) -> ExecutionOutcome:
+        """Run ``request`` as the agent workflow's child execution, its id from the agent
+        workflow's id and the tool call's (``child_execution_id``), and wait for its outcome."""
+        execution_id = child_execution_id(workflow.info().workflow_id, self.name, call_id, retry=retry)
+        return await execute_code(request, id=execution_id, task_queue=self.task_queue)
 
     # -- outside a workflow -----------------------------------------------------------------
 
@@ -310,7 +327,7 @@ class RunCode:
 
     async def get_client(self) -> Client:
         if self.client is None:
-            from codemode.worker.client.connection import connect
+            from codemode.worker.connection import connect
 
             self.client = await connect()
         return self.client
@@ -325,7 +342,7 @@ class RunCode:
         from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
         from temporalio.exceptions import WorkflowAlreadyStartedError
 
-        from codemode.worker.client.executions import start_execution
+        from codemode.client.executions import start_execution
 
         client = await self.get_client()
         execution_id = self.execution_id(call_id, scope)
@@ -334,7 +351,7 @@ class RunCode:
                 client,
                 self.request(code),
                 execution_id=execution_id,
-                task_queue=self.task_queue or os.environ.get("CODEMODE_TASK_QUEUE") or TASK_QUEUE,
+                task_queue=self.queue(),
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             )
@@ -346,7 +363,7 @@ class RunCode:
     ) -> tuple[str, ExecutionOutcome | ExecutionStatus]:
         """Start (or find) the call's execution and wait until it finishes or parks on a
         person's decision (then its status, with the pending calls). Returns its id too."""
-        from codemode.worker.client.following import wait_for_outcome
+        from codemode.client.following import wait_for_outcome
 
         handle = await self.start(code, call_id, scope)
         return handle.id, await wait_for_outcome(handle, until_parked=True)
@@ -363,5 +380,5 @@ def pending_summary(execution_id: str, status: ExecutionStatus) -> dict[str, Any
     return {
         "execution_id": execution_id,
         "pending_approvals": [p.model_dump(mode="json") for p in status.pending_approvals],
-        "decide": f"codemode approve {execution_id} --all --by NAME (or codemode deny ...)",
+        "decide": decide_all_hint(execution_id),
     }

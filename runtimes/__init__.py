@@ -60,6 +60,17 @@ RUNTIMES: dict[str, str] = {
     "modal": "codemode.runtimes.modal:ModalRuntime",
 }
 
+#: The runtimes whose sandboxes outlive a worker (a provider's, or an engine's), with the
+#: environment variables that configure each: where all are set, a worker's sandbox sweep
+#: builds the runtime to find its leftover sandboxes even before a step needs it
+#: (``activities/sandbox_sweep.py``), without importing a vendor's SDK otherwise.
+OUTLIVE_THE_WORKER: dict[str, tuple[str, ...]] = {
+    "docker": ("CODEMODE_DOCKER_IMAGE",),
+    "e2b": ("E2B_API_KEY",),
+    "blaxel": ("BL_API_KEY", "BL_WORKSPACE"),
+    "modal": ("MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET"),
+}
+
 
 def runtime_class(name: str) -> type[CodeRuntime]:
     """The class of a runtime by name, imported (its vendor too) but not started."""
@@ -87,6 +98,7 @@ def code_mode_prompt(name: str, functions: FunctionsSpec) -> str:
 
 __all__ = [
     "FULL_PYTHON",
+    "OUTLIVE_THE_WORKER",
     "RUNTIMES",
     "CallOutcome",
     "CapabilityError",

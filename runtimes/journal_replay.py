@@ -41,11 +41,14 @@ it until the code needs one of the unrecorded answers.
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from pydantic import Field
-from pydantic_core import to_jsonable_python
+from pydantic_core import to_json, to_jsonable_python
 
 from .errors import ExecutionProtocolError, NonDeterminismError
 from .execution import CallOutcome, CodeExecution
@@ -60,13 +63,30 @@ class JournalEntry(CompactModel):
     args: list[Any] = Field(default_factory=list)
     kwargs: dict[str, Any] = Field(default_factory=dict)
     result: Any = None
+    #: A large result as its JSON text (``returned_json``): the workflow journals it unparsed.
+    result_json: str | None = None
     #: Set for a call that raised: the exception type name and message to raise again.
     error_type: str | None = None
     error_message: str = ""
+    #: A call refused because its arguments were over the per-value cap keeps their SHA-256
+    #: (of their JSON) instead of them, which replay compares: megabytes never travel through
+    #: the workflow, whose task would spend seconds on them (issue 43).
+    args_sha256: str | None = None
 
     @classmethod
     def returned(cls, call: FunctionCall, value: Any) -> JournalEntry:
         return cls(call_id=call.call_id, function_name=call.function_name, args=call.args, kwargs=call.kwargs, result=value)
+
+    @classmethod
+    def returned_json(cls, call: FunctionCall, text: str) -> JournalEntry:
+        """A return value given as its JSON text (a large tool result, ``ToolOutput.value_json``)."""
+        return cls(
+            call_id=call.call_id, function_name=call.function_name, args=call.args, kwargs=call.kwargs, result_json=text
+        )
+
+    def value(self) -> Any:
+        """What the call returned (parsed here, in the sandbox's process, when it came as text)."""
+        return json.loads(self.result_json) if self.result_json is not None else self.result
 
     @classmethod
     def raised(cls, call: FunctionCall, error_type: str, message: str) -> JournalEntry:
@@ -79,12 +99,25 @@ class JournalEntry(CompactModel):
             error_message=message,
         )
 
+    @classmethod
+    def refused_oversized(cls, call: FunctionCall, error_type: str, message: str) -> JournalEntry:
+        """A call refused for arguments over the cap: recorded with their digest, not them."""
+        return cls(
+            call_id=call.call_id,
+            function_name=call.function_name,
+            args_sha256=args_digest(call),
+            error_type=error_type,
+            error_message=message,
+        )
+
     def outcome(self) -> CallOutcome:
         if self.error_type is not None:
             return CallOutcome.error(self.error_type, self.error_message)
-        return CallOutcome.result(self.result)
+        return CallOutcome.result(self.value())
 
     def describe(self) -> str:
+        if self.args_sha256 is not None:
+            return f"{self.function_name}(<arguments over the limit, sha256 {self.args_sha256[:12]}>)"
         return _describe(self.function_name, self.args, self.kwargs)
 
 
@@ -94,9 +127,16 @@ def _describe(name: str, args: list[Any], kwargs: Mapping[str, Any]) -> str:
     return text if len(text) <= 200 else text[:196] + "...)"
 
 
+def args_digest(call: FunctionCall) -> str:
+    """The SHA-256 of a call's arguments as JSON (``JournalEntry.args_sha256``)."""
+    return hashlib.sha256(to_json([call.args, call.kwargs], fallback=repr)).hexdigest()
+
+
 def _same_call(call: FunctionCall, entry: JournalEntry) -> bool:
     if call.function_name != entry.function_name:
         return False
+    if entry.args_sha256 is not None:
+        return args_digest(call) == entry.args_sha256
     as_json = to_jsonable_python
     return as_json(call.args, fallback=repr) == as_json(entry.args, fallback=repr) and as_json(
         call.kwargs, fallback=repr

@@ -14,6 +14,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    SerializationInfo,
     SerializerFunctionWrapHandler,
     field_validator,
     model_serializer,
@@ -22,20 +23,32 @@ from pydantic_core import PydanticUndefined
 
 _NO_DEFAULT = object()
 
+#: The serialization context under which a ``CompactModel`` leaves its default fields out: what
+#: goes into a workflow history (the payload converter, ``worker/converter.py``) and the state
+#: segments a long run stores. Everywhere else (what a person or a program reads: ``--json``, the
+#: MCP front's results, ``model_dump_json()``) a model has its full, documented shape.
+HISTORY_CONTEXT: dict[str, Any] = {"codemode.history": True}
+
+
+def compact_json(model: BaseModel) -> bytes:
+    """``model``'s JSON as a history holds it (defaults left out)."""
+    return model.model_dump_json(context=HISTORY_CONTEXT).encode()
+
 
 class CompactModel(BaseModel):
-    """A model whose JSON leaves out fields that hold their default value.
+    """A model whose JSON in a workflow history leaves out fields that hold their default value.
 
     For records written once per tool call into a workflow history (call requests, step
     results, journal entries): the history pays for every byte, thousands of times per run,
-    and the receiving side fills the defaults back in."""
+    and the receiving side fills the defaults back in. Only under ``HISTORY_CONTEXT`` (the
+    payload converter's): any other dump has every field, as the documentation shows them."""
 
     # (no return annotation: with one, pydantic takes it for the serialized JSON schema, and a
     # record's schema in serialization mode would read "anything")
     @model_serializer(mode="wrap")
-    def _drop_defaults(self, handler: SerializerFunctionWrapHandler):  # noqa: ANN202
+    def _drop_defaults(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo):  # noqa: ANN202
         data = handler(self)
-        if not isinstance(data, dict):
+        if not isinstance(data, dict) or not (info.context or {}).get("codemode.history"):
             return data
         defaults = _defaults_of(type(self))
         return {k: v for k, v in data.items() if defaults.get(k, _NO_DEFAULT) != v}

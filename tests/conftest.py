@@ -13,11 +13,18 @@ from temporalio.client import Client
 from temporalio.converter import DataConverter
 from temporalio.testing import WorkflowEnvironment
 
-from codemode.activities.storage import BlobStore, FileBlobStore
-from codemode.runtimes.paths import cache_dir
-from codemode.worker.converter import data_converter
-from codemode.worker.dev_server import start_local_environment
-from tests.s3_local import S3Endpoint, SeaweedS3
+import codemode.worker.dev_server as _dev_server
+from tests import replay_all
+
+# Before any test module imports it: every dev server a test starts replays its histories
+# against the final code when it stops (tests/replay_all.py).
+_dev_server.start_local_environment = replay_all.track(_dev_server.start_local_environment)
+
+from codemode.runtimes.paths import cache_dir  # noqa: E402
+from codemode.storage import BlobStore, FileBlobStore  # noqa: E402
+from codemode.worker.converter import data_converter  # noqa: E402
+from codemode.worker.dev_server import start_local_environment  # noqa: E402
+from tests.s3_local import S3Endpoint, SeaweedS3  # noqa: E402
 
 # The pyodide runtime's cache (Pyodide, its memory snapshot, wheels: what `.ci/run` fetches)
 # stays where it is when a test moves the data dir, and worker processes inherit it.
@@ -41,6 +48,26 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return "secure-front" if nodeid.startswith("tests/secure_front/") else nodeid.split("::")[0]
 
     return FileOrEngine(config, log)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Each test's time window: a history is the test's whose window holds its start."""
+    marker = item.get_closest_marker("no_replay")
+    exempt = (str(marker.args[0]) if marker.args else "exempt") if marker is not None else None
+    replay_all.WINDOWS.begin(item.nodeid, exempt)
+    yield
+    replay_all.WINDOWS.end()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    replay_all.write_summary()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    line = replay_all.read_summaries()
+    if line:
+        terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")

@@ -158,13 +158,13 @@ def test_the_worker_names_the_server_the_object_store_and_the_metrics_port(servi
     env = worker["environment"]
     assert worker["command"] == ["codemode", "worker", "--tools", "examples.tools"]
     assert env["TEMPORAL_ADDRESS"] == "temporal:7233"
-    # activities/storage.py StorageSettings.from_env: S3 when CODEMODE_S3_BUCKET is set.
+    # storage/__init__.py StorageSettings.from_env: S3 when CODEMODE_S3_BUCKET is set.
     assert env["CODEMODE_S3_BUCKET"] == "codemode"
     assert env["CODEMODE_S3_ENDPOINT_URL"] == "http://seaweedfs:8333"
     assert env["AWS_ACCESS_KEY_ID"] == SECRETS["AWS_ACCESS_KEY_ID"]
     assert env["AWS_SECRET_ACCESS_KEY"] == SECRETS["AWS_SECRET_ACCESS_KEY"]
     assert "CODEMODE_S3_CREATE_BUCKET" not in env  # the storage-init job creates it
-    # worker/cli/serve.py: a bare port serves /metrics on every interface of the container.
+    # apps/cli/serve.py: a bare port serves /metrics on every interface of the container.
     assert env["CODEMODE_METRICS_PORT"] == "9464"
     assert worker["expose"] == ["9464"]
     prometheus = (REPO / "deploy" / "prometheus.yml").read_text()
@@ -210,7 +210,7 @@ def test_the_validation_catches_a_broken_file(compose: Path, tmp_path: Path) -> 
 def test_the_workers_take_temporal_client_settings(services: dict[str, Any], compose: Path, no_env_file: Path) -> None:
     """The workers read Temporal's own client variables: by default the server in this file,
     plaintext (the empty TLS and API-key variables count as unset); set, a secured cluster."""
-    from codemode.worker.client.connection import resolve
+    from codemode.worker.connection import resolve
 
     default = resolve(env={k: str(v) for k, v in services["worker"]["environment"].items()})
     assert (default.address, default.namespace, default.uses_tls, default.api_key) == ("temporal:7233", "default", False, None)

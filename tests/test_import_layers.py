@@ -1,6 +1,8 @@
-"""Imports run one way (runtimes <- activities <- workflows <- worker <- integrations) and no
-module imports itself back through others: every import of every module, at module level or
-inside a function, read from the source with ``ast``."""
+"""Imports run one way (runtimes <- storage <- approvals <- activities <- workflows <- worker <-
+client <- integrations <- apps <- the package face) and no module imports itself back through
+others: every import of every module, at module level or inside a function, read from the source
+with ``ast``. The applications stand apart: none imports another's modules (the CLI starts the
+inbox through its face). docs/concepts/architecture.md draws the same map."""
 
 from __future__ import annotations
 
@@ -15,9 +17,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Lowest first: a layer may import the layers before it, never those after it.
-LAYERS = ["runtimes", "activities", "workflows", "worker", "integrations"]
-#: The one import package the layers install under (runtimes/ is codemode.runtimes).
+LAYERS = ["runtimes", "storage", "approvals", "activities", "workflows", "worker", "client", "integrations", "apps"]
+#: The one import package the layers install under (runtimes/ is codemode.runtimes). Its own
+#: modules (``codemode/__init__.py``, ``_version.py``, the ``codemode.pydantic_ai``... shims) are the
+#: face, above every layer: nothing in a layer imports them.
 PACKAGE = "codemode"
+#: The applications (``apps/<name>``), and what of another each may import: its face alone.
+APPS = ("cli", "inbox", "mcp")
+MAY_USE = {("cli", "apps.inbox")}
 
 
 def _module(path: Path) -> str:
@@ -40,6 +47,7 @@ def _graph() -> dict[str, set[str]]:
 
 def _graph_here() -> dict[str, set[str]]:
     files = {_module(p): p for layer in LAYERS if (ROOT / layer).is_dir() for p in (ROOT / layer).rglob("*.py")}
+    files |= {_module(p): p for p in (ROOT / PACKAGE).glob("*.py")}  # the face (the layers are links)
     graph: dict[str, set[str]] = {}
     bare: list[str] = []
     for name, path in files.items():
@@ -63,7 +71,7 @@ def _graph_here() -> dict[str, set[str]]:
                 if absolute and target.split(".")[0] in LAYERS:
                     # In the wheel there is no top-level `runtimes`: ours are `codemode.runtimes...`.
                     bare.append(f"{name} imports {target} (not codemode.{target})")
-                if target.startswith(PACKAGE + "."):
+                if target.startswith(PACKAGE + ".") and target not in files:
                     target = target[len(PACKAGE) + 1 :]
                 while target and target not in files:
                     target = target.rpartition(".")[0]
@@ -76,7 +84,8 @@ def _graph_here() -> dict[str, set[str]]:
 
 
 def _layer(module: str) -> int:
-    return LAYERS.index(module.split(".")[0])
+    top = module.split(".")[0]
+    return len(LAYERS) if top == PACKAGE else LAYERS.index(top)
 
 
 def _modules() -> dict[str, set[str]]:
@@ -102,6 +111,34 @@ def test_imports_run_down_the_layers() -> None:
         f"{src} -> {dst}" for src, dsts in sorted(_modules().items()) for dst in sorted(dsts) if _layer(dst) > _layer(src)
     ]
     assert upward == [], "imports against the layer order:\n" + "\n".join(upward)
+
+
+def test_no_layer_imports_the_face() -> None:
+    """The package face (``codemode``, ``codemode._version``, the shims) sits above every layer:
+    a layer that read it (the CLI once read ``codemode._version``) would import upward."""
+    assert _layer("codemode._version") > _layer("apps.cli")
+    into_face = [f"{src} -> {dst}" for src, dsts in sorted(_modules().items()) for dst in sorted(dsts)
+                 if dst.split(".")[0] == PACKAGE and src.split(".")[0] != PACKAGE]  # fmt: skip
+    assert into_face == []
+
+
+def test_the_applications_use_no_other_applications_modules() -> None:
+    """``apps/cli``, ``apps/inbox`` and ``apps/mcp`` each stand on the client library (and the
+    command-line ground they share, ``apps/command_line.py``); the MCP front imports nothing from
+    the CLI, and the CLI reaches the inbox only through its face."""
+
+    def app(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[1] if parts[0] == "apps" and len(parts) > 1 and parts[1] in APPS else None
+
+    crossing = [
+        f"{src} -> {dst}"
+        for src, dsts in sorted(_modules().items())
+        for dst in sorted(dsts)
+        if app(src) and app(dst) and app(src) != app(dst) and (app(src), dst) not in MAY_USE
+    ]
+    assert crossing == []
+    assert not any(dst.startswith("apps.cli") for src, dsts in _modules().items() if src.startswith("apps.mcp") for dst in dsts)
 
 
 def test_no_import_circles() -> None:

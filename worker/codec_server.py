@@ -19,10 +19,12 @@ optional namespace allow-list on ``X-Namespace``, and when it listens on loopbac
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 import logging
 from collections.abc import Awaitable, Callable, Collection, Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from google.protobuf import json_format
@@ -32,7 +34,7 @@ from temporalio.api.sdk.v1 import ExternalStorageReference
 from temporalio.converter import DataConverter
 
 if TYPE_CHECKING:
-    from codemode.activities.storage import BlobStore
+    from codemode.storage import BlobStore
 
 log = logging.getLogger(__name__)
 
@@ -180,27 +182,35 @@ def _bearer_ok(header: str, token: str) -> bool:
     return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), token.encode())
 
 
+@dataclass(frozen=True)
+class CodecSettings:
+    """Where the codec server listens and whom it serves: the one statement of its parameters
+    (``codemode codec-server``'s flags, the embedded server's codec, ``CodecServer``)."""
+
+    port: int = DEFAULT_PORT
+    host: str = "127.0.0.1"
+    #: The web UIs allowed to call it (CORS).
+    ui_origins: Sequence[str] = DEFAULT_UI_ORIGINS
+    #: A bearer token every request must carry (None: none, on loopback only).
+    token: str | None = None
+    #: Serve only these namespaces (empty: any).
+    namespaces: Collection[str] = ()
+
+
 class CodecServer:
     """The codec server on ``host:port`` in this process's event loop: ``await start()``,
-    ``await stop()``, or ``async with``."""
+    ``await stop()``, or ``async with``. ``settings``, with any of its fields given as keywords
+    over it (``CodecServer(converter, port=0)``)."""
 
-    def __init__(
-        self,
-        converter: DataConverter,
-        *,
-        host: str = "127.0.0.1",
-        port: int = DEFAULT_PORT,
-        ui_origins: Sequence[str] = DEFAULT_UI_ORIGINS,
-        token: str | None = None,
-        namespaces: Collection[str] = (),
-    ) -> None:
-        self.host, self.port = host, port
+    def __init__(self, converter: DataConverter, settings: CodecSettings | None = None, /, **given: Any) -> None:
+        self.settings = s = dataclasses.replace(settings or CodecSettings(), **given)
+        self.host, self.port = s.host, s.port
         self.app = codec_app(
             converter,
-            ui_origins=ui_origins,
-            token=token,
-            namespaces=namespaces,
-            loopback_only=host.strip("[]").lower() in LOOPBACK_HOSTS,
+            ui_origins=s.ui_origins,
+            token=s.token,
+            namespaces=s.namespaces,
+            loopback_only=s.host.strip("[]").lower() in LOOPBACK_HOSTS,
         )
         self._runner: web.AppRunner | None = None
 
@@ -237,29 +247,21 @@ class CodecServer:
 
 async def serve_codec(
     store: BlobStore,
-    port: int,
-    ui_origins: Sequence[str],
+    settings: CodecSettings,
     *,
-    host: str = "127.0.0.1",
-    token: str | None = None,
-    namespaces: Sequence[str] = (),
     fallback: bool = True,
     notify: Callable[[str], None] | None = None,
 ) -> CodecServer:
     """A running codec server over the data converter of ``store`` (and this process's keys).
-    ``fallback``: when ``port`` is taken, take a free one instead of raising ``OSError``."""
+    ``fallback``: when the port is taken, take a free one instead of raising ``OSError``."""
     from codemode.worker.converter import data_converter
 
     converter = data_converter(store)
     try:
-        return await CodecServer(
-            converter, host=host, port=port, ui_origins=ui_origins, token=token, namespaces=namespaces
-        ).start()
+        return await CodecServer(converter, settings).start()
     except OSError:
         if not fallback:
             raise
     if notify is not None:
-        notify(f"Port {port} is taken; the codec server takes a free port instead.")
-    return await CodecServer(
-        converter, host=host, port=0, ui_origins=ui_origins, token=token, namespaces=namespaces
-    ).start()
+        notify(f"Port {settings.port} is taken; the codec server takes a free port instead.")
+    return await CodecServer(converter, settings, port=0).start()

@@ -4,10 +4,10 @@ pydantic JSON for our models, then Temporal's own claim check: any payload at or
 ``PAYLOAD_THRESHOLD`` bytes (a tool's 40,000 rows, a large input, the state a long run
 carries into its next run) goes to the object store through the SDK's ``S3StorageDriver``
 and the history holds a reference with its SHA-256. The same ``BlobStore`` keeps the
-checkpoints (``activities/checkpoints.py``). Where the store is: ``activities/storage.py``.
+checkpoints (``activities/checkpoints.py``). Where the store is: ``storage/__init__.py``.
 
 With ``CODEMODE_ENCRYPTION_KEYS`` set, an AES-256-GCM payload codec sits between the two
-(``activities/encryption.py``): every payload is encrypted before the claim check decides
+(``storage/encryption.py``): every payload is encrypted before the claim check decides
 where it goes, so the object store holds ciphertext too, and failures carry their message and
 stack trace as an encoded (so encrypted) attribute instead of in the clear. What stays
 readable: key ids, external-storage references (driver name, key, SHA-256 of the ciphertext),
@@ -21,9 +21,15 @@ import os
 from collections.abc import Mapping
 from typing import ClassVar, Literal
 
+from pydantic_core import to_json
+from temporalio.api.common.v1 import Payload
 from temporalio.api.failure.v1 import Failure
 from temporalio.contrib.aws.s3driver import S3StorageDriver
-from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
+from temporalio.contrib.pydantic import (
+    PydanticJSONPlainPayloadConverter,
+    PydanticPayloadConverter,
+    pydantic_data_converter,
+)
 from temporalio.converter import (
     DataConverter,
     DefaultFailureConverter,
@@ -35,8 +41,9 @@ from temporalio.converter import (
     PayloadConverter,
 )
 
-from codemode.activities.encryption import DecryptionFailed, EncryptionCodec, Keyring, UnknownEncryptionKey
-from codemode.activities.storage import BlobStore, StorageSettings, open_blob_store
+from codemode.runtimes.types import HISTORY_CONTEXT
+from codemode.storage import BlobStore, StorageSettings, open_blob_store
+from codemode.storage.encryption import DecryptionFailed, EncryptionCodec, Keyring, UnknownEncryptionKey
 
 #: Payloads this large or larger are stored outside the history (the SDK's default).
 PAYLOAD_THRESHOLD = int(os.environ.get("CODEMODE_PAYLOAD_THRESHOLD") or 256 * 1024)
@@ -56,6 +63,15 @@ class StoreDriver(S3StorageDriver):
         self.blob_store = store
 
 
+class HistoryJSONPayloadConverter(PydanticJSONPlainPayloadConverter):
+    """The SDK's pydantic JSON converter, serializing under ``HISTORY_CONTEXT``: what it writes
+    goes into histories, so ``CompactModel``s leave their defaults out here (and only here:
+    the JSON people and programs read keeps every field)."""
+
+    def to_payload(self, value: object) -> Payload | None:
+        return Payload(metadata={"encoding": self.encoding.encode()}, data=to_json(value, context=HISTORY_CONTEXT))
+
+
 class SharedPydanticPayloadConverter(PydanticPayloadConverter):
     """The SDK's pydantic payload converter, built once per process.
 
@@ -72,6 +88,11 @@ class SharedPydanticPayloadConverter(PydanticPayloadConverter):
         shared = SharedPydanticPayloadConverter._shared
         if shared is None:
             super().__init__()
+            history_json = HistoryJSONPayloadConverter()
+            self.converters = {
+                encoding: history_json if isinstance(c, PydanticJSONPlainPayloadConverter) else c
+                for encoding, c in self.converters.items()
+            }
             SharedPydanticPayloadConverter._shared = self.converters
         else:
             self.converters = shared

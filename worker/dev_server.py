@@ -22,14 +22,9 @@ from typing import Any
 
 from temporalio.testing import WorkflowEnvironment
 
-from codemode.runtimes.paths import DATA_DIR_ENV, data_dir  # noqa: F401 (re-exported: callers import them from here)
+from codemode.runtimes.paths import data_dir
 from codemode.worker.binaries import temporal_cli_path
-from codemode.worker.client.connection import (  # (callers import them from here too)
-    LOCAL_HOSTS,  # noqa: F401
-    is_local,  # noqa: F401
-    server_answers,
-    split_address,  # noqa: F401
-)
+from codemode.worker.connection import server_answers
 from codemode.workflows.models import RUNTIME_KEY, SA_RUNTIME, SA_STATUS, STATUS_KEY
 
 #: Server settings beyond the defaults. Tool calls gathered by the code are scheduled
@@ -246,7 +241,7 @@ class EmbeddedServer:
         return self
 
     async def _wait_ready(self, timeout: float) -> None:
-        from codemode.worker.client.connection import connect, local_target
+        from codemode.worker.connection import connect, local_target
 
         assert self._proc is not None
         deadline = time.monotonic() + timeout
@@ -312,15 +307,16 @@ async def start_dev_server(
     """The embedded server, started; with encryption keys set, also a codec server in this
     process, which the web UI is pointed at (``--ui-codec-endpoint``) so it shows plaintext.
     Raises ``ServerStartError`` (or ``FileNotFoundError`` without the ``temporal`` binary)."""
-    from codemode.activities.encryption import Keyring
-    from codemode.worker.codec_server import serve_codec
+    from codemode.storage.encryption import Keyring
+    from codemode.worker.codec_server import CodecSettings, serve_codec
     from codemode.worker.converter import default_store
 
     server = EmbeddedServer(port=port, ui_port=ui_port, db=db, namespace=namespace)
     if Keyring.from_env() is not None and server.ui_url:
         ui = server.ui_url
         origins = [ui, ui.replace("//localhost:", "//127.0.0.1:")]
-        codec = await serve_codec(await default_store(), codec_port, sorted(set(origins)), notify=notify)
+        settings = CodecSettings(port=codec_port, ui_origins=sorted(set(origins)))
+        codec = await serve_codec(await default_store(), settings, notify=notify)
         server.codec_endpoint = codec.url
         server.on_stop.append(codec.stop)
     try:

@@ -49,19 +49,19 @@ from temporalio.worker import (
 )
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from codemode.activities.approvers.activity import ApproverActivities, resolve_path
+from codemode.activities.approval_gate import ApproverActivities, resolve_path
 from codemode.activities.checkpoints import CheckpointStore
-from codemode.activities.encryption import Keyring
-from codemode.activities.notify.activities import NotifyActivities
-from codemode.activities.notify.config import NotifyConfig, load_notify_config
+from codemode.activities.notify import NotifyActivities
 from codemode.activities.retention import RetentionActivities
 from codemode.activities.sandbox_steps import SandboxActivities
 from codemode.activities.sandbox_sweep import SandboxSweepActivities, report_lines
-from codemode.activities.storage import BlobStore, StorageSettings, blob_store_for
 from codemode.activities.tool_activity import tool_activities
 from codemode.activities.tools import ToolRegistry
+from codemode.approvals.notify.config import NotifyConfig, load_notify_config
 from codemode.runtimes import CodeRuntime
 from codemode.runtimes.exit_settle import settle_at_exit
+from codemode.storage import BlobStore, StorageSettings, blob_store_for
+from codemode.storage.encryption import Keyring
 from codemode.worker import telemetry
 from codemode.worker.converter import CannotCompose, composed_data_converter, data_converter, keyring_of, store_of
 from codemode.worker.reachability import watch_reachability
@@ -126,7 +126,7 @@ class CodeModePlugin(SimplePlugin):
     :param runtimes: runtime instances by name (``{"docker": DockerRuntime(image=...)}``);
         the others are built with their defaults on first use.
     :param store: the object store for large payloads and checkpoints (default: the one the
-        environment configures, ``activities/storage.py``; on a worker whose client already
+        environment configures, ``storage/__init__.py``; on a worker whose client already
         carries our converter, that converter's store).
     :param encryption_keys: a ``Keyring``, ``"env"`` (``CODEMODE_ENCRYPTION_KEYS``, the
         default) or None (no encryption).
@@ -149,7 +149,7 @@ class CodeModePlugin(SimplePlugin):
     :param mcp: started MCP servers (``codemode.activities.mcp_tools.McpServers``): their tools join
         the registry (a namespace per server), image and blob results go to the object store
         (sealed under the keys), and the servers are closed when the worker stops.
-    :param approvers: the approvers file (``activities/approvers/config.py``): who may decide
+    :param approvers: the approvers file (``approvals/approvers_file.py``): who may decide
         which call, with signed decisions only; ``"env"`` (the default) reads
         ``CODEMODE_APPROVERS``; None: no file (any decision counts, as any name).
     """
@@ -285,7 +285,7 @@ class CodeModePlugin(SimplePlugin):
             *config.get("activities", []),
             *sandbox.activities(),
             RetentionActivities(store).sweep,
-            ApproverActivities(self.approvers, self.registry).gate,
+            ApproverActivities(self.approvers, self.registry, notify=bool(self.notify and self.notify.channels())).gate,
             SandboxSweepActivities(sandbox.sweep_sandboxes).sweep,
             *NotifyActivities(self.notify).activities(),
             *tool_activities(self.registry, sandbox),
@@ -293,6 +293,7 @@ class CodeModePlugin(SimplePlugin):
         _version(config, self.deployment, self.build_id)
         if self.tune_worker:
             _tune(config)
+        _one_task_at_a_time_without_a_cache(config)
         return config
 
     def parts_of(self, worker: Worker) -> WorkerParts:
@@ -421,7 +422,13 @@ async def _sweep_orphans(client: Client, sandbox: SandboxActivities) -> None:
 
 #: Our modules that workflow code may import but that hold no workflow state: imported once
 #: from the host, not again inside every workflow run's sandbox (the workflows/ modules are).
-PASSTHROUGH_MODULES = ("codemode.runtimes", "codemode.activities", "codemode.integrations")
+PASSTHROUGH_MODULES = (
+    "codemode.runtimes",
+    "codemode.storage",
+    "codemode.approvals",
+    "codemode.activities",
+    "codemode.integrations",
+)
 
 
 def _workflow_runner(existing: WorkflowRunner | None) -> WorkflowRunner:
@@ -456,6 +463,28 @@ def _version(config: WorkerConfig, deployment: WorkerDeploymentVersion | None, b
             "this worker's WorkerDeploymentConfig has no default_versioning_behavior, and code mode's "
             "workflows need one: set default_versioning_behavior=VersioningBehavior.AUTO_UPGRADE (what "
             "CodeModePlugin(deployment_name=..., build_id=...) sets; see the secured-clusters guide)"
+        )
+
+
+def _one_task_at_a_time_without_a_cache(config: WorkerConfig) -> None:
+    """A worker that caches no workflow (``max_cached_workflows=0``) takes one workflow task at a
+    time. Sandbox steps are local activities, and Core cancels a run's local activities in flight
+    when another run's task needs the (empty) cache, then leaves the run's next task to time out
+    (10 s each; "Eviction requested while local activities are still in flight", then "leftover
+    buffered tasks"). Measured by ``bench/approval_replay.py``: 12 approval runs four at a time,
+    6.7 s mean and 20 s p95 per run; one task at a time, 1.5 s and 2.1 s. A limit the user set is
+    kept, with a warning."""
+    if config.get("max_cached_workflows") != 0:
+        return
+    slots = config.get("max_concurrent_workflow_tasks")
+    if slots is None:
+        config["max_concurrent_workflow_tasks"] = 1
+    elif slots > 1:
+        log.warning(
+            "max_cached_workflows=0 with max_concurrent_workflow_tasks=%s: Core cancels a run's local "
+            "activities (code mode's sandbox steps) when another run's task evicts it, and its next task "
+            "then times out; one workflow task at a time avoids it",
+            slots,
         )
 
 

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from temporalio.client import Client
 
-from codemode.worker.client.connection import ConnectionRefused, Target, check_namespace_reachable
+from codemode.worker.connection import ConnectionRefused, Target, check_namespace_reachable
 
 log = logging.getLogger("codemode.worker")
 

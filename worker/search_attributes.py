@@ -5,8 +5,8 @@ visibility index. ``codemode server`` registers them; on a self-hosted cluster a
 operator rights creates them; on Temporal Cloud (and behind any front that keeps operator calls
 for administrators) they are made in the UI or with ``tcld``. A worker checks at start: where it
 cannot create them, it says exactly which to create and how, and runs without them (clients then
-start executions that do not index them, ``worker/client/requests.py``; listing by state falls
-back to what the namespace has, ``worker/cli/listing.py``)."""
+start executions that do not index them, ``client/requests.py``; listing by state falls
+back to what the namespace has, ``apps/cli/listing.py``)."""
 
 from __future__ import annotations
 

@@ -10,20 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from datetime import timedelta
-from typing import TYPE_CHECKING, Literal
+from typing import Any
 
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from codemode.activities.notify.config import NotifyConfig
 from codemode.activities.retention import SweepInput
 from codemode.activities.sandbox_sweep import SandboxSweepInput
-from codemode.activities.storage import BlobStore
 from codemode.activities.tools import ToolRegistry
-from codemode.runtimes import CodeRuntime
+from codemode.storage import BlobStore
 from codemode.worker.converter import store_of
 from codemode.worker.plugin import BUILD_ID, MAX_CONCURRENT_ACTIVITIES, CodeModePlugin, session_queue_name
 from codemode.workflows.models import TASK_QUEUE
@@ -33,9 +30,6 @@ from codemode.workflows.sweep_workflow import (
     SWEEP_SCHEDULE_ID,
     SWEEP_WORKFLOW,
 )
-
-if TYPE_CHECKING:
-    from codemode.activities.mcp_tools import McpServers
 
 __all__ = [
     "BUILD_ID",
@@ -61,22 +55,15 @@ class CodeModeWorker:
         registry: ToolRegistry,
         *,
         task_queue: str = TASK_QUEUE,
-        runtimes: Mapping[str, CodeRuntime] | None = None,
-        keep_alive_seconds: float = 60.0,
         max_concurrent_activities: int = MAX_CONCURRENT_ACTIVITIES,
         store: BlobStore | None = None,
-        mcp: McpServers | None = None,
-        session_keep_alive_seconds: float = 900.0,
-        deployment_name: str | None = None,
-        build_id: str | None = None,
-        notify: NotifyConfig | Literal["env"] | None = "env",
-        approvers: str | os.PathLike[str] | None = "env",
+        **plugin_options: Any,
     ) -> None:
-        """``mcp``: started MCP servers whose tools the code may call (``CodeModePlugin``'s
-        ``mcp``); the worker closes them when it stops. ``session_keep_alive_seconds``: how
-        long a session's live process (python) waits here for the session's next cell.
-        ``deployment_name``, ``build_id``: Worker Deployment Versioning (``CodeModePlugin``'s).
-        ``notify``: who is told that a call waits (``CodeModePlugin``'s ``notify``)."""
+        """``plugin_options``: ``CodeModePlugin``'s keyword arguments, stated once there
+        (``runtimes``, ``keep_alive_seconds``, ``session_keep_alive_seconds``, ``mcp``: started
+        MCP servers, which the worker closes when it stops; ``deployment_name``, ``build_id``,
+        ``notify``, ``approvers``, ``encryption_keys``, ``tracing``...). ``store``: the object store
+        (default: the one the client's converter carries)."""
         store = store or store_of(client.data_converter)
         if store is None:
             raise ValueError(
@@ -86,19 +73,8 @@ class CodeModeWorker:
         self.client = client
         self.registry = registry
         self.task_queue = task_queue
-        self.mcp = mcp
-        self.plugin = CodeModePlugin(
-            registry,
-            runtimes=runtimes,
-            store=store,
-            keep_alive_seconds=keep_alive_seconds,
-            mcp=mcp,
-            session_keep_alive_seconds=session_keep_alive_seconds,
-            deployment_name=deployment_name,
-            build_id=build_id,
-            notify=notify,
-            approvers=approvers,
-        )
+        self.mcp = plugin_options.get("mcp")
+        self.plugin = CodeModePlugin(registry, store=store, **plugin_options)
         self.worker = Worker(
             client,
             task_queue=task_queue,

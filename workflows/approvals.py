@@ -5,7 +5,6 @@ the handlers stay on the workflow class and delegate here."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -16,12 +15,13 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from codemode.activities import names
-    from codemode.activities.approvers.gate import ApprovalGate, GateInput
-    from codemode.activities.approvers.signing import DecisionSignature
-    from codemode.activities.approvers.tally import CallTally, Offer
-    from codemode.activities.decision_checks import approved_arguments, check_answer, conform_answer
     from codemode.activities.models import CallRequest
+    from codemode.approvals.decision_checks import approved_arguments, check_answer, conform_answer
+    from codemode.approvals.gate import ApprovalGate, GateInput
+    from codemode.approvals.signing import DecisionSignature
+    from codemode.approvals.tally import CallTally, Offer
     from codemode.workflows.approval_notices import Notices
+    from codemode.workflows.early_decisions import EarlyDecisions
     from codemode.workflows.models import (
         CODE_APPROVAL_ID,
         ApprovalRecord,
@@ -29,10 +29,14 @@ with workflow.unsafe.imports_passed_through():
         Decision,
         ErrorInfo,
         ExecutionState,
+        HeldDecision,
         IgnoredSignal,
         PendingApproval,
+        call_order,
+        decision_target,
         read_decision,
     )
+    from codemode.workflows.versions import Versions
 
 #: Ignored decisions kept for the status and carried into the next run.
 MAX_IGNORED = 50
@@ -44,19 +48,24 @@ GATE_TIMEOUT = timedelta(seconds=30)
 class Approvals:
     """Pending calls by id, decisions by call id, and the signals that decided nothing."""
 
-    def __init__(self, set_state: Callable[[ExecutionState], None]) -> None:
+    def __init__(self, set_state: Callable[[ExecutionState], None], versions: Versions) -> None:
+        self.versions = versions
         self.pending: dict[str, PendingApproval] = {}
         self.decisions: dict[str, ApprovalRecord] = {}
         self.ignored: list[IgnoredSignal] = []
         #: Answers a person gave instead of the tool, by call id (the call's result).
         self.answers: dict[str, Any] = {}
         #: Notifications of what waits and what was decided (``workflows/approval_notices.py``).
-        self.notices = Notices()
+        self.notices = Notices(versions)
         self._set_state = set_state
         #: Calls waiting under an approvers file: their gate and the approvals counted so far.
         self.tallies: dict[str, CallTally] = {}
         #: Who started the run (``CodeExecutionRequest.started_by``), for four-eyes rules.
         self.starter: str | None = None
+        #: Decisions that came before their call waited (``workflows/early_decisions.py``):
+        #: signals are applied when the call begins to wait (``wait_for``); Updates wait in
+        #: their handler (``hold_update``).
+        self.early = EarlyDecisions(versions)
 
     def begin(self, req: CodeExecutionRequest) -> None:
         """The run's code (for notices) and who started it (for four-eyes rules)."""
@@ -67,8 +76,12 @@ class Approvals:
         return bool(self.pending)
 
     def on_signal(self, name: str, payload: Any) -> None:
+        if self._holds(decision_target(payload)):
+            self.early.hold(name, payload, _shown(payload))
+            return
         read = read_decision(name, payload, self.undecided())
         if isinstance(read, IgnoredSignal):
+            read.reason = self._already(decision_target(payload)) or read.reason
             self._ignore(read)
             return
         call_id, by, text = read
@@ -87,8 +100,60 @@ class Approvals:
         record = ApprovalRecord(decision=_word(offer), by=by, comment=text, asked_arguments=asked, door="signal")
         self._apply(call_id, offer, record)
 
+    def _holds(self, call_id: str | None) -> bool:
+        """Whether a decision for ``call_id`` is held until the call waits (``EarlyDecisions``):
+        whatever ``status`` showed as waiting, a decision sent for it counts."""
+        return self.early.holds(call_id, waiting=self.pending, decided=self.decisions)
+
+    def held_decisions(self) -> list[HeldDecision]:
+        return self.early.shown()
+
+    def _judge(self, held: list[tuple[str, Any]]) -> None:
+        for name, payload in held:
+            self.on_signal(name, payload)
+
+    def drop_held(self, call_id: str | None, why: str) -> None:
+        """Held decisions that will never apply (``call_id``'s, or all): listed as ignored."""
+        for name, payload in self.early.take(call_id):
+            self._ignore(IgnoredSignal(signal=name, payload=_shown(payload), reason=why))
+
+    def step_began(self) -> None:
+        self.early.step_began()
+
+    def step_taken(self, calls: list[CallRequest]) -> None:
+        """A step was taken in: its calls that ask a person are expected; decisions held for
+        calls it did not ask for are judged now (and refused)."""
+        self._judge(self.early.step_taken(c.call_id for c in calls if c.requires_approval))
+
+    def close(self, why: str) -> None:
+        """The run ends or continues as new: held decisions can no longer apply."""
+        for name, payload in self.early.close():
+            self._ignore(IgnoredSignal(signal=name, payload=_shown(payload), reason=why))
+
+    async def hold_update(self, decision: Decision) -> None:
+        """An Update ``decide`` for a call that does not wait yet (see ``_holds``): wait here until
+        it does (then it is judged as any decision), or until it never will."""
+        call_id = decision.call_id
+        if not self._holds(call_id):
+            return
+        await workflow.wait_condition(lambda: not self._holds(call_id))
+        # Waiting now, or never: ``decide`` judges it as any decision (and refuses the latter).
+
+    def _already(self, call_id: str | None) -> str | None:
+        """Why a decision for a decided call is refused, said plainly (the person may not know
+        someone else was first)."""
+        done = self.decisions.get(call_id) if call_id is not None else None
+        if done is None:
+            return None
+        return f"call {call_id} was already {done.decision}" + (f" by {done.by}" if done.by else "")
+
     def decide(self, decision: Decision) -> ApprovalRecord:
-        call_id = self._decide_target(decision)
+        try:  # (again: a held decision was checked against its call only now)
+            self.validate_decide(decision)
+            call_id = self._decide_target(decision)
+        except ValueError as err:
+            why = self._already(decision.call_id) or str(err)
+            raise ApplicationError(why, type="DecisionRefused", non_retryable=True) from None
         # Edited arguments are approved (and signed) as the whole set the call runs with.
         edited = self._edited(call_id, decision.arguments) if decision.arguments is not None else None
         offer = _offer(decision, edited)
@@ -121,7 +186,14 @@ class Approvals:
         """Refuse (before anything is recorded) a decision that cannot be applied: no such
         call, nobody named, edited arguments or an answer that do not fit the tool. A decision
         the approvers file refuses is accepted, then listed as ignored with why and failed
-        (``decide``): the history keeps the attempt, the caller gets the reason."""
+        (``decide``): the history keeps the attempt, the caller gets the reason. A decision for
+        a call that does not wait yet is accepted and waits for it (``hold_update``)."""
+        if self._holds(decision.call_id):
+            if decision.call_id == CODE_APPROVAL_ID and (decision.arguments is not None or decision.answer is not None):
+                raise ValueError("the code's review is approved or denied as it is")
+            if not decision.by.strip() and decision.signature is None:
+                raise ValueError("say who decides: by must not be empty")
+            return  # checked against the call when it waits
         call_id = self._decide_target(decision)
         if not decision.by.strip() and decision.signature is None:
             raise ValueError("say who decides: by must not be empty")
@@ -188,7 +260,7 @@ class Approvals:
     async def consult(self, review: PendingApproval) -> ApprovalRecord | None:
         """Ask the worker's approvers file about ``review`` (once; the history keeps the
         answer): the policy's decision when a rule decides without a person, else None."""
-        if not workflow.patched(APPROVERS_PATCH):
+        if not self.versions.has(APPROVERS_PATCH):
             return None
         execution_id = workflow.info().workflow_id
         gate = await workflow.execute_activity(
@@ -204,6 +276,7 @@ class Approvals:
             start_to_close_timeout=GATE_TIMEOUT,
             summary=f"who may decide call {review.call_id} ({review.tool})",
         )
+        review.notify = gate.notify
         if not gate.configured:
             return None
         self.tallies[review.call_id] = CallTally(
@@ -217,6 +290,8 @@ class Approvals:
         )
         if gate.verdict == "ask":
             return None
+        self.early.settled(review.call_id)
+        self.drop_held(review.call_id, f"call {review.call_id} was decided by rule {gate.policy_rule} before it waited")
         return ApprovalRecord(
             decision="approved" if gate.verdict == "allow" else "denied",
             by=gate.policy_rule,
@@ -229,6 +304,12 @@ class Approvals:
 
     def undecided(self) -> list[str]:
         return [c for c in self.pending if c not in self.decisions]
+
+    def waiting_calls(self) -> list[PendingApproval]:
+        """The calls waiting for a person, in the documented order (``call_order``): the order
+        they began to wait in depends on which gate answered first."""
+        waiting = (p for p in self.pending.values() if p.call_id not in self.decisions)
+        return sorted(waiting, key=lambda p: call_order(p.call_id))
 
     async def review_call(
         self, call: CallRequest, timeout: timedelta, park: Callable[[], Awaitable[None]]
@@ -248,6 +329,7 @@ class Approvals:
             line=call.line,
             reason=call.approval_reason,
         )
+        self.early.expect(review.call_id)
         decided = await self.consult(review)  # a policy rule may decide
         if decided is not None:
             return decided
@@ -257,6 +339,7 @@ class Approvals:
     async def review_code(self, code: str, timeout: timedelta) -> ApprovalRecord:
         """The decision on running ``code`` at all (``require_code_approval``)."""
         review = PendingApproval(call_id=CODE_APPROVAL_ID, tool="<code>", args=[code], summary="run this code")
+        self.early.expect(review.call_id)
         return await self.consult(review) or await self.wait_for(review, timeout)
 
     async def wait_for(self, review: PendingApproval, timeout: timedelta) -> ApprovalRecord:
@@ -266,22 +349,27 @@ class Approvals:
         review.deadline = review.asked_at + timeout
         self.pending[review.call_id] = review
         review.signed = review.call_id in self.tallies
-        self._set_state("awaiting_approval")
-        self.show_pending(execution_id)
-        self.notices.send("approval.requested", review)
-        try:
-            await workflow.wait_condition(
-                lambda: review.call_id in self.decisions,
-                timeout=timeout,
-                timeout_summary=f"approval of call {review.call_id} ({review.tool}) times out",
-            )
+        self._judge(self.early.take(review.call_id))  # held for it (a run of this generation)
+        if review.call_id in self.decisions:  # decided as it began to wait: nobody is asked
             decision = self.decisions[review.call_id]
-        except asyncio.TimeoutError:
-            decision = ApprovalRecord(
-                decision="timed_out", comment=f"no decision within {timeout}", asked_arguments=review.arguments
-            )
+        else:
+            self._set_state("awaiting_approval")
+            self.show_pending(execution_id)
+            self.notices.send("approval.requested", review)
+            try:
+                await workflow.wait_condition(
+                    lambda: review.call_id in self.decisions,
+                    timeout=timeout,
+                    timeout_summary=f"approval of call {review.call_id} ({review.tool}) times out",
+                )
+                decision = self.decisions[review.call_id]
+            except TimeoutError:
+                decision = ApprovalRecord(
+                    decision="timed_out", comment=f"no decision within {timeout}", asked_arguments=review.arguments
+                )
         # Not in a finally: on eviction the coroutine is closed and must not touch workflow APIs.
         del self.pending[review.call_id]
+        self.early.settled(review.call_id)
         self.tallies.pop(review.call_id, None)
         expired = decision.decision == "timed_out"
         self.notices.send("approval.expired" if expired else "approval.decided", review, decision)
@@ -300,7 +388,7 @@ class Approvals:
     def show_pending(self, execution_id: str) -> None:
         """What waits for a person, where anyone can see it without a worker: the memo
         (UI "Memo", ``temporal workflow describe``) and the current details."""
-        pending = [p for p in self.pending.values() if p.call_id not in self.decisions]
+        pending = self.waiting_calls()
         if not pending:
             workflow.upsert_memo({"pending_approvals": None})
             return

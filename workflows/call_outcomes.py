@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from codemode.activities.records import preview  # noqa: F401 (its home; re-exported)
 from codemode.workflows.models import ErrorInfo
 
 
@@ -19,17 +20,3 @@ def final_details(success: bool, error: ErrorInfo | None, elapsed: timedelta, ca
     message = f": {error.message[:300]}"
     word = "Timed out" if error.kind == "timeout" else "Failed"
     return f"**{word}** {tail}: `{error.type}`{where}{message}"
-
-
-def preview(value: object, limit: int = 200) -> str:
-    """The start of a large result, for the audit record (the whole value is in the journal)."""
-    if isinstance(value, list):
-        head = f"[{len(value)} items] "
-        first = value[:1]
-    elif isinstance(value, dict):
-        head = f"{{{len(value)} keys}} "
-        first = list(value)[:8]
-    else:
-        head, first = "", value
-    text = head + repr(first)
-    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -6,7 +6,7 @@ replaying (``window64-*.json`` and ``window40-*.json`` under ``tests/workflows/h
 
 from __future__ import annotations
 
-from temporalio import workflow
+from codemode.workflows.versions import Versions
 
 #: Calls of one gathered batch run (and are recorded) this many at a time, so even a batch
 #: of thousands leaves room to continue as new between windows. Each call that completes
@@ -21,9 +21,10 @@ OLD_CALL_WINDOW = 64
 CALL_WINDOW_PATCH = "call-window-40"
 
 
-def call_window(remaining: int) -> int:
-    """How many of the remaining calls to run now. Asks for the patch (a marker and a
-    search-attribute update, once per run) only for a batch the two windows split differently."""
+def call_window(remaining: int, versions: Versions) -> int:
+    """How many of the remaining calls to run now. A run recorded before the current generation
+    asks for the patch (a marker and a search-attribute update, once per run) only for a batch
+    the two windows split differently."""
     if remaining <= CALL_WINDOW:
         return remaining
-    return CALL_WINDOW if workflow.patched(CALL_WINDOW_PATCH) else OLD_CALL_WINDOW
+    return CALL_WINDOW if versions.has(CALL_WINDOW_PATCH) else OLD_CALL_WINDOW

@@ -48,7 +48,7 @@ async def start_code(
     """Start the child and return its handle (await it for the outcome, ``cancel()`` it)."""
     search_attributes = None
     if request.index_search_attributes:
-        # Indexed from its first event, as ``codemode.worker.client.executions.start_execution`` does: the server
+        # Indexed from its first event, as ``codemode.client.executions.start_execution`` does: the server
         # must have CodeModeStatus/CodeModeRuntime (``codemode server`` and the deploy
         # bootstrap register them; else pass ``index_search_attributes=False``).
         search_attributes = TypedSearchAttributes(

@@ -9,7 +9,7 @@ step as a cell; a later cell sees the variables, functions and imports an earlie
     cell = await run_session_cell("analysis", CodeExecutionRequest(code=code), request_id=f"step-{n}")
     cell.outcome  # the cell's ExecutionOutcome (code errors in-band, like any execution)
 
-Workflow code cannot send Updates (how clients send cells, ``worker/client/sessions.py``), so:
+Workflow code cannot send Updates (how clients send cells, ``client/sessions.py``), so:
 
 * the first cell starts the session (``CodeSessionWorkflow``, id ``session:NAME``) as a child
   of the calling workflow: the UI links them, and the session ends with your workflow (its
@@ -52,7 +52,7 @@ from codemode.workflows.session_models import (
     session_workflow_id,
 )
 
-__all__ = ["SessionCell", "run_session_cell"]
+__all__ = ("SessionCell", "run_session_cell")
 
 #: Sessions a workflow tries in a row when the names it would take are held by others.
 MAX_GENERATIONS = 100

@@ -10,26 +10,23 @@ before the server's history limits, carrying a ``Continuation``.
 from __future__ import annotations
 
 import asyncio
-import json
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, NoReturn
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from codemode.activities import names
     from codemode.activities.artifact_refs import artifacts_of
     from codemode.activities.models import (
         CHECKPOINT_REFUSED,
-        RECORD_RESULT_BYTES,
         SESSION_GONE,
         CallRequest,
         CellEnd,
         CellRef,
         CheckpointRef,
-        LoadStateInput,
         NextStep,
         ReleaseInput,
         ResumeInput,
@@ -44,9 +41,10 @@ with workflow.unsafe.imports_passed_through():
     from codemode.runtimes.journal_replay import JournalEntry
     from codemode.runtimes.types import Determinism
     from codemode.workflows.approvals import Approvals, permission_error, summary
-    from codemode.workflows.call_outcomes import final_details, preview
+    from codemode.workflows.call_outcomes import final_details
     from codemode.workflows.call_window import call_window
     from codemode.workflows.continuation import Continuation, Cursor
+    from codemode.workflows.earlier_runs import all_calls, store_cell_journal
     from codemode.workflows.models import (
         RUNTIME_KEY,
         STATUS_KEY,
@@ -58,23 +56,22 @@ with workflow.unsafe.imports_passed_through():
         ExecutionOutcome,
         ExecutionState,
         ExecutionStatus,
-        ToolCallRecord,
+        call_order,
     )
     from codemode.workflows.parking import Parking
     from codemode.workflows.step_activities import (
         LOCAL_STEP_RUNTIMES,
-        load_state,
         release_sandbox,
         run_step,
-        run_tool,
         save_state,
         step_cause,
         step_on_own_queue,
-        tool_failure,
         why_not_live,
     )
     from codemode.workflows.step_state import DeferredTail, Held
+    from codemode.workflows.tool_calls import CallRecords, run_call
     from codemode.workflows.usage import UsageMeter
+    from codemode.workflows.versions import Versions
 
 #: What a tool's activity gives the step after its call before leaving it to the workflow's
 #: own step (which redoes it from the checkpoint; the tool never runs again). It is added to
@@ -92,22 +89,18 @@ DEFER_BYTES = 256 * 1024
 #: set high: far below its hard limits (51,200 events, 50 MB).
 MAX_RUN_EVENTS = 10_000
 MAX_RUN_BYTES = 10 * 1024 * 1024
-#: Calls the status query returns at most (a long execution is read in pages), and the
-#: results it carries at most (a query answer is not offloaded like a payload).
-STATUS_PAGE = 500
-STATUS_PAGE_BYTES = 1024 * 1024
-#: Results kept whole in the call records, all calls together; past it, records keep a
-#: preview (the journal, which replay needs, keeps everything). Bounds the outcome's size.
-RECORDS_BUDGET = 8 * 1024 * 1024
 
 
 @workflow.defn(name=WORKFLOW_TYPE)
 class CodeExecutionWorkflow:
     def __init__(self) -> None:
+        #: The changes this run takes, read first thing (``workflows/versions.py``).
+        self._versions = Versions()
+        self._versions.begin()
         self._state: ExecutionState = "running"
         self._runtime = "monty"
-        self._calls: dict[str, ToolCallRecord] = {}
-        self._approvals = Approvals(self._set_state)
+        self._calls = CallRecords()
+        self._approvals = Approvals(self._set_state, self._versions)
         self._journal: list[JournalEntry] = []
         self._stdout: list[str] = []
         self._stdout_len = 0
@@ -117,8 +110,6 @@ class CodeExecutionWorkflow:
         self._code_approval: ApprovalRecord | None = None
         self._held = Held()
         self._started: datetime | None = None
-        #: Bytes of results kept whole in the call records so far (see RECORDS_BUDGET).
-        self._record_bytes = 0
         #: The journal and records of earlier runs, in the store (see workflows/continuation.py).
         self._segments: list[SegmentRef] = []
         self._determinism: Determinism | None = None
@@ -129,7 +120,7 @@ class CodeExecutionWorkflow:
         self._cell_end: CellEnd | None = None
         self._deferred = DeferredTail()
         self._usage = UsageMeter(self._runtime)
-        self._parking = Parking(self._usage)
+        self._parking = Parking(self._usage, self._versions)
 
     # -- handlers -----------------------------------------------------------------------
 
@@ -148,7 +139,8 @@ class CodeExecutionWorkflow:
         self._approvals.on_signal("deny", payload)
 
     @workflow.update(description="Approve or deny a pending call and get the recorded decision back at once.")
-    def decide(self, decision: Decision) -> ApprovalRecord:
+    async def decide(self, decision: Decision) -> ApprovalRecord:
+        await self._approvals.hold_update(decision)  # a call that does not wait yet: until it does
         return self._approvals.decide(decision)
 
     @decide.validator
@@ -159,27 +151,20 @@ class CodeExecutionWorkflow:
     def status(self, since: int | None = None) -> ExecutionStatus:
         """The state, pending approvals, stdout and a page of the calls: from index ``since``,
         or the last ``STATUS_PAGE`` calls when it is not given."""
-        calls = list(self._calls.values())
         earlier = self._earlier_calls  # in stored segments: `codemode history` has them
-        start = max(len(calls) - STATUS_PAGE, 0) if since is None else max(since - earlier, 0)
-        page: list[ToolCallRecord] = []
-        size = 0
-        for record in calls[start : start + STATUS_PAGE]:  # and at most ~1 MB of results
-            if page and size + record.result_size > STATUS_PAGE_BYTES:
-                break
-            page.append(record)
-            size += record.result_size if record.result is not None else 0
+        page, calls_from = self._calls.page(since, earlier)
         return ExecutionStatus(
             state=self._state,
             runtime=self._runtime,
-            pending_approvals=list(self._approvals.pending.values()),
+            pending_approvals=sorted(self._approvals.pending.values(), key=lambda p: call_order(p.call_id)),
             tool_calls=page,
-            calls_from=earlier + start,
-            call_count=earlier + len(calls),
+            calls_from=calls_from,
+            call_count=earlier + len(self._calls.by_id),
             stdout="".join(self._stdout),
             error=self._error,
             runs=len(self._runs) + 1,
             ignored_signals=list(self._approvals.ignored),
+            held_decisions=self._approvals.held_decisions(),
         )
 
     @workflow.query(name=SANDBOX_HELD_QUERY)
@@ -207,14 +192,13 @@ class CodeExecutionWorkflow:
         self._approvals.begin(req)  # the code (for notices) and who started it (four-eyes rules)
         self._runtime = req.runtime
         self._usage = UsageMeter(req.runtime, carry.usage if carry else None)
-        self._parking = Parking(self._usage)
+        self._parking = Parking(self._usage, self._versions)
         self._index = req.index_search_attributes
         self._started = started = carry.started_at if carry else workflow.now()
         if carry is not None:
             self._runs = list(carry.runs)
-            self._calls = {c.call_id: c for c in carry.calls}
+            self._calls = CallRecords(carry.calls, carry.record_bytes)
             self._segments = list(carry.segments)
-            self._record_bytes = carry.record_bytes
             self._journal = list(carry.journal)
             self._stdout = [carry.stdout] if carry.stdout else []
             self._stdout_len = len(carry.stdout)
@@ -249,10 +233,11 @@ class CodeExecutionWorkflow:
             success, output, error = await self._execute(req, start, carry)
         except asyncio.CancelledError:
             self._set_state("cancelled")
-            for record in self._calls.values():
+            for record in self._calls.by_id.values():
                 if record.status in ("pending", "running", "awaiting_approval"):
                     record.status = "cancelled"
             self._approvals.pending.clear()
+            self._approvals.close("the run was cancelled before the call waited for a decision")
             self._approvals.show_pending(start.execution_id)
             reason = workflow.cancellation_reason()
             workflow.set_current_details(f"**Cancelled**{': ' + reason if reason else ''}")
@@ -260,11 +245,13 @@ class CodeExecutionWorkflow:
             raise
         self._error = error
         self._set_state("completed" if success else "timed_out" if error and error.kind == "timeout" else "failed")
-        workflow.set_current_details(final_details(success, error, workflow.now() - started, len(self._calls)))
+        workflow.set_current_details(final_details(success, error, workflow.now() - started, len(self._calls.by_id)))
         await self._release(start)
         await self._approvals.notices.settled()
+        await self._close_approvals("the run ended before the call waited for a decision")
         if self._cell_end is not None and self._cell_end.effect == "kept":
-            await self._store_cell_journal(start)
+            assert self._cell_end is not None
+            await store_cell_journal(start, self._segments, self._journal, self._cell_end)
         return ExecutionOutcome(
             execution_id=info.workflow_id,
             runs=len(self._runs) + 1,
@@ -272,34 +259,12 @@ class CodeExecutionWorkflow:
             output=output,
             stdout="".join(self._stdout),
             error=error,
-            tool_calls=(calls := await self._all_calls(start)),
+            tool_calls=(calls := await all_calls(start, self._segments, list(self._calls.by_id.values()))),
             duration_ms=(workflow.now() - started).total_seconds() * 1000,
             runtime=req.runtime,
             cell=self._cell_end,
             artifacts=artifacts_of(calls, start.first_run_id),
             usage=self._usage.by_runtime(),
-        )
-
-    async def _store_cell_journal(self, start: StartInput) -> None:
-        """A cell whose effects stay in its session: store its tool results under the
-        session, for a rebuild of the session by replay (``CellRecipe``)."""
-        assert start.cell is not None and self._cell_end is not None
-        journal = list(self._journal)
-        if self._segments:
-            earlier = await load_state(
-                LoadStateInput(execution_id=start.execution_id, first_run_id=start.first_run_id, segments=self._segments),
-                summary="read back the journal of the earlier runs",
-            )
-            journal = [*earlier.journal, *journal]
-        if not journal:
-            return
-        self._cell_end.journal = await save_state(
-            SaveStateInput(
-                execution_id=start.cell.scope.session_id,
-                first_run_id=start.cell.scope.first_run_id,
-                segment=StateSegment(journal=journal),
-            ),
-            summary="store the cell's tool results for the session",
         )
 
     async def _execute(
@@ -311,6 +276,7 @@ class CodeExecutionWorkflow:
         if carry is not None:
             cursor = carry.cursor  # its step was recorded by the run before
             self._hold(cursor.step, cursor.superseded)
+            self._approvals.step_taken(cursor.remaining)
         else:
             if req.require_code_approval:
                 self._code_approval = await self._approvals.review_code(req.code, req.approval_timeout)
@@ -363,8 +329,12 @@ class CodeExecutionWorkflow:
                 if fused is not None:
                     cursor = self._take(fused, superseded=step.checkpoint)
                     continue
+            #: Whether an activity ran since the step: the history length and the server's
+            #: suggestion are read only then. Right after a local step they are not the same on
+            #: replay (which may take the step's result in a task earlier: workflows/versions.py).
+            settled = bool(cursor.answers) or bool(cursor.remaining) or not local
             while cursor.remaining:
-                width = call_window(len(cursor.remaining))
+                width = call_window(len(cursor.remaining), self._versions)
                 window, cursor.remaining = cursor.remaining[:width], cursor.remaining[width:]
                 workflow.set_current_details("Running " + ", ".join(f"`{summary(c)}`" for c in window[:5]))
                 answers = [a for a, _ in await asyncio.gather(*(self._run_call(c, req.approval_timeout) for c in window))]
@@ -372,7 +342,7 @@ class CodeExecutionWorkflow:
                 self._journal.extend(answers)
                 if cursor.remaining and self._should_roll_over():
                     await self._roll_over(req, cursor)
-            if self._should_roll_over():
+            if (settled or not self._versions.current) and self._should_roll_over():
                 await self._roll_over(req, cursor)
             resume = ResumeInput(
                 execution_id=start.execution_id,
@@ -411,8 +381,13 @@ class CodeExecutionWorkflow:
             return step.session_queue is not None
         return local and (step.checkpoint is not None or step.live is not None)
 
+    def _step_begins(self) -> None:
+        self._usage.step_began()
+        self._approvals.step_began()  # it may ask for calls nobody saw yet: decisions for them wait
+
     def _take(self, step: StepResult, superseded: CheckpointRef | None) -> Cursor:
         """Record a step's outcome; the cursor that works through its calls."""
+        self._approvals.step_taken(step.calls)  # decisions held for calls it did not ask: refused
         self._absorb(step)
         self._usage.step_ended(step.via, step.holds_compute, more=step.kind == "calls")
         if step.cell is not None:
@@ -451,7 +426,16 @@ class CodeExecutionWorkflow:
             or info.get_current_history_size() > MAX_RUN_BYTES
         )
 
+    async def _close_approvals(self, why: str) -> None:
+        """No held decision can apply any more (``why``); in a run of this generation, let the
+        Updates held for a call answer before the run ends (an unfinished handler is lost)."""
+        self._approvals.close(why)
+        if self._versions.current:
+            await workflow.wait_condition(workflow.all_handlers_finished)
+
     async def _roll_over(self, req: CodeExecutionRequest, cursor: Cursor) -> NoReturn:
+        if self._versions.current:
+            await self._close_approvals("the run continued as new before the call waited for a decision")
         await workflow.wait_condition(workflow.all_handlers_finished)
         await self._approvals.notices.settled()
         assert self._started is not None
@@ -460,25 +444,25 @@ class CodeExecutionWorkflow:
         keep = self._journal[self._deferred.base_index :] if cursor.step.live else []
         if keep:
             self._journal = self._journal[: self._deferred.base_index]
-        if self._calls or self._journal:  # every record is final here: nothing runs, nobody decides
+        if self._calls.by_id or self._journal:  # every record is final here: nothing runs, nobody decides
             info = workflow.info()
             ref = await save_state(
                 SaveStateInput(
                     execution_id=info.workflow_id,
                     first_run_id=info.first_execution_run_id,
-                    segment=StateSegment(journal=self._journal, calls=list(self._calls.values())),
+                    segment=StateSegment(journal=self._journal, calls=list(self._calls.by_id.values())),
                 ),
                 summary="store the journal and call records for the next run",
             )
             self._segments.append(ref)
-            self._journal, self._calls = [], {}
+            self._journal, self._calls = [], CallRecords(record_bytes=self._calls.record_bytes)
         self._journal = keep
         carry = Continuation(
             started_at=self._started,
             runs=[*self._runs, workflow.info().run_id],
             segments=self._segments,
-            record_bytes=self._record_bytes,
-            calls=list(self._calls.values()),
+            record_bytes=self._calls.record_bytes,
+            calls=list(self._calls.by_id.values()),
             journal=self._journal,
             stdout="".join(self._stdout),
             code_approval=self._code_approval,
@@ -496,7 +480,7 @@ class CodeExecutionWorkflow:
     async def _start(self, start: StartInput, *, local: bool, timeout: timedelta) -> StepResult:
         """The first step. A cell whose session a worker keeps live goes to that worker's
         queue first; if it is gone, any worker rebuilds the session (its state, or a replay)."""
-        self._usage.step_began()
+        self._step_begins()
         cell = start.cell
         if cell is not None and cell.live and cell.live_queue:
             try:
@@ -537,7 +521,7 @@ class CodeExecutionWorkflow:
     ) -> StepResult:
         if (released := await self._parking.settle()) is not None:
             inp = self._with_journal(inp, start, released)  # the parked sandbox is gone: replay
-        self._usage.step_began()
+        self._step_begins()
         if inp.session_id and previous.session_queue:
             try:
                 return await step_on_own_queue(names.SANDBOX_RESUME, inp, previous.session_queue, timeout=timeout)
@@ -578,85 +562,31 @@ class CodeExecutionWorkflow:
         )
         await release_sandbox(inp, held.session[1] if held.session else None)
 
-    async def _all_calls(self, start: StartInput) -> list[ToolCallRecord]:
-        """Every call record of the execution, the earlier runs' read back from the store."""
-        current = list(self._calls.values())
-        if not self._segments:
-            return current
-        earlier = await load_state(
-            LoadStateInput(execution_id=start.execution_id, first_run_id=start.first_run_id, segments=self._segments),
-            summary="read back the call records of the earlier runs",
-        )
-        return [*earlier.calls, *current]
-
     def _absorb(self, step: StepResult) -> None:
         if step.stdout:
             self._stdout.append(step.stdout)
             self._stdout_len += len(step.stdout)
         for entry, record in answered_in_step(step):  # refused calls, save_artifact
             self._journal.append(entry)
-            self._calls[entry.call_id] = record
+            self._calls.by_id[entry.call_id] = record
 
     # -- one call ------------------------------------------------------------------------------
 
     async def _run_call(
         self, call: CallRequest, approval_timeout: timedelta, then: NextStep | None = None
     ) -> tuple[JournalEntry, StepResult | None]:
-        """Approve (if needed) and run one call: its outcome as a journal entry, and the
-        step after it when ``then`` asked the tool activity to run it and it did. The journal
-        keeps the call as the code made it; a person's edit changes what the tool runs with,
-        an answer replaces the tool."""
-        record = ToolCallRecord(
-            call_id=call.call_id, tool=call.tool, args=call.args, kwargs=call.kwargs, summary=call.summary
+        """One call, approved if it must be, run (``workflows/tool_calls.py``)."""
+        cell = self._cell is not None  # parked after the approvers file's policy, which may decide alone
+        park = partial(self._parking.park, self._held, self._runtime, self._approvals.waiting, cell=cell)
+        return await run_call(
+            call,
+            approval_timeout,
+            then,
+            records=self._calls,
+            approvals=self._approvals,
+            park=park,
+            step_begins=self._step_begins,
         )
-        self._calls[call.call_id] = record
-        asked = call.function_call()
-        if call.requires_approval:
-            record.status = "awaiting_approval"
-            cell = self._cell is not None  # parked after the approvers file's policy, which may decide alone
-            park = partial(self._parking.park, self._held, self._runtime, self._approvals.waiting, cell=cell)
-            record.approval = approval = await self._approvals.review_call(call, approval_timeout, park)
-            if approval.decision != "approved":
-                record.status = "denied" if approval.decision == "denied" else "timed_out"
-                record.error = permission_error(call.summary, approval)
-                return JournalEntry.raised(asked, "PermissionError", record.error.message), None
-            if approval.answered:  # the person's value is the result: the tool does not run
-                value = self._approvals.answers.pop(call.call_id, None)
-                self._keep_result(record, value, len(json.dumps(value, separators=(",", ":"))))
-                return JournalEntry.returned(asked, value), None
-            if approval.approved_arguments is not None:  # runs as approved; its own step after
-                call = call.model_copy(update={"args": [], "kwargs": approval.approved_arguments})
-                then = None
-        record.status = "running"
-        if then is not None:
-            self._usage.step_began()  # the tool's activity runs the step after it
-        try:
-            out = await run_tool(call, then, summary=summary(call))
-        except ActivityError as err:
-            if isinstance(err.cause, CancelledError):
-                # Only the execution's cancellation cancels a tool's activity: it is not the
-                # call's outcome, and the run ends cancelled (the record says "cancelled").
-                raise asyncio.CancelledError(str(err.cause)) from err
-            etype, message, attempts = tool_failure(err, call)
-            record.status = "error"
-            record.attempts = attempts
-            record.error = ErrorInfo(type=etype, message=message, kind="tool", line=call.line)
-            return JournalEntry.raised(asked, etype, message), None
-        record.attempts = out.attempt
-        self._keep_result(record, out.value, out.size)
-        if out.unfused:
-            workflow.logger.info("call %s: running the step after it separately: %s", call.call_id, out.unfused)
-        return JournalEntry.returned(asked, out.value), out.step
-
-    def _keep_result(self, record: ToolCallRecord, value: Any, size: int) -> None:
-        """A call's result in its record: whole while small and within the run's budget."""
-        record.status = "ok"
-        record.result_size = size
-        if size <= RECORD_RESULT_BYTES and self._record_bytes + size <= RECORDS_BUDGET:
-            record.result = value
-            self._record_bytes += size
-        else:
-            record.result_preview = preview(value)
 
     def _set_state(self, state: ExecutionState) -> None:
         if state == self._state:

@@ -14,7 +14,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 from temporalio.common import SearchAttributeKey
 
-from codemode.activities.approvers.signing import DecisionSignature
 from codemode.activities.artifact_refs import Artifact  # noqa: F401 (re-exported for clients)
 from codemode.activities.models import CellEnd, CellStart
 from codemode.activities.records import (  # noqa: F401 (shared with the activities; re-exported for clients)
@@ -24,6 +23,7 @@ from codemode.activities.records import (  # noqa: F401 (shared with the activit
     ErrorInfo,
     ToolCallRecord,
 )
+from codemode.approvals.signing import DecisionSignature
 from codemode.runtimes.types import CompactModel, ExecutionLimits, NetworkPolicy, SandboxOptions
 from codemode.workflows.usage import SandboxUsage
 
@@ -79,7 +79,7 @@ class CodeExecutionRequest(CompactModel):
     packages: list[str] = Field(default_factory=list)
     """Packages the code needs beyond what the sandbox has (runtimes that install them)."""
     session: str | None = None
-    """Run the code as the next cell of this session (``worker/client/sessions.py``): it sees the
+    """Run the code as the next cell of this session (``client/sessions.py``): it sees the
     globals the session's earlier cells left. Created by its first cell."""
     restart: bool = False
     """Clear the session's namespace before this cell (a fresh interpreter)."""
@@ -145,6 +145,9 @@ class PendingApproval(BaseModel):
     reason: str | None = None
     #: Only a decision signed by a person the worker's approvers file allows counts.
     signed: bool = False
+    #: Whether the worker's gate said it tells people (``ApprovalGate.notify``): a run of the
+    #: current generation starts notify workflows for the call only then.
+    notify: bool = False
 
 
 class IgnoredSignal(BaseModel):
@@ -153,6 +156,16 @@ class IgnoredSignal(BaseModel):
     signal: str
     payload: str
     reason: str
+
+
+class HeldDecision(BaseModel):
+    """A decision for a call that was not waiting yet when it came (its review under way, or the
+    step that makes it not yet taken in): it applies when the call begins to wait, and is listed
+    as ignored, with why, if the call never does (a rule decided it, or the run ended first)."""
+
+    signal: str
+    call_id: str
+    payload: str
 
 
 class ExecutionStatus(BaseModel):
@@ -167,13 +180,15 @@ class ExecutionStatus(BaseModel):
     stdout: str = ""
     error: ErrorInfo | None = None
     ignored_signals: list[IgnoredSignal] = Field(default_factory=list)
+    #: Decisions waiting for their call to wait (``HeldDecision``), in the order they came.
+    held_decisions: list[HeldDecision] = Field(default_factory=list)
 
 
 class ApproveSignal(BaseModel):
     call_id: str
     by: str | None = None
     comment: str | None = None
-    #: Required when the worker has an approvers file (``activities/approvers/signing.py``).
+    #: Required when the worker has an approvers file (``approvals/signing.py``).
     signature: DecisionSignature | None = None
 
 
@@ -268,8 +283,25 @@ def read_decision(
     return call, (by or "").strip() or ANONYMOUS, text
 
 
+def call_order(call_id: str) -> tuple[int, str]:
+    """The documented order of call ids wherever several are listed (status, memo, CLI): "2"
+    before "10", the code's review ("code") first."""
+    return (len(call_id), call_id) if call_id != CODE_APPROVAL_ID else (0, "")
+
+
+def decision_target(payload: Any) -> str | None:
+    """The call an approve/deny signal names explicitly (as ``read_decision`` reads it), or None
+    when it names none or cannot be read."""
+    call: Any = payload
+    if isinstance(payload, dict):
+        call = next((payload[k] for k in _CALL_KEYS if k in payload), None)
+    if isinstance(call, bool) or not isinstance(call, (str, int)) or call == "":
+        return None
+    return str(call)
+
+
 def _ids(pending: Collection[str]) -> str:
-    return ", ".join(sorted(pending, key=lambda c: (len(c), c))) or "none"
+    return ", ".join(sorted(pending, key=call_order)) or "none"
 
 
 def _short_json(value: Any, limit: int = 200) -> str:

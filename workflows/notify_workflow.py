@@ -23,7 +23,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from codemode.activities.notify.activities import (
+    from codemode.activities.notify import (
         ATTEMPT_TIMEOUT,
         DELIVER,
         PLAN,
@@ -32,8 +32,9 @@ with workflow.unsafe.imports_passed_through():
         NotifyPlan,
         PendingInput,
     )
-    from codemode.activities.notify.events import NotifyRequest
+    from codemode.approvals.notify.events import NotifyRequest
     from codemode.workflows.summary import in_words
+    from codemode.workflows.versions import Versions
 
 NOTIFY_WORKFLOW = "CodeModeNotifyWorkflow"
 #: The patch marker of sending each channel's reminders on their own (a channel that is down
@@ -47,6 +48,8 @@ LATE = timedelta(seconds=5)
 @workflow.defn(name=NOTIFY_WORKFLOW)
 class CodeModeNotifyWorkflow:
     def __init__(self) -> None:
+        self._versions = Versions()
+        self._versions.begin()  # first (workflows/versions.py): patches are read nowhere else
         #: Whether the call still waits at each reminder point, asked once for every channel
         #: that reaches the point on time.
         self._still: dict[int, asyncio.Task[bool]] = {}
@@ -60,7 +63,7 @@ class CodeModeNotifyWorkflow:
             return []
         if req.event != "approval.requested" or req.deadline is None:
             return await self._deliver(plan, req)
-        if not workflow.patched(PER_CHANNEL_PATCH):
+        if not self._versions.has(PER_CHANNEL_PATCH):
             return await self._all_channels_then_reminders(plan, req)
         began = req.asked_at or workflow.now()
         per_channel = await asyncio.gather(*(self._channel(plan, req, c, began) for c in plan.channels))

@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from codemode.workflows.step_state import Held
     from codemode.workflows.summary import in_words
     from codemode.workflows.usage import UsageMeter
+    from codemode.workflows.versions import Versions
 
 #: The patch marker of parking with a report and a release after the grace period.
 PARK_PATCH = "park-release-after-grace"
@@ -33,8 +34,9 @@ PARK_CELL_PATCH = "park-release-cell-after-grace"
 
 
 class Parking:
-    def __init__(self, usage: UsageMeter) -> None:
+    def __init__(self, usage: UsageMeter, versions: Versions) -> None:
         self.usage = usage
+        self.versions = versions
         self._releasing: asyncio.Task[None] | None = None
         #: Why the parked sandbox was released (the next step replays), until it is taken.
         self._released: str | None = None
@@ -55,7 +57,7 @@ class Parking:
             checkpoint=held.checkpoint,
             mode="suspend",
         )
-        if not workflow.patched(PARK_PATCH):
+        if not self.versions.has(PARK_PATCH):
             await suspend_sandbox(inp)
             return
         parked = await park_sandbox(inp)
@@ -63,7 +65,7 @@ class Parking:
         if (
             parked.parked_as == "running"
             and parked.release_after is not None
-            and (not cell or workflow.patched(PARK_CELL_PATCH))
+            and (not cell or self.versions.has(PARK_CELL_PATCH))
         ):
             # (``cell`` stays False: the release frees the sandbox, which is the session's too)
             release = inp.model_copy(update={"mode": "discard"})

@@ -15,7 +15,7 @@ from codemode.activities.records import SESSION_WORKFLOW_TYPE, ErrorInfo
 from codemode.runtimes.types import Determinism
 from codemode.workflows.models import SESSION_NAME, CodeExecutionRequest, ExecutionOutcome, check_session_name
 
-__all__ = ["SESSION_WORKFLOW_TYPE"]  # (defined beside the execution's, for the retention sweep)
+__all__ = ("SESSION_WORKFLOW_TYPE",)  # (defined beside the execution's, for the retention sweep)
 #: A session with no cell for this long closes, and its state is deleted.
 DEFAULT_IDLE_TIMEOUT = timedelta(hours=24)
 #: Cells a session holds waiting at most (a client sending more is refused).

@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from codemode.activities.models import CheckpointRef, SessionReleaseInput, SessionScope
     from codemode.workflows.step_activities import on_own_queue
     from codemode.workflows.summary import in_words
+    from codemode.workflows.versions import Versions
 
 #: The patch marker of releasing an idle session's running sandbox after the grace period.
 IDLE_RELEASE_PATCH = "session-release-idle-sandbox"
@@ -84,12 +85,13 @@ async def release_when_idle(
     last_active: datetime,
     idle_timeout: timedelta,
     busy: Callable[[], bool],
+    versions: Versions,
 ) -> str | None:
     """Wait until the session has been idle for the grace period of ``running`` (seconds,
     why its sandbox runs) and release ``state``; None if ``busy`` (a cell came, it closes)
     first, else why the next cell replays the session's cells."""
     grace = timedelta(seconds=running[0])
-    if grace >= idle_timeout or not workflow.patched(IDLE_RELEASE_PATCH):
+    if grace >= idle_timeout or not versions.has(IDLE_RELEASE_PATCH):
         return None  # (the session closes first, which frees it)
     try:
         await workflow.wait_condition(

@@ -82,6 +82,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from codemode.workflows.session_release import release_state, release_when_idle
     from codemode.workflows.summary import execution_details, plain, summary_text
+    from codemode.workflows.versions import Versions
 
 #: Recipe entries (and code characters) a session carries inline before it stores them.
 RECIPE_INLINE = 32
@@ -97,6 +98,8 @@ KEPT_REPLIES = 8
 class CodeSessionWorkflow:
     @workflow.init
     def __init__(self, start: SessionStart, carry: SessionCarry | None = None) -> None:
+        self._versions = Versions()
+        self._versions.begin()  # first (workflows/versions.py): patches are read nowhere else
         # Here, not in run(): the first cell's Update (update-with-start) is handled before run() starts.
         if not isinstance(start, SessionStart):  # started with one argument: it arrives as JSON
             start = SessionStart.model_validate(start)
@@ -574,6 +577,7 @@ class CodeSessionWorkflow:
             last_active=self._last_active,
             idle_timeout=self._idle,
             busy=lambda: bool(self._queue) or self._state != "open",
+            versions=self._versions,
         )
         if why is not None:
             self._state_ref, self._idle_sandbox, self._replay_reason = None, None, why

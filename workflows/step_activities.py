@@ -11,6 +11,7 @@ any worker when it fails.
 from __future__ import annotations
 
 from datetime import timedelta
+from types import MappingProxyType
 from typing import Any
 
 from temporalio import workflow
@@ -49,7 +50,7 @@ STICKY_SCHEDULE_TO_START = timedelta(seconds=10)
 #: Regular-activity steps heartbeat, so a step lost with its worker is retried in seconds.
 STEP_HEARTBEAT = timedelta(seconds=5)
 #: Short on purpose: a resume step is written into the history once per tool call.
-STEP_SUMMARIES = {names.SANDBOX_START: "start", names.SANDBOX_RESUME: "resume"}
+STEP_SUMMARIES = MappingProxyType({names.SANDBOX_START: "start", names.SANDBOX_RESUME: "resume"})
 
 
 async def on_own_queue(

@@ -16,7 +16,7 @@ from datetime import datetime
 from pydantic import BaseModel
 from temporalio import workflow
 
-__all__ = ["SandboxUsage", "UsageMeter"]
+__all__ = ("SandboxUsage", "UsageMeter")
 
 
 class SandboxUsage(BaseModel):

@@ -21,7 +21,7 @@ canonical ids, ``cli:git/log``, and is the default namespace and command):
   called ``sqlite3.run(...)``;
 - ``approval_when``: conditions on a call's arguments, any of which sends it to a person, the
   other calls run without one (``{"push": [{"argument": "force", "op": "==", "value": true}]}``;
-  ``activities/approval_rules.py``);
+  ``approvals/approval_when.py``);
 - ``approval``, ``idempotent``, ``timeout`` (seconds), ``max_attempts``, ``max_output``
   (bytes, or ``"256K"``, ``"1M"``), ``json`` (``true``: stdout is one JSON document;
   ``"stream"``: a list of the JSON values it prints), ``stdin`` (the code may pass
@@ -56,7 +56,8 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..approval_rules import Condition
+from codemode.approvals.approval_when import Condition
+
 from ..config_files import ConfigProblem, checked_entry, config_section
 
 Approval = Literal["always", "never"]

@@ -15,9 +15,9 @@ import os
 import shutil
 from dataclasses import dataclass, field
 
+from codemode.approvals.approval_when import Condition
 from codemode.runtimes.signatures import python_parameter_name
 
-from ..approval_rules import Condition
 from .config import CliConfig, CliToolConfig, FlagSpec, JsonMode, PositionalSpec, per_command
 from .profiles import NONE, PROFILES, Profile
 

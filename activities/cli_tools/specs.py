@@ -21,9 +21,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from codemode.approvals.approval_when import ApprovalRules
 from codemode.runtimes.signatures import ToolParameter, ToolSignature
 
-from ..approval_rules import ApprovalRules
 from ..tools import DEFAULT_NON_RETRYABLE, ToolOptions, ToolSpec
 from .arguments import ArgumentError, Arguments
 from .help_text import read_help

@@ -25,7 +25,7 @@ Policy keys, per server and per tool (``tools.settings``; a tool's own setting w
   server marks it read-only, or explicitly not destructive), ``"always"``, ``"never"``;
 - ``approval_when``: conditions on the call's arguments, any of which sends the call to a
   person (``[{"argument": "amount", "op": ">", "value": 500}]``); the other calls of the tool
-  run without one (``activities/approval_rules.py``); a parameter is named as the server or
+  run without one (``approvals/approval_when.py``); a parameter is named as the server or
   the code names it, and a tool's own rule on a parameter it lacks fails the load;
 - ``idempotent``: ``false`` only: never repeat a call once sent, whatever the server says
   (annotations can be tightened here, not loosened);
@@ -51,7 +51,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..approval_rules import Condition
+from codemode.approvals.approval_when import Condition
+
 from ..config_files import ConfigProblem, checked_entry, config_section
 
 Approval = Literal["annotations", "always", "never"]
@@ -68,7 +69,7 @@ class _Policy(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     approval: Approval | None = None
-    #: Conditions on the call's arguments that send it to a person (``activities/approval_rules.py``).
+    #: Conditions on the call's arguments that send it to a person (``approvals/approval_when.py``).
     approval_when: list[Condition] | None = None
     idempotent: Literal[False] | None = None
     max_attempts: int | None = Field(default=None, ge=1, le=100)

@@ -26,9 +26,9 @@ from typing import Any
 
 from mcp.types import Tool
 
+from codemode.approvals.approval_when import ApprovalRules, Condition
 from codemode.runtimes.signatures import python_parameter_name, signature_from_json_schema
 
-from ..approval_rules import ApprovalRules, Condition
 from ..tools import DEFAULT_NON_RETRYABLE, ToolOptions, ToolSpec
 from .config import ServerConfig, ToolSettings
 

@@ -13,7 +13,7 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from codemode.worker.client.following import query_status
+from codemode.client.following import query_status
 
 TOOLS = "examples.tools"
 PROMPT = "Email ana@example.com tomorrow's forecast for Paris."

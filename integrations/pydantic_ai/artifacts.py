@@ -31,7 +31,7 @@ async def with_images(client: Any, outcome: ExecutionOutcome, shown: Any) -> Any
     """``shown`` (the tool's return), with the run's images attached for the model when it
     made any; ``shown`` itself otherwise."""
     from codemode.activities.checkpoints import CheckpointUnusable
-    from codemode.worker.client.artifacts import read_artifact
+    from codemode.client.artifacts import read_artifact
 
     content: list[Any] = []
     for artifact in [a for a in outcome.artifacts if is_shown(a)][:IMAGES_SHOWN]:

@@ -28,12 +28,15 @@ empty namespace. With ``session=False`` each call is an execution of its own
 A syntax error or a type error against the stubs is a retry prompt for the model; anything
 that happened while the code ran is the tool's return (``returns.py``). Approvals come only
 from people: the model has no tool to decide them.
+
+The capability stands on the same framework-neutral core as the other adapters
+(``codemode.integrations.run_code.RunCode``, its ``core``): the tools and the prompt, the
+request, the client, the task queue, and the child execution inside a workflow.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -44,12 +47,11 @@ from pydantic_ai.tools import Tool
 from pydantic_ai.toolsets import FunctionToolset
 from temporalio import workflow
 
-from codemode.integrations.run_code import child_execution_id
-from codemode.runtimes import ExecutionLimits, code_mode_prompt
-from codemode.workflows.child_execution import execute_code
+from codemode.client.decision_hints import decide_all_hint
+from codemode.integrations.run_code import RunCode
+from codemode.runtimes import ExecutionLimits
 from codemode.workflows.child_session import run_session_cell
 from codemode.workflows.models import (
-    TASK_QUEUE,
     ApprovalRecord,
     CodeExecutionRequest,
     ExecutionOutcome,
@@ -72,7 +74,7 @@ if TYPE_CHECKING:
     from temporalio.client import Client
 
     from codemode.activities.tools import ToolRegistry
-    from codemode.worker.client.sessions import CellHandle
+    from codemode.client.sessions import CellHandle
 
 #: The tool's own description; the functions and the rules are in the instructions.
 TOOL_DESCRIPTION = (
@@ -82,9 +84,6 @@ TOOL_DESCRIPTION = (
     "is durable: tool calls are retried and audited, and risky calls wait for a person's approval."
 )
 
-#: Prompts already built, by (tools module, runtime): the registry is imported once per
-#: process, outside the workflow sandbox's import machinery.
-_PROMPTS: dict[tuple[str, str], str] = {}
 #: Sessions a conversation goes through at most (each one closed for a day or more).
 MAX_GENERATIONS = 100
 
@@ -139,25 +138,28 @@ class DurableCodeMode(AbstractCapability[Any]):
         #: Calls being sent to a session now, by (event loop, session).
         self._turns: dict[tuple[asyncio.AbstractEventLoop, str], _Turn] = {}
 
+    @property
+    def core(self) -> RunCode:
+        """The framework-neutral core with this capability's options (the client it made)."""
+        return RunCode(
+            self.tools,
+            runtime=self.runtime,
+            limits=self.limits,
+            approval_timeout=self.approval_timeout,
+            name=self.name,
+            client=self.client,
+            task_queue=self.task_queue,
+            index_search_attributes=self.index_search_attributes,
+        )
+
     # -- what the model is shown ----------------------------------------------------------
 
     def registry(self) -> ToolRegistry:
-        from codemode.activities.tools import ToolRegistry
-
-        if isinstance(self.tools, ToolRegistry):
-            return self.tools
-        with workflow.unsafe.imports_passed_through():
-            return ToolRegistry.from_module(self.tools)
+        return self.core.registry()
 
     def prompt(self) -> str:
         """The runtime's prompt with the tool stubs (what ``codemode tools`` prints)."""
-        if not isinstance(self.tools, str):
-            return code_mode_prompt(self.runtime, self.tools.signatures())
-        key = (self.tools, self.runtime)
-        if key not in _PROMPTS:
-            with workflow.unsafe.imports_passed_through():
-                _PROMPTS[key] = code_mode_prompt(self.runtime, self.registry().signatures())
-        return _PROMPTS[key]
+        return self.core.prompt()
 
     def get_instructions(self) -> Any:
         if self.session:
@@ -182,18 +184,7 @@ class DurableCodeMode(AbstractCapability[Any]):
     # -- the tool ---------------------------------------------------------------------------
 
     def request(self, code: str, *, restart: bool = False) -> CodeExecutionRequest:
-        extra: dict[str, Any] = {}
-        if self.limits is not None:
-            extra["limits"] = self.limits
-        if self.approval_timeout is not None:
-            extra["approval_timeout"] = self.approval_timeout
-        return CodeExecutionRequest(
-            code=code,
-            runtime=self.runtime,
-            index_search_attributes=self.index_search_attributes,
-            restart=restart,
-            **extra,
-        )
+        return self.core.request(code, restart=restart)
 
     async def _run_code(self, ctx: RunContext[Any], code: str) -> RunCodeReturn | ToolReturn:
         """Run Python code durably (see TOOL_DESCRIPTION)."""
@@ -223,12 +214,7 @@ class DurableCodeMode(AbstractCapability[Any]):
         return conversation_session_name(self.name, ctx.conversation_id or ctx.run_id or "run")
 
     async def _run_in_workflow(self, ctx: RunContext[Any], code: str) -> RunCodeReturn:
-        outcome = await execute_code(
-            self.request(code),
-            id=child_execution_id(workflow.info().workflow_id, self.name, ctx.tool_call_id, retry=ctx.retry),
-            task_queue=self.task_queue,
-        )
-        return run_code_return(outcome)
+        return run_code_return(await self.core.child(self.request(code), ctx.tool_call_id, retry=ctx.retry))
 
     async def _run_cell_in_workflow(self, ctx: RunContext[Any], code: str, restart: bool) -> RunCodeReturn:
         # The request id: the same on a replay, distinct for each call and retry of the run.
@@ -244,11 +230,11 @@ class DurableCodeMode(AbstractCapability[Any]):
         return run_code_return(cell.outcome, session=cell.session, cell=cell.index, notice=notice)
 
     async def _run_cell_from_client(self, ctx: RunContext[Any], code: str, restart: bool) -> RunCodeReturn | ToolReturn:
-        from codemode.worker.client.following import wait_for_outcome
+        from codemode.client.following import wait_for_outcome
 
         cell, notice = await self._submit_cell(self.session_name(ctx), self.request(code, restart=restart))
         where = {"execution_id": cell.execution_id, "session": cell.session, "cell": cell.index}
-        decide = f"codemode approve {cell.execution_id} --all --by NAME (or codemode deny ...)"
+        decide = decide_all_hint(cell.execution_id)
         if self.wait_for_approval:
             handle = await cell.started()
         else:
@@ -287,10 +273,10 @@ class DurableCodeMode(AbstractCapability[Any]):
                 del self._turns[key]
 
     async def _submit_in_turn(self, base: str, request: CodeExecutionRequest) -> tuple[CellHandle, str | None]:
-        from codemode.worker.client.sessions import SessionClosed, submit_cell
+        from codemode.client.sessions import SessionClosed, submit_cell
 
         client = await self.get_client()
-        queue = self.task_queue or os.environ.get("CODEMODE_TASK_QUEUE") or TASK_QUEUE
+        queue = self.core.queue()
         closed: str | None = None
         generation = self._generations.get(base, 1)
         for _ in range(MAX_GENERATIONS):
@@ -311,22 +297,18 @@ class DurableCodeMode(AbstractCapability[Any]):
         raise SessionClosed(f"sessions {base!r} to {replacement_name(base, generation)!r} are all closed")
 
     async def _run_from_client(self, code: str) -> RunCodeReturn | ToolReturn:
-        from codemode.worker.client.executions import start_execution
-        from codemode.worker.client.following import wait_for_outcome
+        from codemode.client.executions import start_execution
+        from codemode.client.following import wait_for_outcome
 
         client = await self.get_client()
-        handle = await start_execution(
-            client,
-            self.request(code),
-            task_queue=self.task_queue or os.environ.get("CODEMODE_TASK_QUEUE") or TASK_QUEUE,
-        )
+        handle = await start_execution(client, self.request(code), task_queue=self.core.queue())
         got = await wait_for_outcome(handle, until_parked=not self.wait_for_approval)
         if isinstance(got, ExecutionStatus):
             raise CallDeferred(
                 metadata={
                     "execution_id": handle.id,
                     "pending_approvals": [p.model_dump(mode="json") for p in got.pending_approvals],
-                    "decide": f"codemode approve {handle.id} --all --by NAME (or codemode deny ...)",
+                    "decide": decide_all_hint(handle.id),
                 }
             )
         return await with_images(client, got, run_code_return(got))
@@ -336,16 +318,14 @@ class DurableCodeMode(AbstractCapability[Any]):
     async def get_client(self) -> Client:
         """The client given, else ``codemode.connect()`` (Temporal's profile and ``TEMPORAL_*`` variables; made once)."""
         if self.client is None:
-            from codemode.worker.client.connection import connect
-
-            self.client = await connect()
+            self.client = await self.core.get_client()
         return self.client
 
     async def close_session(self, conversation_id: str) -> None:
         """Close the session of a conversation that is over (outside a workflow): its state
         is deleted now instead of after ``session_idle_timeout``. A later call of that
         conversation would start a new session (and the model would be told)."""
-        from codemode.worker.client.sessions import SessionNotFound, close_session
+        from codemode.client.sessions import SessionNotFound, close_session
 
         base = conversation_session_name(self.name, conversation_id)
         try:
@@ -369,15 +349,15 @@ class DurableCodeMode(AbstractCapability[Any]):
         approve with ``arguments`` changed (checked against the tool's parameters), deny with a
         ``comment``, or give ``answer`` as the call's result instead of running the tool.
         Returns the recorded decision, or None when no worker runs (recorded as a signal,
-        applied later); raises ``codemode.worker.client.following.DecisionRefused`` when that
+        applied later); raises ``codemode.client.following.DecisionRefused`` when that
         call is not waiting or the edit or answer does not fit the tool.
 
         Signed with ``by``'s key when there is one: ``key_file``, ``CODEMODE_APPROVER_KEY`` (when
         ``CODEMODE_APPROVER`` is ``by``), or the one ``codemode keygen --approver NAME`` made. A
         worker with an approvers file needs it: without a key this raises
-        ``codemode.worker.client.signing.SigningKeyMissing`` saying what to set up."""
-        from codemode.worker.client.following import send_decision
-        from codemode.worker.client.signing import door_signer, sign_pending
+        ``codemode.client.signing.SigningKeyMissing`` saying what to set up."""
+        from codemode.client.following import send_decision
+        from codemode.client.signing import door_signer, sign_pending
         from codemode.workflows.models import Answer, Decision
 
         if not by or not by.strip():
@@ -411,7 +391,7 @@ class DurableCodeMode(AbstractCapability[Any]):
         """Wait until the executions behind this tool's deferred calls have finished, and give
         the results to resume the agent with: ``agent.run(message_history=...,
         deferred_tool_results=...)``. Works from any process, days later."""
-        from codemode.worker.client.sessions import CellHandle
+        from codemode.client.sessions import CellHandle
 
         client = await self.get_client()
         results: dict[str, Any] = {}

@@ -9,7 +9,7 @@ from pathlib import Path
 import aioboto3
 import pytest
 
-from codemode.activities.storage import BlobStore, FileBlobStore, S3BlobStore
+from codemode.storage import BlobStore, FileBlobStore, S3BlobStore
 from tests.s3_local import S3Endpoint
 
 STORE_KINDS = ["file", "s3"]

@@ -33,11 +33,11 @@ from codemode.activities.models import (
     ToolOutput,
 )
 from codemode.activities.sandbox_steps import SandboxActivities
-from codemode.activities.storage import FileBlobStore
 from codemode.activities.tool_activity import make_tool_activity
 from codemode.runtimes import ExecutionLimits
 from codemode.runtimes.journal_replay import JournalEntry
 from codemode.runtimes.monty import MontyRuntime
+from codemode.storage import FileBlobStore
 
 RUNS: list[int] = []
 

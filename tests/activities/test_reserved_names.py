@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from codemode.activities import names
-from codemode.activities.approvers.activity import ApproverActivities
-from codemode.activities.notify.activities import NotifyActivities
+from codemode.activities.approval_gate import ApproverActivities
+from codemode.activities.notify import NotifyActivities
 from codemode.activities.retention import RetentionActivities
 from codemode.activities.sandbox_steps import SandboxActivities
 from codemode.activities.sandbox_sweep import SandboxSweepActivities

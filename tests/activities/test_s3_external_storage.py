@@ -21,7 +21,7 @@ from temporalio.converter import DataConverter, ExternalStorage
 from temporalio.worker import Worker
 
 with workflow.unsafe.imports_passed_through():
-    from codemode.activities.storage import BlobNotFound, S3BlobStore, key_segment
+    from codemode.storage import BlobNotFound, S3BlobStore, key_segment
 
 REFERENCE_TYPE = b"temporal.api.sdk.v1.ExternalStorageReference"
 SIZE = 3_000_000

@@ -12,7 +12,7 @@ from typing import Any
 import aioboto3
 import pytest
 
-from codemode.activities.storage import BlobStoreError, BucketNotFound, S3BlobStore
+from codemode.storage import BlobStoreError, BucketNotFound, S3BlobStore
 from tests.activities.conftest import open_s3_store
 from tests.s3_local import S3Endpoint
 

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from codemode.activities.storage import BlobNotFound, BlobStore, key_segment
+from codemode.storage import BlobNotFound, BlobStore, key_segment
 
 MiB = 1024 * 1024
 

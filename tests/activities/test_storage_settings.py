@@ -9,7 +9,7 @@ from pathlib import Path
 import pydantic
 import pytest
 
-from codemode.activities.storage import FileBlobStore, S3BlobStore, StorageSettings, open_blob_store
+from codemode.storage import FileBlobStore, S3BlobStore, StorageSettings, open_blob_store
 from tests.s3_local import S3Endpoint
 
 OURS = (
@@ -123,7 +123,7 @@ async def test_open_s3_store_from_env(env: pytest.MonkeyPatch, s3_server: S3Endp
 def test_importing_the_store_imports_neither_worker_nor_boto() -> None:
     """Layers import one way (worker -> activities), and the file store does not pay for boto."""
     code = (
-        "import sys, codemode.activities.storage\n"
+        "import sys, codemode.storage\n"
         "bad = sorted(m for m in sys.modules if m.startswith('codemode.worker') or m.split('.')[0] in ('aioboto3', 'aiobotocore', 'botocore'))\n"
         "assert not bad, bad\n"
     )

@@ -24,12 +24,12 @@ from codemode.activities import ToolRegistry, tool
 from codemode.activities.checkpoints import CheckpointStore
 from codemode.activities.models import NextStep, ResumeInput, StartInput, ToolInput, ToolOutput
 from codemode.activities.sandbox_steps import SandboxActivities
-from codemode.activities.storage import FileBlobStore
 from codemode.activities.tool_activity import make_tool_activity
 from codemode.runtimes import ExecutionLimits
 from codemode.runtimes.journal_replay import JournalEntry
 from codemode.runtimes.monty import MontyRuntime
 from codemode.runtimes.python import PythonRuntime
+from codemode.storage import FileBlobStore
 
 RUNS: list[int] = []
 

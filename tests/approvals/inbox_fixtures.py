@@ -7,10 +7,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from codemode.activities.notify.signing import LinkClaim, make_link_token
+from codemode.approvals.notify.signing import LinkClaim, make_link_token
+from codemode.apps.inbox.auth import InboxAuth, hash_token
+from codemode.apps.inbox.serve import RunningInbox, start_inbox
 from codemode.worker.dev_server import free_port
-from codemode.worker.inbox.auth import InboxAuth, hash_token
-from codemode.worker.inbox.serve import RunningInbox, start_inbox
 
 LINKS_SECRET = "links-secret-for-tests"
 TOKEN = "tok-for-ben-0123456789"

@@ -14,7 +14,7 @@ from aiohttp import web
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult
 
-from codemode.activities.notify.signing import SIGNATURE_HEADER, verify_webhook
+from codemode.approvals.notify.signing import SIGNATURE_HEADER, verify_webhook
 
 
 @dataclass

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, TypeAdapter
 
-from codemode.activities.decision_checks import check_answer, conform_answer
+from codemode.approvals.decision_checks import check_answer, conform_answer
 
 
 class Receipt(BaseModel):

@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
-from codemode.worker.client.executions import start_execution
-from codemode.worker.client.following import DecisionRefused, send_decision
+from codemode.client.executions import start_execution
+from codemode.client.following import DecisionRefused, send_decision
 from codemode.workflows.models import Answer, CodeExecutionRequest, Decision, ExecutionStatus
 
 from .conftest import read_events

@@ -13,10 +13,10 @@ import pytest
 from pydantic import ValidationError
 
 from codemode.activities import ToolRegistry
-from codemode.activities.notify.channels import ChannelRefused, send_email
-from codemode.activities.notify.config import NotifyConfig
-from codemode.activities.notify.events import NotifyRequest
-from codemode.worker.client.executions import start_execution
+from codemode.approvals.notify.channels import ChannelRefused, send_email
+from codemode.approvals.notify.config import NotifyConfig
+from codemode.approvals.notify.events import NotifyRequest
+from codemode.client.executions import start_execution
 from codemode.worker.dev_server import free_port
 from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.models import CodeExecutionRequest

@@ -7,8 +7,8 @@ from __future__ import annotations
 import aiohttp
 from yarl import URL
 
-from codemode.worker.audit import fetch_audit
-from codemode.worker.client.executions import start_execution
+from codemode.client.executions import start_execution
+from codemode.client.histories.audit import fetch_audit
 from codemode.workflows.models import CodeExecutionRequest
 
 from .conftest import read_events
@@ -46,9 +46,9 @@ async def test_who_may_see_the_inbox(client, task_queue, worker, inbox) -> None:
 
 
 async def test_a_header_from_elsewhere_is_not_believed(client) -> None:
+    from codemode.apps.inbox.auth import InboxAuth
+    from codemode.apps.inbox.serve import start_inbox
     from codemode.worker.dev_server import free_port
-    from codemode.worker.inbox.auth import InboxAuth
-    from codemode.worker.inbox.serve import start_inbox
 
     running = await start_inbox(client, InboxAuth.build("X-Forwarded-Email", ["10.1.2.3"], None), port=free_port())
     try:

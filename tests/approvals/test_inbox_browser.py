@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from codemode.worker.audit import fetch_audit
-from codemode.worker.client.executions import start_execution
+from codemode.client.executions import start_execution
+from codemode.client.histories.audit import fetch_audit
 from codemode.workflows.models import CodeExecutionRequest
 from tests.browser import CHROMIUM, CHROMIUM_FLAGS
 

@@ -13,11 +13,11 @@ import aiohttp
 from cryptography.hazmat.primitives import serialization
 
 from codemode.activities import ToolRegistry
-from codemode.worker.client.executions import start_execution
+from codemode.apps.inbox.auth import InboxAuth
+from codemode.apps.inbox.serve import start_inbox
+from codemode.apps.inbox.signing import inbox_signer
+from codemode.client.executions import start_execution
 from codemode.worker.dev_server import free_port
-from codemode.worker.inbox.auth import InboxAuth
-from codemode.worker.inbox.serve import start_inbox
-from codemode.worker.inbox.signing import inbox_signer
 from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.models import CodeExecutionRequest
 from tests.approvers.helpers import Person

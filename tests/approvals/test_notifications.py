@@ -10,9 +10,9 @@ from datetime import timedelta
 import pytest
 
 from codemode.activities import ToolRegistry
-from codemode.activities.notify.config import NotifyConfig
-from codemode.worker.client.executions import start_execution
-from codemode.worker.client.following import send_decision
+from codemode.approvals.notify.config import NotifyConfig
+from codemode.client.executions import start_execution
+from codemode.client.following import send_decision
 from codemode.worker.dev_server import free_port
 from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.models import CodeExecutionRequest

@@ -14,8 +14,8 @@ from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
 from codemode.activities import ToolRegistry
-from codemode.activities.notify.config import NotifyConfig
-from codemode.worker.client.executions import start_execution
+from codemode.approvals.notify.config import NotifyConfig
+from codemode.client.executions import start_execution
 from codemode.worker.dev_server import free_port
 from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.models import CodeExecutionRequest

@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from codemode.worker.client.executions import start_execution
-from codemode.worker.client.following import send_decision
+from codemode.client.executions import start_execution
+from codemode.client.following import send_decision
 from codemode.workflows.models import CodeExecutionRequest
 
 from .test_decisions import parked

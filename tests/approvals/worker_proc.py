@@ -10,7 +10,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from codemode.activities import ToolRegistry  # noqa: E402
-from codemode.worker.client.connection import connect  # noqa: E402
+from codemode.worker.connection import connect  # noqa: E402
 from codemode.worker.worker import CodeModeWorker  # noqa: E402
 
 

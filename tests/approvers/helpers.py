@@ -8,8 +8,8 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from codemode.activities.approvers import keys
-from codemode.activities.approvers.signing import DecisionSignature, sign_decision
+from codemode.approvals import keys
+from codemode.approvals.signing import DecisionSignature, sign_decision
 from codemode.workflows.models import ExecutionStatus, PendingApproval
 
 

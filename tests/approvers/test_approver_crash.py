@@ -7,7 +7,7 @@ import signal
 
 from temporalio.worker import Replayer
 
-from codemode.worker.client.executions import start_execution
+from codemode.client.executions import start_execution
 from codemode.workflows.execution_workflow import CodeExecutionWorkflow
 from codemode.workflows.models import ApproveSignal, CodeExecutionRequest
 from tests.workflows.test_crash import spawn_worker

@@ -6,12 +6,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from codemode.activities.approvers import config, keys
-from codemode.activities.approvers.activity import resolve_path
-from codemode.activities.approvers.gate import ApprovalGate
-from codemode.activities.approvers.policy import holds
-from codemode.activities.approvers.signing import verify_signature
-from codemode.activities.approvers.tally import CallTally, Offer
+from codemode.activities.approval_gate import resolve_path
+from codemode.approvals import approvers_file as config
+from codemode.approvals import keys
+from codemode.approvals.gate import ApprovalGate
+from codemode.approvals.policy import holds
+from codemode.approvals.signing import verify_signature
+from codemode.approvals.tally import CallTally, Offer
 
 from .helpers import Person
 

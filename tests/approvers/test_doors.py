@@ -15,9 +15,9 @@ from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import FunctionModel
 
 from codemode.activities import ToolRegistry
-from codemode.activities.approvers import keys
+from codemode.approvals import keys
+from codemode.client.signing import SigningKeyMissing
 from codemode.integrations.pydantic_ai import DurableCodeMode
-from codemode.worker.client.signing import SigningKeyMissing
 from codemode.worker.worker import CodeModeWorker
 from tests.cli.runner import base_env
 from tests.integrations.agent_model import all_tool_returns

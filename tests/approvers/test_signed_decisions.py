@@ -8,9 +8,9 @@ import pytest
 from temporalio.client import WorkflowUpdateFailedError
 
 from codemode.activities import ToolRegistry
-from codemode.worker.audit import fetch_runs
-from codemode.worker.client.executions import start_execution
-from codemode.worker.verify import verify_runs
+from codemode.client.executions import start_execution
+from codemode.client.histories.audit import fetch_runs
+from codemode.client.histories.verify import verify_runs
 from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.models import ApprovalRecord, ApproveSignal, CodeExecutionRequest, Decision
 

@@ -10,9 +10,9 @@ import pytest
 
 from codemode.activities.artifacts import ArtifactStore
 from codemode.activities.checkpoints import CheckpointScope, CheckpointStore
+from codemode.client.executions import start_execution
 from codemode.runtimes import ExecutionLimits
 from codemode.runtimes.artifacts import SIGNATURE as SAVE_SIGNATURE
-from codemode.worker.client.executions import start_execution
 from codemode.workflows.models import CodeExecutionRequest
 
 
@@ -215,8 +215,8 @@ async def test_an_artifact_saved_before_a_sigkill_is_not_saved_twice(
 
 
 async def test_the_audit_shows_each_save(client, task_queue, worker) -> None:
-    from codemode.worker import display
-    from codemode.worker.audit import fetch_audit
+    from codemode.client import display
+    from codemode.client.histories.audit import fetch_audit
 
     code = (
         "save_artifact('one.txt', 'one')\n"
@@ -278,7 +278,7 @@ def test_every_prompt_names_save_artifact_and_cpython_ones_the_outputs_directory
 async def test_artifacts_in_an_s3_bucket(s3_bucket_store, s3_client, task_queue) -> None:
     """The production store: the bytes are objects in the bucket, read back through the client."""
     from codemode.activities import ToolRegistry
-    from codemode.worker.client.artifacts import read_artifact
+    from codemode.client.artifacts import read_artifact
     from codemode.worker.worker import CodeModeWorker
     from tests.workflows.conftest import TOOLS_MODULE
 

@@ -11,7 +11,7 @@ from typing import get_args
 import pytest
 
 from codemode.activities import ToolRegistry
-from codemode.worker.client.connection import connect
+from codemode.worker.connection import connect
 from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.models import ExecutionState
 from tests.cli.runner import approve_command, codemode
@@ -48,13 +48,15 @@ async def test_approve_then_result(cli_env: dict[str, str]) -> None:
     outcome = json.loads(res.out)
     assert outcome["output"] is True
     email = outcome["tool_calls"][-1]
-    assert email["approval"] == {
+    # (--json has every field, the defaulted ones too: issue 44)
+    assert {k: v for k, v in email["approval"].items() if v not in (None, False, 0, [], {})} == {
         "decision": "approved",
         "by": "alice",
         "comment": "fine",
         "asked_arguments": {"to": "ana@example.com", "subject": "Weather", "body": "Paris: 18C, cloudy"},
         "door": "cli",
     }
+    assert email["approval"]["answered"] is False
 
     history = await codemode("history", execution_id, env=cli_env)
     assert history.rc == 0, history

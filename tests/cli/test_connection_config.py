@@ -1,4 +1,4 @@
-"""How a connection is configured (``worker/client/connection.py``): Temporal's profile file, the
+"""How a connection is configured (``worker/connection.py``): Temporal's profile file, the
 ``TEMPORAL_*`` variables over it, explicit settings (the CLI's flags) over both; what counts as
 configured (then no embedded server replaces it); the errors a bad configuration gives. Read
 with the SDK's own loader (``temporalio.envconfig``); the connections themselves are tested
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from temporalio.service import TLSConfig
 
-from codemode.worker.client.connection import ConnectionConfigError, ConnectionOptions, resolve
+from codemode.worker.connection import ConnectionConfigError, ConnectionOptions, resolve
 from codemode.worker.dev_server import free_port
 from tests.cli.runner import base_env, codemode
 

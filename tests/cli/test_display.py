@@ -1,9 +1,9 @@
-"""The lines a person reads while a run goes on (``worker/display.py``)."""
+"""The lines a person reads while a run goes on (``client/display.py``)."""
 
 from __future__ import annotations
 
 from codemode.activities.records import ToolCallRecord
-from codemode.worker import display
+from codemode.client import display
 
 
 def test_a_result_too_large_for_the_record_shows_its_start() -> None:

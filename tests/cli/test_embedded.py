@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from codemode.worker.dev_server import EmbeddedServer, ServerStartError, free_port, port_is_free, server_answers
+from codemode.worker.connection import server_answers
+from codemode.worker.dev_server import EmbeddedServer, ServerStartError, free_port, port_is_free
 from tests.cli.runner import Background, approve_command, base_env, codemode
 
 

@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 
-from codemode.worker.client.connection import gone_local_process as _gone_local_process
+from codemode.client.backend import gone_local_process as _gone_local_process
 
 
 def test_a_local_process_that_exited_is_gone() -> None:

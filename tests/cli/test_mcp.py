@@ -44,20 +44,20 @@ async def test_a_bad_configuration_is_a_usage_error(env, mcp_config: Path, tmp_p
     # The same checks in this process (each `codemode` start costs seconds): what they print.
     from codemode.activities import ToolRegistry
     from codemode.activities.mcp_tools import load_mcp_config
-    from codemode.worker.cli.common import Fail, open_mcp
+    from codemode.worker.tool_sources import Tools, ToolSourceError, ToolSources
     from examples import tools as example_tools
 
     entry = json.loads(mcp_config.read_text())["mcpServers"]["everything"]
     entry["command"] = entry["command"].replace("${MCP_BIN}", env["MCP_BIN"])
     clash = load_mcp_config({"mcpServers": {"everything": {**entry, "namespace": "get_weather"}}})
     with pytest.raises(
-        Fail,
+        ToolSourceError,
         match=r"tool 'mcp:everything/\S+' \(get_weather\.\w+ from MCP server 'everything'\) collides with tool 'get_weather'",
     ):
-        await open_mcp(ToolRegistry.from_module(example_tools), clash)
+        await Tools(ToolSources(), ToolRegistry.from_module(example_tools), clash).start_mcp()
     broken = load_mcp_config({"mcpServers": {"gone": {"command": str(tmp_path / "no-such-server")}}})
-    with pytest.raises(Fail, match="gone: could not be started: .*No such file"):
-        await open_mcp(None, broken)
+    with pytest.raises(ToolSourceError, match="gone: could not be started: .*No such file"):
+        await Tools(ToolSources(), None, broken).start_mcp()
 
 
 async def test_worker_serves_mcp_tools_beside_a_tools_module(env, mcp_config: Path, tmp_path: Path) -> None:

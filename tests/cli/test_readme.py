@@ -10,7 +10,7 @@ import shlex
 import click
 import pytest
 
-from codemode.worker.cli import cli
+from codemode.apps.cli import cli
 from tests.cli.runner import REPO
 
 README = (REPO / "README.md").read_text()

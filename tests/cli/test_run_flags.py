@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from codemode.worker.client.connection import connect
+from codemode.worker.connection import connect
 from codemode.workflows.models import CodeExecutionRequest
 from tests.cli.runner import codemode
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import click
 import pytest
 
-from codemode.worker import cli as cli_package
-from codemode.worker.cli import COMMANDS, COMMANDS_GROUP, cli
+from codemode.apps import cli as cli_package
+from codemode.apps.cli import COMMANDS, COMMANDS_GROUP, cli
 from tests.cli.runner import REPO, Result, approve_command, base_env, codemode
 
 #: Runs ``codemode`` as its entry point does, and writes the modules loaded when it leaves
@@ -32,7 +32,7 @@ def _report(code):
         json.dump(sorted(sys.modules), out)
     _exit(code)
 os._exit = _report
-from codemode.worker.cli import main
+from codemode.apps.cli import main
 main(sys.argv[1:])
 """
 
@@ -52,7 +52,7 @@ NOT_FOR_HELP = (
     "codemode.workflows",
     "codemode.integrations",
     "codemode.worker.plugin",
-    "codemode.worker.client.sessions",
+    "codemode.client.sessions",
 )
 
 #: Not for asking an execution its status: a worker, sandboxes, servers of our own.
@@ -68,7 +68,7 @@ NOT_FOR_STATUS = (
     "codemode.worker.worker",
     "codemode.worker.dev_server",
     "codemode.worker.codec_server",
-    "codemode.worker.audit",  # (the history is read only when no worker answers)
+    "codemode.client.histories.audit",  # (the history is read only when no worker answers)
     "codemode.integrations",
 )
 
@@ -125,7 +125,7 @@ async def test_help_lists_every_command_with_its_own_short_help(tmp_path: Path) 
     for name, entry in COMMANDS.items():
         assert re.search(rf"^  {re.escape(name)} ", result.out, re.MULTILINE), (name, result.out)
         if entry.module is not None:
-            assert f"codemode.worker.cli.{entry.module}" not in modules  # listed from the table
+            assert f"codemode.apps.cli.{entry.module}" not in modules  # listed from the table
     with click.Context(cli) as ctx:
         for name, entry in COMMANDS.items():
             command = cli.get_command(ctx, name)
@@ -143,14 +143,14 @@ def test_every_command_is_in_the_table() -> None:
         id(sub)
         for e in COMMANDS.values()
         if e.module is not None
-        for group in [getattr(importlib.import_module(f"codemode.worker.cli.{e.module}"), e.attribute)]
+        for group in [getattr(importlib.import_module(f"codemode.apps.cli.{e.module}"), e.attribute)]
         if isinstance(group, click.Group)
         for sub in group.commands.values()
     }
     for info in pkgutil.iter_modules(cli_package.__path__):
         if info.name == "__main__":  # (it runs the CLI)
             continue
-        module = importlib.import_module(f"codemode.worker.cli.{info.name}")
+        module = importlib.import_module(f"codemode.apps.cli.{info.name}")
         for attribute, value in vars(module).items():
             if isinstance(value, click.Command) and value.__module__ == module.__name__ and id(value) not in grouped:
                 assert (info.name, attribute) in tabled, f"{info.name}.{attribute} is not in COMMANDS"
@@ -160,11 +160,12 @@ def test_every_command_is_in_the_table() -> None:
 
 def test_the_help_constants_are_the_real_ones() -> None:
     """``common`` names them without importing their modules (so --help need not)."""
-    from codemode.worker.cli import common
+    from codemode.apps import command_line
+    from codemode.apps.cli import common
     from codemode.worker.codec_server import DEFAULT_PORT
     from codemode.workflows.models import TASK_QUEUE
 
-    assert (common.TASK_QUEUE, common.DEFAULT_CODEC_PORT) == (TASK_QUEUE, DEFAULT_PORT)
+    assert (command_line.TASK_QUEUE, common.DEFAULT_CODEC_PORT) == (TASK_QUEUE, DEFAULT_PORT)
 
 
 @pytest.mark.usefixtures("cli_worker")

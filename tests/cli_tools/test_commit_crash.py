@@ -12,7 +12,7 @@ import time
 import uuid
 from pathlib import Path
 
-from codemode.worker.client.executions import start_execution
+from codemode.client.executions import start_execution
 from codemode.workflows.models import ApproveSignal, CodeExecutionRequest
 from tests.cli.runner import Background, base_env
 from tests.workflows.test_approval import wait_for_state

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from codemode.worker.client.executions import start_execution
+from codemode.client.executions import start_execution
 from codemode.workflows.models import ApproveSignal, CodeExecutionRequest, DenySignal
 from tests.workflows.test_approval import wait_for_state
 

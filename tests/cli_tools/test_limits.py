@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from codemode.activities.cli_tools import CliStartError, CliTools
-from codemode.worker.client.executions import start_execution
+from codemode.client.executions import start_execution
 from codemode.workflows.models import CodeExecutionRequest
 
 from .conftest import cli_worker

@@ -14,8 +14,8 @@ from collections.abc import Awaitable, Callable, Iterable
 import pytest
 from temporalio.client import Client
 
-from codemode.activities.encryption import KEYS_ENV, Keyring, new_key
-from codemode.activities.storage import BlobStore
+from codemode.storage import BlobStore
+from codemode.storage.encryption import KEYS_ENV, Keyring, new_key
 from codemode.worker import telemetry
 from codemode.worker.binaries import temporal_cli_path
 from codemode.worker.converter import data_converter

@@ -11,7 +11,7 @@ import pytest
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payloads
 
-from codemode.activities.encryption import Keyring
+from codemode.storage.encryption import Keyring
 from codemode.worker.codec_server import CodecServer
 from codemode.worker.converter import data_converter
 from codemode.worker.dev_server import free_port

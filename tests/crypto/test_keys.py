@@ -8,7 +8,8 @@ import pytest
 from temporalio.api.common.v1 import Payload
 
 from codemode.activities.checkpoints import CheckpointScope, CheckpointStore, CheckpointUnusable
-from codemode.activities.encryption import (
+from codemode.storage import FileBlobStore
+from codemode.storage.encryption import (
     ENCODING,
     KEY_ID_METADATA,
     DecryptionFailed,
@@ -18,7 +19,6 @@ from codemode.activities.encryption import (
     UnknownEncryptionKey,
     new_key,
 )
-from codemode.activities.storage import FileBlobStore
 
 from .conftest import K1, K2
 

@@ -13,10 +13,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from codemode.activities import ToolRegistry
 from codemode.activities.checkpoints import CheckpointScope, CheckpointStore
-from codemode.activities.encryption import Keyring, UnknownEncryptionKey
 from codemode.activities.models import CheckpointRef
+from codemode.client.executions import start_execution
 from codemode.runtimes import ExecutionLimits
-from codemode.worker.client.executions import start_execution
+from codemode.storage.encryption import Keyring, UnknownEncryptionKey
 from codemode.worker.converter import data_converter
 from codemode.worker.dev_server import start_local_environment
 from codemode.worker.worker import CodeModeWorker

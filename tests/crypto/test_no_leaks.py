@@ -16,8 +16,8 @@ from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
 
 from codemode.activities import ToolRegistry
-from codemode.activities.storage import BlobStore
-from codemode.worker.client.executions import start_execution
+from codemode.client.executions import start_execution
+from codemode.storage import BlobStore
 from codemode.worker.codec_server import CodecServer
 from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.models import CodeExecutionRequest

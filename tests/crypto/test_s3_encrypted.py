@@ -7,7 +7,7 @@ import json
 
 from temporalio.api.common.v1 import Payload
 
-from codemode.activities.encryption import Keyring
+from codemode.storage.encryption import Keyring
 from codemode.worker.converter import data_converter
 from tests.activities.conftest import open_s3_store
 

@@ -7,9 +7,9 @@ import pytest
 
 from codemode.activities import ToolRegistry
 from codemode.activities.checkpoints import CheckpointUnusable
-from codemode.activities.encryption import UnknownEncryptionKey
-from codemode.worker.client.artifacts import read_artifact
-from codemode.worker.client.executions import start_execution
+from codemode.client.artifacts import read_artifact
+from codemode.client.executions import start_execution
+from codemode.storage.encryption import UnknownEncryptionKey
 from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.models import CodeExecutionRequest
 

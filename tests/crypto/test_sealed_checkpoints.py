@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from codemode.activities import ToolRegistry
 from codemode.activities.checkpoints import CheckpointScope
-from codemode.worker import display
-from codemode.worker.audit import fetch_audit
-from codemode.worker.client.executions import start_execution
+from codemode.client import display
+from codemode.client.executions import start_execution
+from codemode.client.histories.audit import fetch_audit
 from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.models import ApproveSignal, CodeExecutionRequest, ExecutionOutcome
 from tests.workflows.test_approval import wait_for_state

@@ -17,7 +17,7 @@ from typing import Any
 import aioboto3
 import pytest
 
-from codemode.activities.storage import S3BlobStore
+from codemode.storage import S3BlobStore
 from codemode.worker.dev_server import free_port
 from tests.cli.runner import REPO, Background, base_env, cli_command, codemode
 from tests.deploy.composefile import compose_binary, render

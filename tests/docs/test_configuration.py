@@ -6,8 +6,9 @@ from __future__ import annotations
 import re
 
 from tests.cli.runner import REPO
+from tests.test_import_layers import LAYERS as IMPORT_LAYERS
 
-LAYERS = ("runtimes", "activities", "workflows", "worker", "integrations", "codemode")
+LAYERS = (*IMPORT_LAYERS, "codemode")
 PAGE = (REPO / "docs" / "reference" / "configuration.md").read_text()
 #: Read by what this repository ships besides the package: the compose file and the examples.
 OUTSIDE = ("docker-compose.yml", "deploy", "examples")

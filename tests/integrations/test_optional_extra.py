@@ -22,7 +22,7 @@ PROBE = textwrap.dedent(
             return None
 
     sys.meta_path.insert(0, NoPydanticAI())
-    import codemode.worker.cli, codemode.worker.plugin, codemode.worker.worker  # the engine and the CLI need none of it
+    import codemode.apps.cli, codemode.worker.plugin, codemode.worker.worker  # the engine and the CLI need none of it
     report = {"loaded": "pydantic_ai" in sys.modules}
     try:
         import codemode.pydantic_ai

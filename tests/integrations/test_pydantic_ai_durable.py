@@ -16,8 +16,8 @@ from pathlib import Path
 from pydantic_ai.durable_exec.temporal import PydanticAIPlugin
 from temporalio.client import Client
 
-from codemode.activities.storage import BlobStore
-from codemode.worker.client.following import query_status
+from codemode.client.following import query_status
+from codemode.storage import BlobStore
 from codemode.worker.plugin import CodeModePlugin
 from codemode.workflows.models import ExecutionOutcome
 from tests.cli.runner import codemode

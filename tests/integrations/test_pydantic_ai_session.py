@@ -10,8 +10,8 @@ import json
 import pytest
 from pydantic_ai import Agent
 
+from codemode.client.sessions import close_session, describe_session
 from codemode.integrations.pydantic_ai import DurableCodeMode
-from codemode.worker.client.sessions import close_session, describe_session
 from tests.workflows.conftest import TOOLS_MODULE
 
 from .agent_model import SEEN, stepwise

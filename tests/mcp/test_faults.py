@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from codemode.worker.client.executions import start_execution
+from codemode.client.executions import start_execution
 from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.models import CodeExecutionRequest
 

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from codemode.worker.client.executions import start_execution
+from codemode.client.executions import start_execution
 from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.models import CodeExecutionRequest
 from tests.workflows.test_e2b_runtime import e2b_env, e2b_server  # noqa: F401 - fixtures

@@ -13,7 +13,7 @@ import time
 import uuid
 from pathlib import Path
 
-from codemode.worker.client.executions import start_execution
+from codemode.client.executions import start_execution
 from codemode.workflows.models import CodeExecutionRequest
 
 from .servers import fault_events, fault_server

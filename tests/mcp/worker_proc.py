@@ -11,7 +11,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 from codemode.activities import ToolRegistry  # noqa: E402
 from codemode.activities.mcp_tools import McpServers  # noqa: E402
-from codemode.worker.client.connection import connect
+from codemode.worker.connection import connect
 from codemode.worker.worker import CodeModeWorker  # noqa: E402
 
 

@@ -110,9 +110,12 @@ class LocalModal:
             raise GRPCError(Status.NOT_FOUND, f"Sandbox {sandbox_id} not found")
         return box
 
-    def task(self, task_id: str) -> Box:
+    def task(self, task_id: str, *, reading: bool = False) -> Box:
+        """The sandbox of a task. A finished one still serves what its processes wrote (Modal
+        keeps a sandbox's output after it ends: a read that starts once the entrypoint has
+        exited gets it all); only writes and new execs need it running."""
         box = self.by_task.get(task_id)
-        if box is None or box.result is not None and box.sandbox.state == "killed":
+        if box is None or not reading and box.result is not None and box.sandbox.state == "killed":
             raise GRPCError(Status.NOT_FOUND, f"task {task_id} not found or finished")
         return box
 
@@ -308,7 +311,7 @@ class CommandRouter(task_command_router_grpc.TaskCommandRouterBase):
 
     async def SandboxStdioReadV2(self, stream: Any) -> None:
         req = await stream.recv_message()
-        box = self.state.task(req.task_id)
+        box = self.state.task(req.task_id, reading=True)
         assert box.entry is not None
         async for start, data in _follow(box, box.entry, int(req.file_descriptor), int(req.offset)):
             await stream.send_message(tcr.SandboxStdioReadV2Response(data=data, starting_offset=start))

@@ -27,10 +27,11 @@ from codemode import __version__
 from codemode.worker.dev_server import free_port, port_is_free
 from tests.cli.runner import REPO, base_env
 from tests.cli.test_readme import README_EXAMPLE
+from tests.test_import_layers import LAYERS as IMPORT_LAYERS
 
 pytestmark = pytest.mark.slow
 
-LAYERS = ("runtimes", "activities", "workflows", "worker", "integrations")
+LAYERS = tuple(IMPORT_LAYERS)
 SAMPLE = Path(__file__).with_name("sample_project")
 DIST_INFO = f"durable_codemode-{__version__}.dist-info"
 
@@ -105,12 +106,12 @@ def test_the_wheel_holds_codemode_and_nothing_else(wheel: Path) -> None:
         "codemode/runtimes/runner/in_sandbox.py",
         "codemode/runtimes/wasm/runner.mjs",
         # The approvals inbox's pages.
-        "codemode/worker/inbox/templates/call.html",
+        "codemode/apps/inbox/templates/call.html",
     ):
         assert inside in names
     entry_points = zipfile.ZipFile(wheel).read(f"{DIST_INFO}/entry_points.txt").decode()
-    assert "codemode = codemode.worker.cli:main" in entry_points
-    assert "mcp = codemode.integrations.mcp_server.command:mcp" in entry_points
+    assert "codemode = codemode.apps.cli:main" in entry_points
+    assert "mcp = codemode.apps.mcp.command:mcp" in entry_points
 
 
 def test_the_base_install_is_lean(venv: Path) -> None:
@@ -136,10 +137,10 @@ def test_the_base_install_is_lean(venv: Path) -> None:
         ("from codemode.runtimes import get_runtime; get_runtime('e2b')", "e2b"),
         ("from codemode.runtimes import get_runtime; get_runtime('docker')", "docker"),
         ("import codemode.pydantic_ai", "pydantic-ai"),
-        ("import codemode.worker.notebook", "notebook"),
+        ("import codemode.client.histories.notebook", "notebook"),
         ("from codemode.activities.mcp_tools import McpServers", "mcp"),
         (
-            "import asyncio; from codemode.activities.storage import S3BlobStore; "
+            "import asyncio; from codemode.storage import S3BlobStore; "
             "asyncio.run(S3BlobStore.open('b', endpoint_url='http://127.0.0.1:9'))",
             "s3",
         ),

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from codemode.worker.binaries import temporal_cli_path
-from codemode.worker.dev_server import DYNAMIC_CONFIG, free_port, server_answers
+from codemode.worker.connection import server_answers
+from codemode.worker.dev_server import DYNAMIC_CONFIG, free_port
 from codemode.workflows.models import SA_RUNTIME, SA_STATUS
 
 HERE = Path(__file__).resolve().parent

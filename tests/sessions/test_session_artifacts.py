@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from codemode.activities.artifacts import ArtifactStore
 from codemode.activities.checkpoints import CheckpointScope, CheckpointStore
-from codemode.activities.storage import key_segment
-from codemode.worker.client.sessions import close_session, run_cell
+from codemode.client.sessions import close_session, run_cell
+from codemode.storage import key_segment
 
 from .conftest import no_e2b_sandbox_left
 

@@ -11,8 +11,8 @@ import signal
 import time
 import uuid
 
-from codemode.worker.audit import fetch_audit
-from codemode.worker.client.sessions import close_session, run_cell, submit_cell
+from codemode.client.histories.audit import fetch_audit
+from codemode.client.sessions import close_session, run_cell, submit_cell
 
 from ..workflows.conftest import read_events
 from ..workflows.test_crash import spawn_worker

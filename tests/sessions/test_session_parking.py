@@ -17,9 +17,9 @@ import os
 import pytest
 from temporalio.worker import Replayer
 
-from codemode.worker import display
-from codemode.worker.audit import fetch_audit
-from codemode.worker.client.sessions import close_session, describe_session, run_cell, submit_cell
+from codemode.client import display
+from codemode.client.histories.audit import fetch_audit
+from codemode.client.sessions import close_session, describe_session, run_cell, submit_cell
 from codemode.workflows.execution_workflow import CodeExecutionWorkflow
 from codemode.workflows.models import ApproveSignal
 from codemode.workflows.session_workflow import CodeSessionWorkflow

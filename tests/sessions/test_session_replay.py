@@ -15,7 +15,7 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
 from codemode.activities import ToolRegistry
-from codemode.worker.client.sessions import close_session, run_cell, submit_cell
+from codemode.client.sessions import close_session, run_cell, submit_cell
 from codemode.worker.dev_server import start_local_environment
 from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.execution_workflow import CodeExecutionWorkflow

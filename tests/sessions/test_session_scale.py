@@ -11,7 +11,7 @@ import pytest
 
 from codemode.activities.checkpoints import CheckpointScope
 from codemode.activities.sandbox_steps import RECIPE_SEGMENTS
-from codemode.worker.client.sessions import close_session, describe_session, run_cell, submit_cell
+from codemode.client.sessions import close_session, describe_session, run_cell, submit_cell
 from codemode.workflows.session_models import session_workflow_id
 
 

@@ -12,8 +12,8 @@ import pytest
 from pydantic import ValidationError
 
 from codemode.activities.checkpoints import CheckpointScope
-from codemode.worker.audit import fetch_audit
-from codemode.worker.client.sessions import (
+from codemode.client.histories.audit import fetch_audit
+from codemode.client.sessions import (
     InvalidSessionName,
     RuntimeMismatch,
     SessionClosed,
@@ -162,14 +162,14 @@ async def test_bad_input_is_refused_clearly(client, task_queue, worker, session_
     with pytest.raises(SessionClosed, match="closed"):
         await submit_cell(client, session_name, "x", task_queue=task_queue)
     # The request path (CodeExecutionRequest(session=...)) says the same.
-    from codemode.worker.client.executions import start_execution
+    from codemode.client.executions import start_execution
 
     with pytest.raises(SessionClosed):
         await start_execution(client, CodeExecutionRequest(code="x", session=session_name), task_queue=task_queue)
 
 
 async def test_request_with_a_session_runs_as_its_next_cell(client, task_queue, worker, session_name) -> None:
-    from codemode.worker.client.executions import run_execution
+    from codemode.client.executions import run_execution
 
     first = await run_execution(
         client, CodeExecutionRequest(code="x = 20", session=session_name), task_queue=task_queue

@@ -14,7 +14,7 @@ pytest.importorskip("strands", reason="Strands runs in its own environment (.ven
 
 from temporalio.client import Client
 
-from codemode.activities.storage import BlobStore
+from codemode.storage import BlobStore
 from codemode.worker.converter import store_of
 from codemode.worker.plugin import CodeModePlugin
 from codemode.workflows.models import ExecutionOutcome

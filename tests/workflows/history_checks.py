@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from temporalio.client import Client
 
-from codemode.worker.audit import fetch_audit
+from codemode.client.histories.audit import fetch_audit
 
 #: Events that would mean a limit was hit: a workflow task that could not complete (an
 #: oversized payload retries forever) or a run the server ended itself.

@@ -9,8 +9,8 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
 from codemode.activities import ToolRegistry
+from codemode.client.executions import start_execution
 from codemode.worker.binaries import test_server_path
-from codemode.worker.client.executions import start_execution
 from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.models import ApproveSignal, CodeExecutionRequest, DenySignal, ExecutionStatus
 

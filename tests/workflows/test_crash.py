@@ -13,8 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-from codemode.worker.audit import fetch_audit
-from codemode.worker.client.executions import start_execution
+from codemode.client.executions import start_execution
+from codemode.client.histories.audit import fetch_audit
 from codemode.workflows.models import CodeExecutionRequest
 
 from .conftest import read_events

@@ -16,9 +16,9 @@ from temporalio.client import Client
 from temporalio.runtime import Runtime, TelemetryConfig
 
 from codemode.activities import ToolRegistry
+from codemode.client.executions import start_execution
+from codemode.client.histories.audit import fetch_audit
 from codemode.runtimes import ExecutionLimits
-from codemode.worker.audit import fetch_audit
-from codemode.worker.client.executions import start_execution
 from codemode.worker.dev_server import start_local_environment
 from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.models import CodeExecutionRequest, ExecutionOutcome

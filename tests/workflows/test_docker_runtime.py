@@ -15,10 +15,10 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from codemode.activities import ToolRegistry
+from codemode.client import display
+from codemode.client.executions import start_execution
+from codemode.client.histories.audit import fetch_audit
 from codemode.runtimes.docker import DockerRuntime
-from codemode.worker import display
-from codemode.worker.audit import fetch_audit
-from codemode.worker.client.executions import start_execution
 from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.models import ApproveSignal, CodeExecutionRequest
 from tests.docker_engine import IMAGE, PodmanService, codemode_containers, engine

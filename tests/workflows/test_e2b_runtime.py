@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from codemode.activities import ToolRegistry
-from codemode.worker import display
-from codemode.worker.audit import fetch_audit
-from codemode.worker.client.executions import start_execution
+from codemode.client import display
+from codemode.client.executions import start_execution
+from codemode.client.histories.audit import fetch_audit
 from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.models import ApproveSignal, CodeExecutionRequest
 from tests.cli.runner import base_env, codemode

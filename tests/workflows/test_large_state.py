@@ -13,10 +13,10 @@ import time
 from codemode.activities import ToolRegistry
 from codemode.activities.checkpoints import CheckpointScope
 from codemode.activities.models import MAX_VALUE_BYTES
+from codemode.client import display
+from codemode.client.executions import InputTooLarge, start_execution
+from codemode.client.histories.audit import fetch_audit
 from codemode.runtimes import ExecutionLimits
-from codemode.worker import display
-from codemode.worker.audit import fetch_audit
-from codemode.worker.client.executions import InputTooLarge, start_execution
 from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.models import ApproveSignal, CodeExecutionRequest
 

@@ -13,9 +13,9 @@ from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import CancelledError
 
 from codemode.activities import ToolRegistry
-from codemode.worker import display
-from codemode.worker.audit import fetch_audit
-from codemode.worker.client.executions import start_execution
+from codemode.client import display
+from codemode.client.executions import start_execution
+from codemode.client.histories.audit import fetch_audit
 from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.models import SA_STATUS, CodeExecutionRequest, Decision, ExecutionStatus
 

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from codemode.client.executions import start_execution
 from codemode.runtimes import get_runtime
-from codemode.worker.client.executions import start_execution
 from codemode.workflows.models import CodeExecutionRequest
 from tests.e2b_local import LocalE2BServer
 

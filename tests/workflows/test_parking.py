@@ -21,9 +21,9 @@ import pytest
 from temporalio.worker import Replayer
 
 from codemode.activities import ToolRegistry
-from codemode.worker import display
-from codemode.worker.audit import fetch_audit
-from codemode.worker.client.executions import start_execution
+from codemode.client import display
+from codemode.client.executions import start_execution
+from codemode.client.histories.audit import fetch_audit
 from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.execution_workflow import CodeExecutionWorkflow
 from codemode.workflows.models import ApproveSignal, CodeExecutionRequest

@@ -12,9 +12,9 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.worker import Replayer, Worker
 
-from codemode.activities.encryption import EncryptionCodec, Keyring, new_key
-from codemode.activities.storage import BlobStore
-from codemode.worker.client.executions import start_execution
+from codemode.client.executions import start_execution
+from codemode.storage import BlobStore
+from codemode.storage.encryption import EncryptionCodec, Keyring, new_key
 from codemode.worker.converter import store_of
 from codemode.worker.plugin import CodeModePlugin
 from codemode.worker.workflow_runner import CodeModeWorkflowRunner
@@ -119,7 +119,7 @@ def test_a_client_with_the_plugin_lets_the_sdks_threads_finish_at_exit(temporal_
 async def test_connect_with_the_plugin_leaves_the_converter_and_the_tracing_to_it(temporal_address: str) -> None:
     """``codemode.connect(plugins=[CodeModePlugin(...)])``: Temporal's configuration from the one
     connection module, the converter and the interceptors from the plugin (not twice)."""
-    from codemode.worker.client.connection import connect
+    from codemode.worker.connection import connect
     from codemode.worker.converter import store_of
 
     plugin = CodeModePlugin()

@@ -10,7 +10,7 @@ import signal
 import time
 
 from codemode.activities import ToolRegistry
-from codemode.worker.client.executions import start_execution
+from codemode.client.executions import start_execution
 from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.models import ApproveSignal, CodeExecutionRequest
 

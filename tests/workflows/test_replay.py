@@ -22,6 +22,10 @@ no file here); ``approvers-*.json``: signed decisions, N-of-M and policy rules u
 (recorded by tests/approvers/test_signed_decisions.py with CODEMODE_RECORD_APPROVER_HISTORIES=1).
 ``gatenotify-*.json``: the approval scenarios once both were merged: the gate, then the park,
 then the review with its notifications (local activities), edited and answered decisions.
+``gen43-*.json``, ``gen43py-*.json``: every scenario once runs read one generation marker first
+(issue 43, ``workflows/versions.py``); ``gen43-held-*``: decisions held until their call waits,
+``gen43-notices-*``: notices started by an activity, only on a worker with a channel (recorded by
+tests/workflows/test_replay_stress.py with CODEMODE_RECORD_HISTORIES=gen43).
 ``park0-*.json``: e2b and modal runs parked on an approval before ``sandbox_park`` existed (one
 ``sandbox_release`` that asked for a pause); ``park-*.json``: after it (``PARK_PATCH``): a
 docker and an e2b sandbox paused, a blaxel one in standby, a modal sandbox released after its grace period and the run
@@ -38,7 +42,7 @@ from pathlib import Path
 from temporalio.client import WorkflowFailureError, WorkflowHistory
 from temporalio.worker import Replayer
 
-from codemode.worker.client.executions import start_execution
+from codemode.client.executions import start_execution
 from codemode.workflows.execution_workflow import CodeExecutionWorkflow
 from codemode.workflows.models import (
     Answer,

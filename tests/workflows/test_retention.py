@@ -23,9 +23,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from codemode.activities import ToolRegistry
 from codemode.activities.retention import SweepInput, SweepReport, execution_prefixes, namespace_retention, sweep
-from codemode.activities.storage import FileBlobStore
+from codemode.client.executions import start_execution
 from codemode.runtimes import ExecutionLimits
-from codemode.worker.client.executions import start_execution
+from codemode.storage import FileBlobStore
 from codemode.worker.converter import data_converter
 from codemode.worker.dev_server import start_local_environment
 from codemode.worker.worker import SWEEP_EVERY, CodeModeWorker
@@ -245,7 +245,7 @@ async def test_sweep_deletes_what_a_closed_session_left(client, worker, store) -
     keep: the claim-checked payloads of its history (here a cell's 300 KB input, which the SDK
     stores under no workflow type, as it does whatever a client sends a running workflow) and
     anything a close that failed half-way left under its scope."""
-    from codemode.worker.client.sessions import close_session, run_cell
+    from codemode.client.sessions import close_session, run_cell
     from codemode.workflows.session_models import session_workflow_id
 
     name = f"ret-{uuid.uuid4().hex[:8]}"

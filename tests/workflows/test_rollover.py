@@ -15,10 +15,10 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
 from codemode.activities import ToolRegistry
+from codemode.client import display
+from codemode.client.executions import start_execution
+from codemode.client.histories.audit import fetch_audit
 from codemode.runtimes import ExecutionLimits
-from codemode.worker import display
-from codemode.worker.audit import fetch_audit
-from codemode.worker.client.executions import start_execution
 from codemode.worker.dev_server import start_local_environment
 from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.execution_workflow import CodeExecutionWorkflow

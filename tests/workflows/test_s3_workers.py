@@ -26,10 +26,10 @@ from temporalio.client import Client
 
 from codemode.activities.checkpoints import CheckpointScope
 from codemode.activities.retention import execution_prefixes
-from codemode.activities.storage import S3BlobStore
+from codemode.client.executions import start_execution
+from codemode.client.histories.audit import fetch_audit
 from codemode.runtimes import ExecutionLimits
-from codemode.worker.audit import fetch_audit
-from codemode.worker.client.executions import start_execution
+from codemode.storage import S3BlobStore
 from codemode.worker.converter import data_converter, store_of
 from codemode.workflows.models import ApproveSignal, CodeExecutionRequest, ExecutionStatus
 from tests.s3_local import S3Endpoint

@@ -25,7 +25,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.service import RPCError
 
 from codemode.activities import ToolRegistry
-from codemode.worker.client.executions import start_execution
+from codemode.client.executions import start_execution
 from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.models import ApproveSignal, CodeExecutionRequest
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import uuid
 
 from codemode.activities import ToolRegistry
-from codemode.worker.client.executions import run_execution
+from codemode.client.executions import run_execution
 from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.models import CodeExecutionRequest
 

@@ -7,8 +7,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from codemode.activities import ToolRegistry
-from codemode.worker.client.connection import connect
-from codemode.worker.client.executions import run_execution
+from codemode.client.executions import run_execution
+from codemode.worker.connection import connect
 from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.models import CodeExecutionRequest
 

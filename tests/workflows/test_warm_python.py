@@ -9,8 +9,8 @@ import asyncio
 import json
 
 from codemode.activities import ToolRegistry
+from codemode.client.executions import start_execution
 from codemode.runtimes.python import PythonRuntime
-from codemode.worker.client.executions import start_execution
 from codemode.worker.worker import CodeModeWorker
 from codemode.workflows.models import ApproveSignal, CodeExecutionRequest
 

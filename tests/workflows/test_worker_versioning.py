@@ -17,8 +17,8 @@ from temporalio.common import VersioningBehavior
 from temporalio.service import RPCError
 from temporalio.worker import WorkerDeploymentConfig
 
-from codemode.worker.client.executions import start_execution
-from codemode.worker.client.following import wait_for_outcome
+from codemode.client.executions import start_execution
+from codemode.client.following import wait_for_outcome
 from codemode.worker.plugin import VERSIONING_BEHAVIOR, CodeModePlugin
 from codemode.workflows.models import CodeExecutionRequest, ExecutionOutcome, ExecutionStatus
 from tests.cli.runner import Background, base_env, codemode

@@ -16,7 +16,7 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.worker import Replayer, Worker
 
-from codemode.worker.client.following import query_status
+from codemode.client.following import query_status
 from tests.cli.runner import codemode
 from tests.workflows.conftest import read_events
 

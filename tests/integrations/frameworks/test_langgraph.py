@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from codemode.activities.storage import BlobStore
+from codemode.storage import BlobStore
 from codemode.worker.plugin import CodeModePlugin
 from codemode.workflows.models import ExecutionOutcome
 from tests.integrations.frameworks.common import (

@@ -16,7 +16,7 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import Replayer, Worker
 
 from codemode.activities import ToolRegistry
-from codemode.activities.storage import BlobStore
+from codemode.storage import BlobStore
 from codemode.worker.converter import CannotCompose, SharedPydanticPayloadConverter, composed_data_converter, store_of
 from codemode.worker.plugin import CodeModePlugin
 from tests.integrations.frameworks.composition_workflows import RunsCodeWorkflow
@@ -119,7 +119,7 @@ def test_a_converter_that_already_stores_payloads_elsewhere_fails_at_start(store
 def test_encryption_and_another_failure_converter_fail_at_start(store: BlobStore) -> None:
     from temporalio.converter import DefaultFailureConverter
 
-    from codemode.activities.encryption import Keyring
+    from codemode.storage.encryption import Keyring
 
     class TheirFailures(DefaultFailureConverter):
         pass
@@ -152,7 +152,7 @@ async def test_a_later_plugin_that_would_drop_the_encrypted_failure_converter(
     from temporalio.contrib.pydantic import PydanticPayloadConverter
     from temporalio.converter import DefaultFailureConverter
 
-    from codemode.activities.encryption import Keyring
+    from codemode.storage.encryption import Keyring
     from codemode.worker.converter import EncryptedFailureConverter
 
     class TheirFailures(DefaultFailureConverter):

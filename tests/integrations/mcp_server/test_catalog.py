@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from codemode.integrations.mcp_server.catalog import STUBS_IN_DESCRIPTION_MAX, ToolCatalog, UnknownTools
-from codemode.integrations.mcp_server.http import BearerToken, OriginGuard, StaticTokens, is_loopback
-from codemode.integrations.mcp_server.search import one_line, tokens
+from codemode.apps.mcp.catalog import STUBS_IN_DESCRIPTION_MAX, ToolCatalog, UnknownTools
+from codemode.apps.mcp.http import BearerToken, OriginGuard, StaticTokens, is_loopback
+from codemode.apps.mcp.search import one_line, tokens
 from tests.integrations.mcp_server.catalogs import generated_signatures
 
 

@@ -40,7 +40,7 @@ async def test_cli_commands_are_listed_described_and_called(mcp_env: dict[str, s
 def test_a_small_catalog_lists_subcommands_and_get_schema_shows_flags(tmp_path: Path) -> None:
     from codemode.activities import ToolRegistry
     from codemode.activities.cli_tools import CliTools
-    from codemode.integrations.mcp_server.catalog import ToolCatalog
+    from codemode.apps.mcp.catalog import ToolCatalog
 
     repo = make_repo(tmp_path / "repo")
     cli = CliTools({"cliTools": {"git": {"allow": ["log", "status"], "cwd": str(repo)}}}).start()

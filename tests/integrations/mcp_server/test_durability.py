@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from codemode.worker.audit import fetch_audit
+from codemode.client.histories.audit import fetch_audit
 from codemode.worker.dev_server import free_port
 from tests.cli.runner import Background
 from tests.integrations.mcp_server.clients import TOOLS, McpSession, Person, stdio_server

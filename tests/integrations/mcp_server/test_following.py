@@ -15,10 +15,12 @@ from mcp import Client as MCPClient
 from temporalio.worker import Interceptor, Worker, WorkflowInboundInterceptor, WorkflowInterceptorClassInput
 
 from codemode.activities import ToolRegistry
-from codemode.integrations.mcp_server.backend import Backend, BackendSlot
-from codemode.integrations.mcp_server.catalog import ToolCatalog
-from codemode.integrations.mcp_server.execute import Executions
-from codemode.integrations.mcp_server.server import build_server
+from codemode.apps.mcp.backend import BackendSlot
+from codemode.client.backend import Backend
+from codemode.worker.connection import local_target
+from codemode.apps.mcp.catalog import ToolCatalog
+from codemode.apps.mcp.execute import Executions
+from codemode.apps.mcp.server import build_server
 from codemode.worker.plugin import CodeModePlugin
 from tests.integrations.mcp_server.clients import TOOLS
 
@@ -40,7 +42,7 @@ async def test_a_run_is_followed_without_asking_its_worker(client, store) -> Non
     queue = f"follow-{uuid.uuid4().hex[:8]}"
     plugin = CodeModePlugin(registry, store=store)
     worker = Worker(client, task_queue=queue, plugins=[plugin], interceptors=[_CountQueries()])
-    backend = Backend(client=client, address=client.service_client.config.target_host, task_queue=queue)
+    backend = Backend(client=client, target=local_target(client.service_client.config.target_host), task_queue=queue)
     server = build_server(ToolCatalog.of(registry), Executions(BackendSlot(backend)))
     progress: list[str] = []
 

@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 from temporalio.client import Client
 
-from codemode.integrations.mcp_server.command import mcp as mcp_command
-from codemode.worker.audit import fetch_audit
+from codemode.apps.mcp.command import mcp as mcp_command
+from codemode.client.histories.audit import fetch_audit
 from tests.cli.runner import codemode
 from tests.integrations.mcp_server.clients import TOOLS, McpSession, Person, http_transport
 from tests.integrations.mcp_server.conftest import CLIENT_INFO, SECRET

@@ -24,7 +24,7 @@ PROBE = textwrap.dedent(
 
     sys.meta_path.insert(0, NoMcp())
     import click
-    from codemode.worker.cli import cli
+    from codemode.apps.cli import cli
 
     report = {}
     with click.Context(cli) as ctx:

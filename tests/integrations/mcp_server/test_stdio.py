@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from codemode.worker.audit import fetch_audit
+from codemode.client.histories.audit import fetch_audit
 from tests.cli.runner import codemode
 from tests.integrations.mcp_server.catalog_tools import GENERATED
 from tests.integrations.mcp_server.clients import Person

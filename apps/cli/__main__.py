@@ -1,0 +1,5 @@
+"""``python -m codemode.apps.cli`` (as ``python -m codemode``): the same as the ``codemode`` command."""
+
+from codemode.apps.cli import main
+
+main()
