@@ -32,7 +32,7 @@ from temporalio.client import Client  # noqa: E402
 from bench.agent_workload import agent_code  # noqa: E402
 from codemode.activities import ToolRegistry  # noqa: E402
 from codemode.activities.names import RESERVED, SANDBOX_START  # noqa: E402
-from codemode.worker.client.executions import start_execution  # noqa: E402
+from codemode.client.executions import start_execution  # noqa: E402
 from codemode.worker.dev_server import start_local_environment  # noqa: E402
 from codemode.worker.worker import CodeModeWorker  # noqa: E402
 from codemode.workflows.models import CodeExecutionRequest  # noqa: E402

@@ -42,7 +42,7 @@ from temporalio.client import Client
 
 from bench.cpu import _TICK
 from codemode.worker.binaries import temporal_cli_path
-from codemode.worker.client.executions import start_execution
+from codemode.client.executions import start_execution
 from codemode.worker.dev_server import start_local_environment
 from codemode.workflows.models import CodeExecutionRequest
 
