@@ -26,10 +26,13 @@ from temporalio import workflow
 #: ones), decisions for a call that does not wait yet held until it does, and every earlier
 #: patch taken.
 GENERATION_PATCH = "generation-43"
+#: Issue 49: the python runtime's first step is a local activity, as Monty's steps are (its
+#: first call no longer waits for an activity task and a second workflow task).
+GENERATION_49 = "generation-49"
 #: Every generation, oldest first. A change that alters the commands a run issues (or how it
 #: judges what the history holds) gets a new name appended here and is asked with
 #: ``Versions.since(name)``; a new run records only the newest marker (two events).
-GENERATIONS: tuple[str, ...] = (GENERATION_PATCH,)
+GENERATIONS: tuple[str, ...] = (GENERATION_PATCH, GENERATION_49)
 
 
 class Versions:
