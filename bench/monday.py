@@ -41,8 +41,8 @@ sys.path.insert(0, str(ROOT))
 from temporalio.client import Client
 
 from bench.cpu import _TICK
-from codemode.worker.binaries import temporal_cli_path
 from codemode.client.executions import start_execution
+from codemode.worker.binaries import temporal_cli_path
 from codemode.worker.dev_server import start_local_environment
 from codemode.workflows.models import CodeExecutionRequest
 
@@ -160,7 +160,7 @@ class WorkerProcess:
         self.proc: subprocess.Popen[str] | None = None
 
     async def start(self) -> None:
-        self.proc = subprocess.Popen(self.args, cwd=ROOT, env=self.env, stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(self.args, cwd=ROOT, env=self.env, stdout=subprocess.PIPE, text=True)  # noqa: ASYNC220
         line = await asyncio.to_thread(self.proc.stdout.readline)  # type: ignore[union-attr]
         if line.strip() != "ready":
             raise RuntimeError(f"the worker did not start: {line!r}")
@@ -316,8 +316,8 @@ async def one_side(
     return res
 
 
-async def idle(address: str, wait_s: float, log_dir: Path, client: Client) -> tuple[Watch, Watch]:
-    """Our worker idle: fresh (nothing ever ran), then after 20 runs parked, approved and done
+async def idle(address: str, wait_s: float, log_dir: Path, client: Client, runs: int = 20) -> tuple[Watch, Watch]:
+    """Our worker idle: fresh (nothing ever ran), then after ``runs`` runs parked, approved and done
     (Monty's pool and the type checker started)."""
     tq = f"monday-idle-{uuid.uuid4().hex[:6]}"
     worker = WorkerProcess(address, tq, "ours", log_dir / f"{tq}.log")
@@ -325,10 +325,10 @@ async def idle(address: str, wait_s: float, log_dir: Path, client: Client) -> tu
     try:
         await asyncio.sleep(2.0)
         fresh = await watch(worker.pid, wait_s)
-        await start_all(client, "ours", tq, 20, tq)
-        await wait_for_count(client, f"TaskQueue = '{tq}' AND CodeModeStatus = 'awaiting_approval'", 20, timeout=300)
+        await start_all(client, "ours", tq, runs, tq)
+        await wait_for_count(client, f"TaskQueue = '{tq}' AND CodeModeStatus = 'awaiting_approval'", runs, timeout=300)
         await approve_all(address, f"TaskQueue = '{tq}' AND ExecutionStatus = 'Running'")
-        await wait_for_count(client, f"TaskQueue = '{tq}' AND ExecutionStatus = 'Completed'", 20, timeout=300)
+        await wait_for_count(client, f"TaskQueue = '{tq}' AND ExecutionStatus = 'Completed'", runs, timeout=300)
         await asyncio.sleep(2.0)
         warm = await watch(worker.pid, wait_s)
     finally:
@@ -341,6 +341,9 @@ async def main() -> None:
     ap.add_argument("--count", type=int, default=10_000, help="runs to park (default 10,000)")
     ap.add_argument("--wait", type=float, default=30.0, help="seconds to watch the worker while they wait (default 30)")
     ap.add_argument("--variants", default="plain,restart", help="plain, restart (the worker restarted while they wait)")
+    ap.add_argument(
+        "--idle-runs", type=int, default=20, help="runs the idle worker makes before its second reading (default 20)"
+    )
     ap.add_argument("--json", metavar="FILE", help="also write every figure to FILE")
     args = ap.parse_args()
     n = args.count
@@ -353,8 +356,11 @@ async def main() -> None:
     with tempfile.TemporaryDirectory(prefix="monday-") as tmp:
         log_dir = Path(tmp)
         try:
-            fresh, warm = await idle(address, args.wait, log_dir, client)
-            print(f"  idle worker, fresh: {fresh.line()}\n  idle worker, after 20 runs: {warm.line()}", flush=True)
+            fresh, warm = await idle(address, args.wait, log_dir, client, args.idle_runs)
+            print(
+                f"  idle worker, fresh: {fresh.line()}\n  idle worker, after {args.idle_runs} runs: {warm.line()}",
+                flush=True,
+            )
             for variant in args.variants.split(","):
                 order = ["floor", "ours"] if variant == "plain" else ["ours", "floor"]
                 for kind in order:
@@ -364,7 +370,7 @@ async def main() -> None:
             await env.shutdown()
 
     print(f"\nload average: {', '.join(f'{k} {v[0]:.1f}' for k, v in loads)}")
-    print(f"\nIdle worker (ours): fresh {fresh.line()}; after 20 runs {warm.line()}\n")
+    print(f"\nIdle worker (ours): fresh {fresh.line()}; after {args.idle_runs} runs {warm.line()}\n")
     print(
         "| variant | side | runs | park s (runs/s) | worker RSS while they wait, MB (process + sandboxes) "
         "| the same worker idle after, MB | waiting/idle after | worker CPU while they wait | resume s | resumptions/s "

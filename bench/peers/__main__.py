@@ -62,9 +62,9 @@ from bench.history_bytes import HistoryBytes, measure
 from bench.peers import floor as floor_acts
 from bench.peers import tool_hooks
 from codemode.activities import ToolRegistry
-from codemode.runtimes.types import ExecutionLimits
 from codemode.client.executions import start_execution
 from codemode.client.following import query_status, send_decision
+from codemode.runtimes.types import ExecutionLimits
 from codemode.worker.converter import store_of
 from codemode.worker.dev_server import start_local_environment
 from codemode.worker.plugin import CodeModePlugin
