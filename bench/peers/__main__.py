@@ -74,6 +74,8 @@ PEER_VENV = ROOT / "bench" / ".venv-peers"
 BIG_LIMITS = ExecutionLimits(max_tool_calls=10**6, max_memory_bytes=8 * 1024**3, timeout_seconds=3600)
 PEER_REQUIREMENT = "temporal-agent-harness[code-mode]==0.8.0"
 SAMPLED_RUNS = 40
+#: Seconds one execution of a phase may take before it counts as an error (``--run-timeout``).
+RUN_TIMEOUT = 300.0
 
 
 def setup_peer_venv() -> Path:
@@ -227,7 +229,12 @@ class LocalSystem(System):
                 wid = f"{self.name}-{uuid.uuid4().hex[:12]}"
                 t0 = time.perf_counter()
                 try:
-                    await self.run(p.code, p.groups, wid)
+                    await asyncio.wait_for(self.run(p.code, p.groups, wid), RUN_TIMEOUT)
+                except TimeoutError:  # a run that stalls (e.g. failing workflow tasks) is counted, not waited for
+                    m.n_errors += 1
+                    if len(m.errors) < 3:
+                        m.errors.append(f"no result after {RUN_TIMEOUT:.0f} s{await stuck(self.client_of(), wid)}")
+                    continue
                 except Exception as err:  # noqa: BLE001 - counted and shown
                     m.n_errors += 1
                     if len(m.errors) < 3:
@@ -570,8 +577,13 @@ async def main() -> None:
     ap.add_argument("--most-calls", default="5000,20000", help="calls in one execution the breaks try")
     ap.add_argument("--quick", action="store_true", help="N = 8, 3 runs each, a 300-call long run, no breaks")
     ap.add_argument("--setup", action="store_true", help="only make bench/.venv-peers")
+    ap.add_argument(
+        "--run-timeout", type=float, default=300.0, help="s an execution of a phase may take before it is an error"
+    )
     ap.add_argument("--json", metavar="FILE", help="also write every figure to FILE")
     args = ap.parse_args()
+    global RUN_TIMEOUT
+    RUN_TIMEOUT = args.run_timeout
     if args.setup:
         setup_peer_venv()
         return
