@@ -61,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
     from codemode.workflows.parking import Parking
     from codemode.workflows.snippet_state import SnippetState
     from codemode.workflows.step_activities import (
+        LOCAL_START_RUNTIMES,
         LOCAL_STEP_RUNTIMES,
         release_sandbox,
         run_step,
@@ -73,7 +74,7 @@ with workflow.unsafe.imports_passed_through():
     from codemode.workflows.undo import Undo
     from codemode.workflows.undo_run import rollback_execution, settle, stopped
     from codemode.workflows.usage import UsageMeter
-    from codemode.workflows.versions import Versions
+    from codemode.workflows.versions import GENERATION_49, Versions
 
 #: What a tool's activity gives the step after its call before leaving it to the workflow's
 #: own step (which redoes it from the checkpoint; the tool never runs again). It is added to
@@ -318,7 +319,8 @@ class CodeExecutionWorkflow:
                 self._code_approval = await self._approvals.review_code(req.code, req.approval_timeout)
                 if self._code_approval.decision != "approved":
                     return False, None, permission_error("the code", self._code_approval)
-            step = await self._start(start, local=local, timeout=timeout)
+            local_start = local or (req.runtime in LOCAL_START_RUNTIMES and self._versions.since(GENERATION_49))
+            step = await self._start(start, local=local_start, timeout=timeout)
             self._snippets.first_step(step, start)
             if step.hash_seed is not None and start.determinism is not None:  # a warm interpreter's
                 start.determinism = self._determinism = start.determinism.with_hash_seed(step.hash_seed)

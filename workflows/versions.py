@@ -34,6 +34,9 @@ GENERATION_45 = "generation-45"
 #: Issue 47: the log of applied calls, rollbacks, "deny and roll back" (merged after 45, so a
 #: generation-47 run also takes everything generation-45 does).
 GENERATION_47 = "generation-47"
+#: Issue 49: the python runtime's first step is a local activity, as Monty's steps are (its
+#: first call no longer waits for an activity task and a second workflow task).
+GENERATION_49 = "generation-49"
 #: Every generation, oldest first. A change that alters the commands a run issues (or how it
 #: judges what the history holds) gets a new name appended here and is asked with
 #: ``Versions.since(name)``; a new run records only the newest marker (two events).
@@ -45,6 +48,7 @@ GENERATIONS: tuple[str, ...] = (
     # and the continue-as-new carry; the outcome lists the snippets' versions
     # (``workflows/snippet_state.py``). No command changes; a run records which code it ran on.
     "generation-48",
+    GENERATION_49,
 )
 
 

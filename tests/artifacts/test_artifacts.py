@@ -206,10 +206,12 @@ async def test_an_artifact_saved_before_a_sigkill_is_not_saved_twice(
     assert any(e["pid"] != first.pid for e in read_events(events_file) if e["execution_id"] == handle.id)
     # Only one step ever answered the early save; the rebuilt process got it from the journal.
     history = await handle.fetch_history()
-    completed = [
+    completed = [  # the steps' results: activities', and the first step's local-activity marker (issue 49)
         e.activity_task_completed_event_attributes.result.SerializeToString()
-        for e in history.events
         if e.WhichOneof("attributes") == "activity_task_completed_event_attributes"
+        else e.marker_recorded_event_attributes.SerializeToString()
+        for e in history.events
+        if e.WhichOneof("attributes") in ("activity_task_completed_event_attributes", "marker_recorded_event_attributes")
     ]
     assert sum(b"early.txt" in r for r in completed) == 1
 

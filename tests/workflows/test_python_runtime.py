@@ -36,14 +36,22 @@ async def test_python_runtime_end_to_end(client, task_queue, worker, events_file
     assert outcome.runtime == "python"
     assert [c.status for c in outcome.tool_calls] == ["ok"] * 4 + ["error"]
     # The one worker keeps the process, so a lone call's activity steps it on (issue 28): the
-    # workflow runs its own resume step only after the gathered calls and the failed call.
+    # workflow runs its own resume step only after the gathered calls and the failed call. The
+    # start step is a local activity (issue 49): a marker in the first workflow task, so the
+    # first call is scheduled by that task, not by a second one after an activity task.
+    events = [e async for e in handle.fetch_history_events()]
     scheduled = [
         e.activity_task_scheduled_event_attributes.activity_type.name
-        async for e in handle.fetch_history_events()
+        for e in events
         if e.HasField("activity_task_scheduled_event_attributes")
     ]
     gathered = ["fetch", "fetch", "fetch", "sandbox_resume"]
-    assert scheduled == ["sandbox_start", "slow_step", *gathered, "lookup", "sandbox_resume"]
+    assert scheduled == ["slow_step", *gathered, "lookup", "sandbox_resume"]
+    completed = [e.event_id for e in events if e.HasField("workflow_task_completed_event_attributes")]
+    first_marker = next(e.event_id for e in events if e.HasField("marker_recorded_event_attributes")
+                        and e.marker_recorded_event_attributes.marker_name == "core_local_activity")
+    assert completed[0] < first_marker < next(e.event_id for e in events
+                                              if e.HasField("activity_task_scheduled_event_attributes"))
     bad = await start_execution(
         client, CodeExecutionRequest(code="x = 1\nx / 0", runtime="python"), task_queue=task_queue
     )

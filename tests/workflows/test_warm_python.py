@@ -49,9 +49,14 @@ async def test_a_warm_start_records_its_hash_seed_and_a_replay_uses_it(client, t
     assert first == after_replay  # the replayed interpreter iterated the set in the same order
     seeds = []
     async for e in handle.fetch_history_events():
+        payloads = []
         if e.HasField("activity_task_completed_event_attributes"):
-            for p in e.activity_task_completed_event_attributes.result.payloads:
-                value = json.loads(p.data)
-                if isinstance(value, dict) and "hash_seed" in value:
-                    seeds.append(value["hash_seed"])
+            payloads = e.activity_task_completed_event_attributes.result.payloads
+        elif e.HasField("marker_recorded_event_attributes"):  # the first step, a local activity (issue 49)
+            details = e.marker_recorded_event_attributes.details
+            payloads = details["result"].payloads if "result" in details else []
+        for p in payloads:
+            value = json.loads(p.data)
+            if isinstance(value, dict) and "hash_seed" in value:
+                seeds.append(value["hash_seed"])
     assert len(seeds) == 1  # recorded once, with the first step
