@@ -100,7 +100,7 @@ async def test_dev_keeps_a_parked_run_across_restarts(tmp_path: Path) -> None:
 
         import aiohttp
 
-        login = re.search(r"Approvals inbox: (http://127\.0\.0\.1:\d+/login)\n", dev.output())
+        login = re.search(r"Approvals inbox: (http://127\.0\.0\.1:\d+/login)#token=", dev.output())
         token = re.search(r"Sign in with the token (\S+)", dev.output())
         assert login and token, dev.output()
         jar = aiohttp.CookieJar(unsafe=True)  # (aiohttp keeps no cookie of an IP address otherwise)

@@ -64,7 +64,7 @@ async def test_inspector_lists_the_tools_over_stdio(inspector: Path, mcp_env: di
         "tools/list",
     )
     tools = {t["name"]: t for t in listed["tools"]}
-    assert set(tools) == {"execute", "search", "get_schema", "result"}
+    assert set(tools) == {"execute", "search", "get_schema", "result", "rollback"}
     assert tools["execute"]["outputSchema"]["properties"]["status"]["enum"] == [
         "queued",
         "running",
@@ -73,6 +73,7 @@ async def test_inspector_lists_the_tools_over_stdio(inspector: Path, mcp_env: di
         "awaiting_approval",
         "cancelled",
         "timed_out",
+        "rolling_back",
     ]
 
 

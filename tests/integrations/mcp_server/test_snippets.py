@@ -74,7 +74,7 @@ async def session(snippet_env: dict[str, str]) -> AsyncIterator[Any]:
 async def test_a_snippet_is_a_tool_of_its_own_and_runs(session: Any) -> None:
     saved = saved_snippet()
     tools = {t.name: t for t in (await session.list_tools()).tools}
-    assert set(tools) == {"execute", "search", "get_schema", "result", "snippet_fahrenheit"}
+    assert set(tools) == {"execute", "search", "get_schema", "result", "rollback", "snippet_fahrenheit"}
     assert "snippet_fahrenheit" not in {n for n in tools if n in ("execute", "search")}
     tool = tools["snippet_fahrenheit"]
     assert tool.input_schema == saved.snippet.parameters
