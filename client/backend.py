@@ -242,8 +242,9 @@ async def has_workers(client: Client, task_queue: str) -> bool:
 def gone_local_process(identity: str) -> bool:
     """Whether a poller's identity (the SDK's ``pid@host``) names a process of this machine
     that has exited: the server lists a stopped worker's poller for a while, and a command
-    started right after one (a client restarting ``codemode mcp``) must not count on it."""
-    pid, _, host = identity.partition("@")
+    started right after one (a client restarting ``codemode mcp``) must not count on it. (A
+    worker's identity may go on after a space: ``codemode-approvers=<hash>``, issue 45.)"""
+    pid, _, host = (identity.split() or [""])[0].partition("@")
     if host != socket.gethostname() or not pid.isdigit():
         return False
     try:

@@ -16,6 +16,9 @@ def test_a_local_process_that_exited_is_gone() -> None:
     host = socket.gethostname()
     assert _gone_local_process(f"{proc.stdout.strip()}@{host}")
     assert not _gone_local_process(f"{os.getpid()}@{host}")
+    # A worker says which approvers file it reads after its pid@host (issue 45): still its process.
+    assert _gone_local_process(f"{proc.stdout.strip()}@{host} codemode-approvers=none")
+    assert not _gone_local_process(f"{os.getpid()}@{host} codemode-approvers=3d8b4fa96347cd44")
     # Another machine's worker, or an identity of another shape: trusted as listed.
     assert not _gone_local_process(f"{proc.stdout.strip()}@another-host")
     assert not _gone_local_process("my-worker")
