@@ -170,6 +170,12 @@ async def test_notices_start_as_activities_only_where_a_channel_is(client, event
                 handle = await start_execution(client, SCENARIOS["one"].request(3), task_queue=task_queue)
                 await _approve_when_waiting(handle)
                 assert (await asyncio.wait_for(handle.result(), 30)).output == "bob"
+                # The notices are delivered by notify workflows on this worker: wait for them
+                # before it stops (the run may end before its "decided" notice is sent).
+                for _ in range(300 if notify is not None else 0):
+                    if len(receiver.events()) >= 2:
+                        break
+                    await asyncio.sleep(0.1)
             history = await handle.fetch_history()
             starts = [
                 e
@@ -179,10 +185,6 @@ async def test_notices_start_as_activities_only_where_a_channel_is(client, event
             assert len(starts) == (2 if name == "on" else 0), name  # requested, decided
             assert _failed_tasks(history) == [] and await replay_failures(client, [history]) == {}
             _keep(history, f"notices-{name}")
-        for _ in range(100):
-            if len(receiver.events()) >= 2:
-                break
-            await asyncio.sleep(0.1)
         assert receiver.events() == ["approval.requested", "approval.decided"]
     finally:
         await receiver.down()
