@@ -60,11 +60,16 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     replay_all.WINDOWS.end()
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    # After the runner's own sessionfinish, which tears the session's fixtures down: the
+    # session's dev server replays its histories then, and its summary must be counted.
     replay_all.write_summary()
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # (an xdist worker reports here too: only the controller reads the workers' files)
     line = replay_all.read_summaries()
     if line:
         terminalreporter.write_line(line)
