@@ -41,6 +41,12 @@ DEFAULT_NAMESPACE = "default"
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0"})
 #: How long the first namespaced call may take before a connection counts as refused.
 NAMESPACE_CHECK_SECONDS = 10.0
+#: How long one connection attempt (TCP, TLS, the server's first answer) may take. The SDK
+#: bounds none of it but the TCP connect, so an attempt that stalls after the port accepted
+#: (seen once in CI, against a TLS port spoken to in plaintext) would hold a command forever;
+#: a stalled attempt is abandoned and one fresh attempt made, on a new connection.
+#: ``CODEMODE_CONNECT_TIMEOUT`` sets it (seconds), for a slow link.
+CONNECT_ATTEMPT_SECONDS = float(os.environ.get("CODEMODE_CONNECT_TIMEOUT") or 10.0)
 
 
 class ConnectionConfigError(ValueError):
@@ -352,7 +358,6 @@ async def connect(
     ``store`` defaults to the one the environment configures (``storage/__init__.py``). The
     plugin itself is not installed on the client: workers built on it add their own (with
     their tools), as ``CodeModeWorker`` does; pass ``plugins=[CodeModePlugin(...)]`` to add it."""
-    from temporalio.client import Client
 
     if target is None:
         o = options or ConnectionOptions()
@@ -367,13 +372,33 @@ async def connect(
         from codemode.worker import telemetry
 
         kwargs["interceptors"] = telemetry.interceptors_for(tracer)
-    try:
-        client = await Client.connect(**{**target.connect_kwargs(), **kwargs})
-    except RuntimeError as err:
-        raise ConnectionRefused(target, explain(err, target)) from err
+    client = await _connect_within(target, {**target.connect_kwargs(), **kwargs})
     if check_namespace:
         await check_namespace_reachable(client, target)
     return client
+
+
+async def _connect_within(target: Target, kwargs: dict[str, Any]) -> Client:
+    """``Client.connect``, each attempt bounded by ``CONNECT_ATTEMPT_SECONDS``, two attempts."""
+    import asyncio
+    from datetime import timedelta
+
+    from temporalio.client import Client
+
+    kwargs.setdefault("connect_timeout", timedelta(seconds=CONNECT_ATTEMPT_SECONDS / 2))
+    for attempt in (1, 2):
+        try:
+            return await asyncio.wait_for(Client.connect(**kwargs), CONNECT_ATTEMPT_SECONDS)
+        except RuntimeError as err:
+            raise ConnectionRefused(target, explain(err, target)) from err
+        except TimeoutError:
+            if attempt == 2:
+                raise ConnectionRefused(
+                    target,
+                    f"the port accepts connections, but no Temporal answer came in two attempts of "
+                    f"{CONNECT_ATTEMPT_SECONDS:.0f} s (is it a Temporal frontend? does it expect TLS?)",
+                ) from None
+    raise AssertionError("unreachable")
 
 
 async def check_namespace_reachable(client: Client, target: Target) -> None:

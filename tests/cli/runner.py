@@ -38,16 +38,21 @@ async def codemode(
     proc = await asyncio.create_subprocess_exec(
         *cli_command(*args),
         cwd=cwd,
-        env=env,
+        env={**env, "PYTHONFAULTHANDLER": "1"},  # a command that hangs is made to say where (below)
         stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
+    talk = asyncio.ensure_future(proc.communicate(stdin.encode() if stdin is not None else None))
     try:
-        out, err = await asyncio.wait_for(proc.communicate(stdin.encode() if stdin is not None else None), timeout)
+        out, err = await asyncio.wait_for(asyncio.shield(talk), timeout)
     except TimeoutError:
-        proc.kill()
-        out, err = await proc.communicate()
+        proc.send_signal(signal.SIGABRT)  # faulthandler prints every thread's stack, then it dies
+        try:
+            out, err = await asyncio.wait_for(talk, 10)
+        except TimeoutError:
+            proc.kill()
+            out, err = await talk
         raise AssertionError(f"codemode {' '.join(args)} did not finish in {timeout}s:\n{out.decode()}\n{err.decode()}")
     return Result(proc.returncode or 0, out.decode(), err.decode())
 

@@ -155,3 +155,30 @@ async def test_the_api_key_flag_warns_and_the_plaintext_refusal_is_a_usage_error
         "list", "--api-key", "sekret", "--address", "temporal.example:7233", "--no-tls", env=env, timeout=30
     )
     assert res.rc == 2 and "visible to every user of this machine" in res.err and "in clear" in res.err, res
+
+
+async def test_a_port_that_accepts_but_never_answers_is_refused_in_one_line(tmp_path: Path) -> None:
+    """Something takes the TCP connection and says nothing (a stalled front, a port of another
+    program): each connection attempt is bounded, one fresh attempt is made, and the command
+    says so in one line instead of waiting forever."""
+    import asyncio
+
+    held: list[asyncio.StreamWriter] = []
+
+    async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)  # read nothing, answer nothing, close nothing
+
+    server = await asyncio.start_server(hold, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        env = base_env(
+            TEMPORAL_ADDRESS=f"127.0.0.1:{port}", CODEMODE_DATA_DIR=str(tmp_path), CODEMODE_CONNECT_TIMEOUT="1"
+        )
+        res = await codemode("list", env=env, timeout=60)
+        assert res.rc != 0 and "no Temporal answer came in two attempts of 1 s" in res.err, res
+        assert len(res.err.strip().splitlines()) == 1, res
+        assert len(held) == 3  # the TCP probe, then two attempts, each on a new connection
+    finally:
+        server.close()
+        for writer in held:
+            writer.close()
