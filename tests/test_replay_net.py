@@ -1,7 +1,8 @@
 """The net under the suite (``tests/replay_all.py``) tells a history that does not replay from
-one whose payloads this process cannot read. The hard case: the SDK drops a signal it cannot
-convert with only a log line, so the replay diverges where that signal decided something (a
-canceled timer it has no command for). That run is unreadable here, not a nondeterminism."""
+one whose payloads this process cannot read. A decision signal it cannot read fails the replay
+with "Failed decoding" (``workflows/signal_input.py``), counted as unreadable; any other signal
+the SDK cannot convert it drops with only a log line, so the replay diverges where that signal
+decided something: ``DroppedSignals`` finds such runs in the SDK's log."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from temporalio.worker import Replayer
 
 from codemode.worker.workflow_runner import CodeModeWorkflowRunner
 from codemode.workflows.execution_workflow import CodeExecutionWorkflow
-from tests.replay_all import DroppedSignals, events_in_brief
+from tests.replay_all import UNREADABLE, DroppedSignals, events_in_brief
 from tests.workflows.test_replay import HISTORIES
 
 
@@ -29,23 +30,32 @@ def _with_unreadable_approval(name: str) -> WorkflowHistory:
     return WorkflowHistory.from_json("exec-unreadable", data)
 
 
-async def test_a_dropped_unreadable_signal_is_told_apart_from_nondeterminism() -> None:
+async def test_an_unreadable_decision_fails_as_unreadable_not_as_nondeterminism() -> None:
     history = _with_unreadable_approval("gen47-approved.json")
+    replayer = Replayer(
+        workflows=[CodeExecutionWorkflow],
+        workflow_runner=CodeModeWorkflowRunner(),
+        data_converter=pydantic_data_converter,
+    )
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    failure = str(result.replay_failure)
+    assert "Failed decoding the approve signal's input, encoding binary/encrypted" in failure, failure
+    assert "Nondeterminism" not in failure and any(marker in failure for marker in UNREADABLE)
+    assert "Signaled(approve)" in events_in_brief(history) and "TimerCanceled" in events_in_brief(history)
+
+
+def test_a_signal_the_sdk_dropped_is_found_in_its_log() -> None:
     dropped = DroppedSignals()
     sdk_log = logging.getLogger("temporalio.worker._workflow_instance")
     sdk_log.addHandler(dropped)
     try:
-        replayer = Replayer(
-            workflows=[CodeExecutionWorkflow],
-            workflow_runner=CodeModeWorkflowRunner(),
-            data_converter=pydantic_data_converter,
+        sdk_log.error(  # the SDK's own words (temporalio/worker/_workflow_instance.py)
+            "Failed deserializing signal input for codemode_enqueue on workflow CodeModeSession with ID "
+            "session-x and run ID 0190-run, dropping the signal"
         )
-        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     finally:
         sdk_log.removeHandler(dropped)
-    assert result.replay_failure is not None and "Nondeterminism" in str(result.replay_failure)
-    assert dropped.runs == {history.events[0].workflow_execution_started_event_attributes.original_execution_run_id}
-    assert "Signaled(approve)" in events_in_brief(history) and "TimerCanceled" in events_in_brief(history)
+    assert dropped.runs == {"0190-run"}
 
 
 async def test_the_same_history_read_whole_replays() -> None:

@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from temporalio import workflow
+from temporalio.common import RawValue
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -59,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
         call_order,
     )
     from codemode.workflows.parking import Parking
+    from codemode.workflows.signal_input import decision_input
     from codemode.workflows.snippet_state import SnippetState
     from codemode.workflows.step_activities import (
         LOCAL_START_RUNTIMES,
@@ -80,16 +82,13 @@ with workflow.unsafe.imports_passed_through():
 #: own step (which redoes it from the checkpoint; the tool never runs again). It is added to
 #: the tool's timeout, so it is also what a lost worker adds to noticing a lost call: short.
 FUSED_STEP_SECONDS = 10.0
-#: Deferred checkpoints (issue 11): a snapshot step waiting for one call may leave its
-#: checkpoint unsaved and keep the run live on its worker while the journal entries since the
-#: last saved checkpoint stay under these bounds (and the steps under
-#: ``codemode.activities.step_loop.DEFER_SECONDS`` of run time). The workflow holds those entries: a
-#: worker without the live run leaves the step to the workflow, whose own step rebuilds the
-#: run from the checkpoint and them. No tool ever runs again; at most that much compute does.
+#: Deferred checkpoints (issue 11): a snapshot step may leave its checkpoint unsaved and keep the
+#: run live on its worker while the journal since the last saved one stays under these bounds
+#: (and ``activities.step_loop.DEFER_SECONDS`` of run time). A worker without the live run leaves
+#: the step to the workflow, which rebuilds the run from the checkpoint and the journal it holds.
 DEFER_ENTRIES = 32
 DEFER_BYTES = 256 * 1024
-#: Our own ceilings for one run, in case the server's continue-as-new suggestion is off or
-#: set high: far below its hard limits (51,200 events, 50 MB).
+#: Our own ceilings for one run, far below the server's hard limits (51,200 events, 50 MB).
 MAX_RUN_EVENTS = 10_000
 MAX_RUN_BYTES = 10 * 1024 * 1024
 
@@ -134,15 +133,15 @@ class CodeExecutionWorkflow:
         description='Approve a tool call waiting for approval: {"call_id": "1", "by": "your name", '
         '"comment": "optional"}. call_id may be left out when one call is pending.'
     )
-    def approve(self, payload: Any = None) -> None:
-        self._approvals.on_signal("approve", payload)
+    def approve(self, payload: RawValue = None) -> None:  # type: ignore[assignment]
+        self._approvals.on_signal("approve", decision_input("approve", payload))
 
     @workflow.signal(
         description='Deny a tool call waiting for approval: {"call_id": "1", "by": "your name", '
         '"reason": "optional"}. The code gets PermissionError.'
     )
-    def deny(self, payload: Any = None) -> None:
-        self._approvals.on_signal("deny", payload)
+    def deny(self, payload: RawValue = None) -> None:  # type: ignore[assignment]
+        self._approvals.on_signal("deny", decision_input("deny", payload))
 
     @workflow.update(description="Approve or deny a pending call and get the recorded decision back at once.")
     async def decide(self, decision: Decision) -> ApprovalRecord:
