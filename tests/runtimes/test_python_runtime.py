@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -294,15 +297,22 @@ async def test_dump_is_none_and_close_kills_the_process(stdio_rt: PythonRuntime)
     assert _children() == []  # killed and reaped: no zombie
 
 
-async def test_runtime_aclose_kills_live_executions() -> None:
+async def test_runtime_aclose_kills_live_executions(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The callback sockets' folders go under a temp dir of this test's own (short: a socket's
+    # path has a limit): /tmp is shared with the tests that run at the same time (one of theirs
+    # was once counted as this runtime's leftover).
+    tmp_path = Path(tempfile.mkdtemp(prefix="cb-test-"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     runtime = PythonRuntime(transport="http")
     executions = [await runtime.execute("get_weather('x')", functions=TOOLS) for _ in range(2)]
     for execution in executions:
         assert isinstance(await execution.next(), FunctionCall)
+    assert any(d.name.startswith("codemode-cb-") for d in tmp_path.iterdir())  # (they were made here)
     await runtime.aclose()
     assert _children() == []
-    leftovers = [d for d in os.listdir("/tmp") if d.startswith("codemode-cb-")]
-    assert leftovers == [] or all(not os.path.exists(f"/tmp/{d}/callback.sock") for d in leftovers)
+    leftovers = [d for d in tmp_path.iterdir() if d.name.startswith("codemode-cb-")]
+    assert all(not (d / "callback.sock").exists() for d in leftovers), leftovers
+    shutil.rmtree(tmp_path, ignore_errors=True)
 
 
 async def test_no_isolation_is_an_explicit_loudly_warned_opt_in() -> None:
