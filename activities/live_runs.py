@@ -2,7 +2,8 @@
 
 What a worker keeps live between steps, purely as a cache in front of the durable state:
 runs of runtimes without checkpoints (a keep-alive window), checkpointed runs kept after their
-step (keyed by checkpoint hash), deferred runs (spilled to the store when the cache must let
+step (keyed by checkpoint hash; let go after the same keep-alive if they do not step again, so a
+run that waits for a person holds no process), deferred runs (spilled to the store when the cache must let
 them go), sessions kept live between cells, and saved sessions kept warm.
 """
 
@@ -176,9 +177,14 @@ class LiveRuns:
         if limit <= 0:
             self.close_later(live.execution)
             return
-        now = asyncio.get_running_loop().time()
-        live.cached_at = now
+        loop = asyncio.get_running_loop()
+        now = live.cached_at = loop.time()
         self.snapshots[key] = live
+        # A run that does not step again within the keep-alive (one waiting for a person, for
+        # days) lets its sandbox go: the pool's processes are then free to close when idle.
+        if live.expiry is not None:  # cached again: its keep-alive starts over
+            live.expiry.cancel()
+        live.expiry = loop.call_later(self.keep_alive_seconds, self._expire_snapshot, key, live)
         held = sum(entry.size for entry in self.snapshots.values())
         while len(self.snapshots) > limit or (held > self.snapshot_cache_bytes and len(self.snapshots) > 1):
             old_key = next(iter(self.snapshots))
@@ -186,14 +192,24 @@ class LiveRuns:
                 old_key = key  # every run here steps soon: let the newcomer go (HOT_SECONDS)
             old = self.snapshots.pop(old_key)
             held -= old.size
-            if old.scope is None:
-                self.close_later(old.execution)
-                continue
-            spill = asyncio.get_running_loop().create_task(self.spill(old))
-            self.spilled[old_key] = spill
-            while len(self.spilled) > SPILLS_KEPT:
-                _, forgotten = self.spilled.popitem(last=False)
-                forgotten.cancel()
+            self._let_go(old_key, old)
+
+    def _expire_snapshot(self, key: str, live: LiveSession) -> None:
+        if self.snapshots.get(key) is live:  # (a step took it meanwhile: not this one's to expire)
+            self._let_go(key, self.snapshots.pop(key))
+
+    def _let_go(self, key: str, old: LiveSession) -> None:
+        """Close a run the cache no longer holds, or spill it first when it was kept live
+        instead of a checkpoint (deferred)."""
+        if old.expiry is not None:
+            old.expiry.cancel()
+        if old.scope is None:
+            self.close_later(old.execution)
+            return
+        self.spilled[key] = asyncio.get_running_loop().create_task(self.spill(old))
+        while len(self.spilled) > SPILLS_KEPT:
+            _, forgotten = self.spilled.popitem(last=False)
+            forgotten.cancel()
 
     async def spill(self, live: LiveSession) -> tuple[CheckpointRef, LiveSession] | None:
         """Dump an evicted deferred run to the store (then close it): the ref, or None."""

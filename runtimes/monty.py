@@ -33,6 +33,7 @@ from .execution import CallOutcome, CodeExecution
 from .exit_settle import settle_at_exit
 from .monty_checker import TypeChecker, bound_before, type_check_stubs
 from .monty_errors import map_monty_error
+from .monty_pool import IdlePool, idle_setting
 from .monty_run import MONTY_VERSION, _MontyRun, _StdoutSink
 from .monty_session import SESSION_FORMAT, _MontySession
 from .prelude import Prelude
@@ -130,6 +131,7 @@ class MontyRuntime(CodeRuntime):
         min_processes: int = 1,
         os_policy: Mapping[str, Any] | None = None,
         checkout_timeout: float = 60.0,
+        idle_seconds: float | None = None,
     ) -> None:
         self.type_check_enabled = type_check
         #: Monty worker subprocesses at most. Every open execution holds one (even while it
@@ -140,32 +142,20 @@ class MontyRuntime(CodeRuntime):
         #: ``CODEMODE_MONTY_PROCESSES`` sets it for a worker that runs more at once (issue 28:
         #: at 100 concurrent executions, 256 cost 10% less CPU per call than 64).
         self.max_processes = max_processes or _processes_setting() or max(64, 2 * (os.cpu_count() or 1))
-        self._pool_args = {
-            "min_processes": min_processes,
-            "max_processes": self.max_processes,
-            "checkout_timeout": checkout_timeout,
-        }
+        self._checkout_timeout = checkout_timeout
         self._os_policy = dict(os_policy) if os_policy else None
         #: Checks code before it runs, in warm sessions of its own (``monty_checker.py``).
         self._checker = TypeChecker(_open_checker_pool, map_monty_error, self._os_policy)
-        self._pool: Any = None
-        self._pool_lock = asyncio.Lock()
-
-    async def _get_pool(self) -> Any:
-        async with self._pool_lock:
-            if self._pool is None:
-                settle_at_exit()
-                pool = pm.AsyncMonty(**self._pool_args)
-                await pool.__aenter__()
-                self._pool = pool
-            return self._pool
+        #: Closed when no session has been out for ``idle_seconds`` (``monty_pool.py``).
+        self._pool = IdlePool(
+            {"min_processes": min_processes, "max_processes": self.max_processes, "checkout_timeout": checkout_timeout},
+            idle_seconds=idle_setting() if idle_seconds is None else idle_seconds,
+            on_idle=self._checker.close_if_idle,
+        )
 
     async def aclose(self) -> None:
         await self._checker.aclose()
-        async with self._pool_lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            await pool.__aexit__(None, None, None)
+        await self._pool.aclose()
 
     @property
     def live_capacity(self) -> int:
@@ -180,23 +170,20 @@ class MontyRuntime(CodeRuntime):
         os_policy: Mapping[str, Any] | None = None,
         repl: bool = False,
     ) -> Any:
-        pool = await self._get_pool()
-        session = pool.checkout(
-            limits=_monty_limits(limits, session=repl) if isinstance(limits, ExecutionLimits) else dict(limits),
-            type_check=type_check,
-            type_check_stubs=stubs,
-            os_policy=dict(os_policy) if os_policy is not None else self._os_policy,
-        )
         try:
-            await session.__aenter__()
+            return await self._pool.checkout(
+                limits=_monty_limits(limits, session=repl) if isinstance(limits, ExecutionLimits) else dict(limits),
+                type_check=type_check,
+                type_check_stubs=stubs,
+                os_policy=dict(os_policy) if os_policy is not None else self._os_policy,
+            )
         except TimeoutError:
             raise SandboxError(
-                f"no Monty worker became free within {self._pool_args['checkout_timeout']:.0f} s: all "
+                f"no Monty worker became free within {self._checkout_timeout:.0f} s: all "
                 f"{self.max_processes} are held by executions that were not closed or are still running"
             ) from None
         except pm.MontyError as err:
             raise map_monty_error(err) from None
-        return session
 
     def _determinism_policy(self, determinism: Determinism | None) -> dict[str, Any] | None:
         """Monty's own ``os_policy`` for a ``Determinism``: a seeded ``random`` and a clock

@@ -160,6 +160,11 @@ class TypeChecker:
             raise self._map_error(err) from None
         return session
 
+    async def close_if_idle(self) -> None:
+        """Close the checker's pool unless a check is under way (it reopens on the next)."""
+        if self._slots is None or self._slots.qsize() == self._sessions:
+            await self.aclose()
+
     async def aclose(self) -> None:
         async with self._lock:
             slots, self._slots = self._slots, None

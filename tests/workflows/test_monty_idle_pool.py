@@ -1,0 +1,85 @@
+"""A worker lets its Monty processes go while runs wait (``runtimes/monty_pool.py``).
+
+A burst of runs parks for approval; the pool grew to the burst and, once no sandbox has been
+in use for ``CODEMODE_MONTY_IDLE_SECONDS``, the worker closes it: the processes it started
+exit while the runs wait (issue 49: the parking worker held about 860 MB of idle Monty
+processes). Approved, every run resumes from its checkpoint in a new pool and completes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from codemode.activities import ToolRegistry
+from codemode.client.executions import start_execution
+from codemode.runtimes.monty import MontyRuntime
+from codemode.runtimes.monty_pool import idle_setting
+from codemode.worker.worker import CodeModeWorker
+from codemode.workflows.models import ApproveSignal, CodeExecutionRequest, ExecutionOutcome
+
+from .conftest import TOOLS_MODULE
+from .test_approval import wait_for_state
+
+
+def monty_children() -> set[int]:
+    """This process's ``monty`` subprocesses (alive: a zombie does not count)."""
+    found = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat[1]) == os.getpid() and stat[0] != "Z" and b"monty" in cmd:
+            found.add(int(pid))
+    return found
+
+
+async def test_parked_runs_hold_no_monty_process_and_resume_in_a_new_pool(
+    client, task_queue, events_file, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CODEMODE_MONTY_IDLE_SECONDS", "1")
+    before = monty_children()
+    # A parked run's live sandbox is let go after the keep-alive window, then the pool idles.
+    worker = CodeModeWorker(client, ToolRegistry.from_module(TOOLS_MODULE), task_queue=task_queue, keep_alive_seconds=0.3)
+    async with worker.running():
+        rt = worker.sandbox.runtime("monty")
+        assert isinstance(rt, MontyRuntime)
+        handles = [
+            await start_execution(
+                client, CodeExecutionRequest(code=f"a = slow_step({i}, 0)\nr = transfer('ana', a + {i})\n[a, r['to']]"),
+                task_queue=task_queue,
+            )
+            for i in range(8)
+        ]
+        waiting = [await wait_for_state(h, "awaiting_approval") for h in handles]
+        started = monty_children() - before
+        assert started, "the burst started Monty processes"
+        for _ in range(300):  # closed a second after the last sandbox was returned
+            if not rt._pool.open:
+                break
+            await asyncio.sleep(0.1)
+        assert not rt._pool.open, f"the pool stayed open: {rt._pool._out} sessions out"
+        await asyncio.sleep(0.5)  # (their exit is reaped by the pool's close)
+        assert not (monty_children() & started), "the idle pool's processes exited while the runs wait"
+        assert rt._pool.idle_closes >= 1
+        for h, s in zip(handles, waiting, strict=True):
+            await h.signal("approve", ApproveSignal(call_id=s.pending_approvals[0].call_id, by="ana"))
+        outcomes = [
+            await client.get_workflow_handle(h.id, result_type=ExecutionOutcome).result() for h in handles
+        ]
+    assert [o.output for o in outcomes] == [[i * 10, "ana"] for i in range(8)], [o.error for o in outcomes]
+
+
+def test_the_idle_setting_is_read_and_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CODEMODE_MONTY_IDLE_SECONDS", raising=False)
+    assert idle_setting() == 60.0
+    monkeypatch.setenv("CODEMODE_MONTY_IDLE_SECONDS", "0")
+    assert idle_setting() == 0.0
+    for bad in ("-1", "soon"):
+        monkeypatch.setenv("CODEMODE_MONTY_IDLE_SECONDS", bad)
+        with pytest.raises(ValueError, match="CODEMODE_MONTY_IDLE_SECONDS"):
+            idle_setting()
