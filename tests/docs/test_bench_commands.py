@@ -49,7 +49,9 @@ def test_peers_runs_a_tiny_workload() -> None:
 
 @pytest.mark.slow  # three worker processes and a dev server: 15-30 s on two shared cores
 def test_monday_parks_and_approves_a_few_runs() -> None:
-    out = run("-m", "bench.monday", "--count", "3", "--wait", "0.5", "--variants", "plain", "--idle-runs", "2")
+    out = run(
+        "-m", "bench.monday", "--count", "3", "--wait", "0.5", "--settle", "0", "--variants", "plain", "--idle-runs", "2"
+    )
     rows = [line for line in out.splitlines() if line.startswith("| plain |")]
     assert [r.split("|")[2].strip() for r in rows] == ["floor", "ours"], out
     # completed, succeeded, tool runs (distinct): each of the 3 runs once
