@@ -28,6 +28,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
 from .base import CodeRuntime
 from .checkpoint import decode_checkpoint
 from .constraints import CodeConstraints
+from .env_numbers import number_from_env
 from .errors import CodeExecutionError, CodeSyntaxError, CodeTypeError, SandboxError
 from .execution import CallOutcome, CodeExecution
 from .exit_settle import settle_at_exit
@@ -77,12 +78,8 @@ MONTY_CONSTRAINTS = CodeConstraints(
 )
 
 def _processes_setting() -> int | None:
-    value = os.environ.get("CODEMODE_MONTY_PROCESSES", "").strip()
-    if not value:
-        return None
-    if not value.isdigit() or int(value) < 3:
-        raise ValueError(f"CODEMODE_MONTY_PROCESSES={value!r}: expected a whole number of at least 3")
-    return int(value)
+    processes = number_from_env("CODEMODE_MONTY_PROCESSES", 0, cast=int, minimum=3, expected="a whole number of at least 3")
+    return int(processes) or None
 
 
 async def _open_checker_pool(workers: int) -> Any:

@@ -16,12 +16,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pydantic_monty as pm
 
+from .env_numbers import number_from_env
 from .exit_settle import settle_at_exit
 
 log = logging.getLogger(__name__)
@@ -30,16 +30,13 @@ DEFAULT_IDLE_SECONDS = 60.0
 
 
 def idle_setting() -> float:
-    value = os.environ.get("CODEMODE_MONTY_IDLE_SECONDS", "").strip()
-    if not value:
-        return DEFAULT_IDLE_SECONDS
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if seconds < 0:
-        raise ValueError(f"CODEMODE_MONTY_IDLE_SECONDS={value!r}: expected a number of seconds (0: never close)")
-    return seconds
+    return number_from_env(
+        "CODEMODE_MONTY_IDLE_SECONDS",
+        DEFAULT_IDLE_SECONDS,
+        cast=float,
+        minimum=0,
+        expected="a number of seconds (0: never close)",
+    )
 
 
 class IdlePool:

@@ -24,12 +24,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import random
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from .env_numbers import number_from_env
 from .jail.uids import UidLease
 from .runner.process import SandboxProcess
 
@@ -46,16 +46,8 @@ _seeds = random.SystemRandom()
 
 
 def warm_size_from_env() -> int:
-    value = os.environ.get(WARM_ENV, "").strip()
-    if not value:
-        return DEFAULT_WARM
-    try:
-        size = int(value)
-    except ValueError:
-        size = -1
-    if size < 0:
-        raise ValueError(f"{WARM_ENV}={value!r}: expected a whole number (0 turns warm interpreters off)")
-    return size
+    expected = "a whole number (0 turns warm interpreters off)"
+    return int(number_from_env(WARM_ENV, DEFAULT_WARM, cast=int, minimum=0, expected=expected))
 
 
 def new_hash_seed() -> int:
