@@ -354,9 +354,17 @@ async def main() -> None:
     ap.add_argument(
         "--idle-runs", type=int, default=20, help="runs the idle worker makes before its second reading (default 20)"
     )
+    ap.add_argument(
+        "--max-cached",
+        type=int,
+        help="both workers' workflow cache, in runs (CODEMODE_MAX_CACHED_WORKFLOWS; default the SDK's 1,000)",
+    )
     ap.add_argument("--json", metavar="FILE", help="also write every figure to FILE")
     args = ap.parse_args()
     n = args.count
+    if args.max_cached is not None:  # the worker processes inherit it (the floor's reads it too)
+        os.environ["CODEMODE_MAX_CACHED_WORKFLOWS"] = str(args.max_cached)
+        print(f"workflow cache of both workers: {args.max_cached} runs", flush=True)
     print(f"load average before: {os.getloadavg()}", flush=True)
     env = await start_local_environment(dynamic_config=SERVER_SETTINGS)
     client: Client = env.client

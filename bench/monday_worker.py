@@ -9,6 +9,7 @@ and restart it while runs wait.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 from pathlib import Path
@@ -55,6 +56,8 @@ async def main() -> None:
             workflows=[ParkedWorkflow],
             activities=[release],
             max_concurrent_activities=200,
+            # the same cache as ours (``bench/monday.py --max-cached``)
+            max_cached_workflows=int(os.environ.get("CODEMODE_MAX_CACHED_WORKFLOWS") or 1000),
         ):
             print("ready", flush=True)
             await stop.wait()
@@ -63,6 +66,4 @@ async def main() -> None:
 if __name__ == "__main__":
     asyncio.run(main())
     sys.stdout.flush()
-    import os
-
     os._exit(0)

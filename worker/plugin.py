@@ -62,6 +62,7 @@ from codemode.activities.undo_log_reader import read_undo_log
 from codemode.activities.tools import ToolRegistry
 from codemode.approvals.notify.config import NotifyConfig, load_notify_config
 from codemode.runtimes import CodeRuntime
+from codemode.runtimes.env_numbers import number_from_env
 from codemode.runtimes.exit_settle import settle_at_exit
 from codemode.storage import BlobStore, StorageSettings, blob_store_for
 from codemode.storage.encryption import Keyring
@@ -103,6 +104,8 @@ HEARTBEAT_THROTTLE = timedelta(seconds=1)
 ACTIVITY_POLLERS = 16
 EAGER_RESERVATIONS = 16
 MAX_CONCURRENT_ACTIVITIES = 200
+#: The SDK's own default size of a worker's workflow cache (``Worker(max_cached_workflows=)``).
+SDK_CACHE_SIZE = 1000
 
 
 def session_queue_name(task_queue: str) -> str:
@@ -308,6 +311,7 @@ class CodeModePlugin(SimplePlugin):
         _version(config, self.deployment, self.build_id)
         if self.tune_worker:
             _tune(config)
+        _cache_size_from_env(config)
         _one_task_at_a_time_without_a_cache(config)
         return config
 
@@ -492,6 +496,18 @@ def _version(config: WorkerConfig, deployment: WorkerDeploymentVersion | None, b
             "workflows need one: set default_versioning_behavior=VersioningBehavior.AUTO_UPGRADE (what "
             "CodeModePlugin(deployment_name=..., build_id=...) sets; see the secured-clusters guide)"
         )
+
+
+def _cache_size_from_env(config: WorkerConfig) -> None:
+    """``CODEMODE_MAX_CACHED_WORKFLOWS``: how many runs the SDK's workflow cache keeps (its
+    default, 1,000, unless set). A cached run that waits for a person costs the worker about
+    140 KB (``bench/monday.py``); one not cached costs nothing while it waits and replays its
+    history when it wakes. A size the worker was given in code is kept."""
+    size = number_from_env(
+        "CODEMODE_MAX_CACHED_WORKFLOWS", -1, cast=int, minimum=0, expected="a whole number of runs (0 or more)"
+    )
+    if size >= 0 and config.get("max_cached_workflows", SDK_CACHE_SIZE) == SDK_CACHE_SIZE:
+        config["max_cached_workflows"] = int(size)
 
 
 def _one_task_at_a_time_without_a_cache(config: WorkerConfig) -> None:

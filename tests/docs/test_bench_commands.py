@@ -50,12 +50,14 @@ def test_peers_runs_a_tiny_workload() -> None:
 @pytest.mark.slow  # three worker processes and a dev server: 15-30 s on two shared cores
 def test_monday_parks_and_approves_a_few_runs() -> None:
     out = run(
-        "-m", "bench.monday", "--count", "3", "--wait", "0.5", "--settle", "0", "--variants", "plain", "--idle-runs", "2"
-    )
+        "-m", "bench.monday", "--count", "3", "--wait", "0.5", "--settle", "0", "--variants", "plain", "--idle-runs", "2",
+        "--max-cached", "2",  # fewer than wait: the runs evicted while they wait wake by replaying
+    )  # fmt: skip
     rows = [line for line in out.splitlines() if line.startswith("| plain |")]
     assert [r.split("|")[2].strip() for r in rows] == ["floor", "ours"], out
     # completed, succeeded, tool runs (distinct): each of the 3 runs once
     assert all(r.rstrip().endswith("| 3 | 3 | 3 (3) |") for r in rows), rows
+    assert "workflow cache of both workers: 2 runs" in out
 
 
 def test_first_call_splits_both_runtimes() -> None:

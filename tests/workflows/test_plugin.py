@@ -126,3 +126,32 @@ async def test_connect_with_the_plugin_leaves_the_converter_and_the_tracing_to_i
     client = await connect(temporal_address, plugins=[plugin])
     assert store_of(client.data_converter) is plugin.store
     assert len(client.config(active_config=True)["interceptors"]) == len(CodeModePlugin._interceptors(None))
+
+
+async def test_the_workflow_cache_size_from_the_environment(
+    temporal_address: str, client: Client, store: BlobStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``CODEMODE_MAX_CACHED_WORKFLOWS`` sizes the SDK's workflow cache of a worker with the
+    plugin (parked runs then cost the worker nothing while they wait); a size given in code is
+    kept; a value that is not a size stops the worker from starting, naming the variable."""
+    tq = f"agents-{uuid.uuid4().hex[:6]}"
+    monkeypatch.setenv("CODEMODE_MAX_CACHED_WORKFLOWS", "0")
+    async with Worker(client, task_queue=tq, plugins=[CodeModePlugin(tools=TOOLS_MODULE, store=store)]) as worker:
+        config = worker.config(active_config=True)
+        assert config["max_cached_workflows"] == 0
+        assert config["max_concurrent_workflow_tasks"] == 1  # no cache: one task at a time
+        code = f"a = add({uuid.uuid4().int % 1000}, 1)\nb = add(a, 1)\nb - a"
+        outcome = await (await start_execution(client, CodeExecutionRequest(code=code), task_queue=tq)).result()
+    assert outcome.success and outcome.output == 1
+    monkeypatch.setenv("CODEMODE_MAX_CACHED_WORKFLOWS", "25")
+
+    def cache_of(**given: Any) -> int:
+        plugin = CodeModePlugin(tools=TOOLS_MODULE, store=store)
+        worker = Worker(client, task_queue=f"{tq}-{uuid.uuid4().hex[:6]}", plugins=[plugin], **given)
+        return worker.config(active_config=True)["max_cached_workflows"]
+
+    assert cache_of() == 25
+    assert cache_of(max_cached_workflows=7) == 7
+    monkeypatch.setenv("CODEMODE_MAX_CACHED_WORKFLOWS", "lots")
+    with pytest.raises(ValueError, match="CODEMODE_MAX_CACHED_WORKFLOWS='lots': expected a whole number"):
+        cache_of()
