@@ -77,22 +77,40 @@ class TemporalUnavailable(RuntimeError):
 
 @dataclass
 class Progress:
-    """Each tool call as MCP progress (a no-op when the client sent no progress token)."""
+    """Each tool call as MCP progress (a no-op when the client sent no progress token), once
+    per call and state, from whichever source sees it first: the history as the run goes on,
+    or the outcome at the end."""
 
     ctx: Context[Any, Any]
     shown: dict[str, str] = field(default_factory=dict)
     count: int = 0
+    #: Held while a notification is sent: a follower is stopped between two, never during one.
+    sending: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def calls(self, calls: list[ToolCallRecord]) -> None:
-        for call in calls:
-            showable = call.status in display.FINAL_CALL_STATES or call.status == "awaiting_approval"
-            if showable and self.shown.get(call.call_id) != call.status:
-                self.shown[call.call_id] = call.status
-                self.count += 1
-                try:
-                    await self.ctx.report_progress(self.count, None, display.call_line(call))
-                except Exception as err:  # noqa: BLE001 (the client went away: the run goes on regardless)
-                    log.debug("progress not delivered: %s", err)
+        async with self.sending:
+            for call in calls:
+                showable = call.status in display.FINAL_CALL_STATES or call.status == "awaiting_approval"
+                if showable and self.shown.get(call.call_id) != call.status:
+                    self.shown[call.call_id] = call.status
+                    self.count += 1
+                    try:
+                        await self.ctx.report_progress(self.count, None, display.call_line(call))
+                    except Exception as err:  # noqa: BLE001 (the client went away: the run goes on regardless)
+                        log.debug("progress not delivered: %s", err)
+
+    async def stop(self, follower: asyncio.Future[Any]) -> None:
+        """Stop a task that reports through this one. Cancelled in the middle of a send, a call
+        counted as shown would never reach the client (the outcome's pass skips it): seen in
+        CI, the third of four calls missing when the run ended as its notification went out."""
+        if follower.done():
+            return
+        try:
+            async with self.sending:
+                follower.cancel()
+        except asyncio.CancelledError:  # (this request cancelled meanwhile: stop it regardless)
+            follower.cancel()
+            raise
 
 
 @dataclass
@@ -405,9 +423,9 @@ class Executions:
                     raise TemporalUnavailable(self.backend.address, handle.id) from None
                 raise
         finally:
-            for pending in (result, calls):
-                if not pending.done():
-                    pending.cancel()
+            if not result.done():
+                result.cancel()
+            await progress.stop(calls)
             if looking is not None and not looking.done():
                 # Left to finish (milliseconds): the server logs a cancelled request as a failure.
                 looking.add_done_callback(quietly)

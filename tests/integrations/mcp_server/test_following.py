@@ -8,6 +8,7 @@ session's dev server and a worker of the test's own that counts the queries it a
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -68,3 +69,37 @@ async def test_a_run_is_followed_without_asking_its_worker(client, store) -> Non
         assert [p["tool"] for p in report["pending_approvals"]] == ["send_email"]
         assert QUERIES and set(QUERIES) == {"status"}
         await client.get_workflow_handle(report["execution_id"]).cancel()
+
+
+async def test_a_call_whose_progress_is_being_sent_as_the_run_ends_still_reaches_the_client(client, store) -> None:
+    """A notification still on its way to the client when the run ends. That call's progress
+    used to be lost: the follower was cancelled in the middle of the send after it had counted
+    the call as shown, so the outcome's own pass skipped it (seen once in CI over stdio: the
+    third of four calls missing)."""
+    registry = ToolRegistry.from_module(TOOLS)
+    queue = f"follow-{uuid.uuid4().hex[:8]}"
+    plugin = CodeModePlugin(registry, store=store)
+    backend = Backend(client=client, target=local_target(client.service_client.config.target_host), task_queue=queue)
+    server = build_server(ToolCatalog.of(registry), Executions(BackendSlot(backend)))
+    progress: list[str] = []
+    sent = 0
+
+    async def slow_progress(value: float, total: float | None, message: str | None) -> None:
+        # (In process, the front's send is this callback: the second notification is still
+        # being delivered, 2.5 s, when the run ends.)
+        nonlocal sent
+        sent += 1
+        if sent == 2:
+            await asyncio.sleep(2.5)
+        progress.append((message or "").split("  ")[0])
+
+    tag = uuid.uuid4().hex[:6]
+    seconds = (0.05, 0.05, 1.0)  # the run ends a second after the second call, within its delivery
+    code = (
+        "\n".join(f"r{i} = await slow_echo('{tag}-{i}', seconds={s})" for i, s in enumerate(seconds)) + "\n[r0, r1, r2]"
+    )
+    async with Worker(client, task_queue=queue, plugins=[plugin]), MCPClient(server) as mcp:
+        res = await mcp.call_tool("execute", {"code": code}, progress_callback=slow_progress)
+    report = res.structured_content
+    assert report["status"] == "completed" and report["output"] == [f"{tag}-{i}" for i in range(3)], res
+    assert progress == [f"→ slow_echo(text='{tag}-{i}', seconds={s})" for i, s in enumerate(seconds)]
