@@ -5,6 +5,7 @@ restores and checkpoints them; a session's cells (``monty_session.py``) run them
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -38,6 +39,17 @@ def _call_id(vm_id: int) -> str:
 
 def _vm_id(call_id: str) -> int:
     return int(call_id) - 1
+
+
+#: Closes started for cancelled steps (kept referenced until they finish).
+_CLOSINGS: set[asyncio.Future[None]] = set()
+
+
+def _closing(close: Awaitable[None]) -> None:
+    """Finish ``close`` whatever happens to the task that started it."""
+    task = asyncio.ensure_future(close)
+    _CLOSINGS.add(task)
+    task.add_done_callback(_CLOSINGS.discard)
 
 
 class _StdoutSink:
@@ -164,6 +176,14 @@ class _MontyRun:
                 self.snap = None  # the code raised: the session's VM is idle again, its globals kept
             await self.close()
             raise mapped from None
+        except asyncio.CancelledError:
+            # The step was cancelled while the VM ran (its run cancelled, or Core cancelling a
+            # local step as it evicts the run): nobody will read this VM again (a retry
+            # restores the checkpoint), so its process goes back to the pool, even if this
+            # task is cancelled again meanwhile. Kept out, it held the pool open for good.
+            self.failed = SandboxError("the step was cancelled while the code ran")
+            _closing(self.close())
+            raise
         finally:
             self.compute_s += time.perf_counter() - t0
 

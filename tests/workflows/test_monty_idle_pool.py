@@ -44,13 +44,16 @@ async def test_parked_runs_hold_no_monty_process_and_resume_in_a_new_pool(
     monkeypatch.setenv("CODEMODE_MONTY_IDLE_SECONDS", "1")
     before = monty_children()
     # A parked run's live sandbox is let go after the keep-alive window, then the pool idles.
-    worker = CodeModeWorker(client, ToolRegistry.from_module(TOOLS_MODULE), task_queue=task_queue, keep_alive_seconds=0.3)
+    worker = CodeModeWorker(
+        client, ToolRegistry.from_module(TOOLS_MODULE), task_queue=task_queue, keep_alive_seconds=0.3
+    )
     async with worker.running():
         rt = worker.sandbox.runtime("monty")
         assert isinstance(rt, MontyRuntime)
         handles = [
             await start_execution(
-                client, CodeExecutionRequest(code=f"a = slow_step({i}, 0)\nr = transfer('ana', a + {i})\n[a, r['to']]"),
+                client,
+                CodeExecutionRequest(code=f"a = slow_step({i}, 0)\nr = transfer('ana', a + {i})\n[a, r['to']]"),
                 task_queue=task_queue,
             )
             for i in range(8)
@@ -68,9 +71,7 @@ async def test_parked_runs_hold_no_monty_process_and_resume_in_a_new_pool(
         assert rt._pool.idle_closes >= 1
         for h, s in zip(handles, waiting, strict=True):
             await h.signal("approve", ApproveSignal(call_id=s.pending_approvals[0].call_id, by="ana"))
-        outcomes = [
-            await client.get_workflow_handle(h.id, result_type=ExecutionOutcome).result() for h in handles
-        ]
+        outcomes = [await client.get_workflow_handle(h.id, result_type=ExecutionOutcome).result() for h in handles]
     assert [o.output for o in outcomes] == [[i * 10, "ana"] for i in range(8)], [o.error for o in outcomes]
 
 
@@ -83,3 +84,33 @@ def test_the_idle_setting_is_read_and_checked(monkeypatch: pytest.MonkeyPatch) -
         monkeypatch.setenv("CODEMODE_MONTY_IDLE_SECONDS", bad)
         with pytest.raises(ValueError, match="CODEMODE_MONTY_IDLE_SECONDS"):
             idle_setting()
+
+
+async def test_a_step_cancelled_in_the_middle_gives_its_process_back(
+    client, task_queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Monty step cancelled while its code runs (the run cancelled; or Core cancelling a
+    local step when it evicts the run under cache pressure) used to keep its session out of
+    the pool for good: the pool never idled and held its processes, 750 MB in a Monday
+    benchmark with a small workflow cache, and each such step one process fewer for new runs."""
+    monkeypatch.setenv("CODEMODE_MONTY_IDLE_SECONDS", "1")
+    worker = CodeModeWorker(
+        client, ToolRegistry.from_module(TOOLS_MODULE), task_queue=task_queue, keep_alive_seconds=0.3
+    )
+    async with worker.running():
+        rt = worker.sandbox.runtime("monty")
+        assert isinstance(rt, MontyRuntime)
+        busy = "n = 0\nfor i in range(200_000_000):\n    n += i\nslow_step(n, 0)"  # seconds before its first call
+        handle = await start_execution(client, CodeExecutionRequest(code=busy), task_queue=task_queue)
+        for _ in range(100):  # its first step is under way
+            if rt._pool._out:
+                break
+            await asyncio.sleep(0.05)
+        assert rt._pool._out == 1
+        await handle.cancel()
+        for _ in range(100):
+            if not rt._pool.open:
+                break
+            await asyncio.sleep(0.1)
+        assert not rt._pool.open, f"the pool stayed open: {rt._pool._out} sessions out"
+        assert rt._pool._out == 0
