@@ -35,7 +35,7 @@ from .exit_settle import settle_at_exit
 from .monty_checker import TypeChecker, bound_before, type_check_stubs
 from .monty_errors import map_monty_error
 from .monty_pool import IdlePool, idle_setting
-from .monty_run import MONTY_VERSION, _MontyRun, _StdoutSink
+from .monty_run import MONTY_VERSION, _MontyRun, _StdoutSink, closing
 from .monty_session import SESSION_FORMAT, _MontySession
 from .prelude import Prelude
 from .session import CodeSession
@@ -72,13 +72,15 @@ MONTY_CONSTRAINTS = CodeConstraints(
     supports_del=False,
     supports_filesystem=False,
     additional_instructions=(
-        "This is Monty, a fast sandboxed subset of Python: no file or network access, "
-        "a restricted standard library."
+        "This is Monty, a fast sandboxed subset of Python: no file or network access, a restricted standard library."
     ),
 )
 
+
 def _processes_setting() -> int | None:
-    processes = number_from_env("CODEMODE_MONTY_PROCESSES", 0, cast=int, minimum=3, expected="a whole number of at least 3")
+    processes = number_from_env(
+        "CODEMODE_MONTY_PROCESSES", 0, cast=int, minimum=3, expected="a whole number of at least 3"
+    )
     return int(processes) or None
 
 
@@ -252,6 +254,9 @@ class MontyRuntime(CodeRuntime):
         except pm.MontyError as err:
             await run.close()
             raise SandboxError(f"the prelude (saved snippets) did not run: {err}") from None
+        except asyncio.CancelledError:
+            closing(run.close())
+            raise
         if not isinstance(done, pm.MontyComplete):
             await run.close()
             raise SandboxError(f"the prelude (saved snippets) did not end at once ({type(done).__name__})")
@@ -364,6 +369,9 @@ class MontyRuntime(CodeRuntime):
             log.warning("Monty refused a checkpoint: %s", err)
             await run.close()
             return None
+        except asyncio.CancelledError:  # (a big heap takes a while: its process goes back)
+            closing(run.close())
+            raise
         run.shown = {c.call_id: c for c in pending}
         run.answers = answers
         execution = run.execution()

@@ -45,7 +45,7 @@ def _vm_id(call_id: str) -> int:
 _CLOSINGS: set[asyncio.Future[None]] = set()
 
 
-def _closing(close: Awaitable[None]) -> None:
+def closing(close: Awaitable[None]) -> None:
     """Finish ``close`` whatever happens to the task that started it."""
     task = asyncio.ensure_future(close)
     _CLOSINGS.add(task)
@@ -182,7 +182,7 @@ class _MontyRun:
             # restores the checkpoint), so its process goes back to the pool, even if this
             # task is cancelled again meanwhile. Kept out, it held the pool open for good.
             self.failed = SandboxError("the step was cancelled while the code ran")
-            _closing(self.close())
+            closing(self.close())
             raise
         finally:
             self.compute_s += time.perf_counter() - t0
