@@ -383,9 +383,10 @@ class AgentSystem(LocalSystem):
             code = long_code(int(code))
         wf = pai_agent.PeerAgentWorkflow.run if self.name == "pah" else pai_agent.OursAgentWorkflow.run
         out = await self.durable.execute_workflow(wf, code, id=wid, task_queue=self.tq)
-        # CodeMode hands code errors back as the tool's result, in words; ours as an outcome
+        # CodeMode hands code errors back as the tool's result, in words (also its own failure to
+        # run the code: no `monty` binary); ours as an outcome
         if (
-            out.startswith(("ERROR:", "Runtime error", "Type error", "Syntax error"))
+            out.startswith(("ERROR:", "Runtime error", "Type error", "Syntax error", "Code execution failed"))
             or '"success":false' in out.replace(" ", "")[:300]
         ):
             raise RuntimeError(out[-400:])
