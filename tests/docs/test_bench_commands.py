@@ -32,7 +32,15 @@ def run(*args: str) -> str:
 
 @pytest.mark.parametrize(
     "module",
-    ["bench.peers.__main__", "bench.peers.pai_agent", "bench.monday", "bench.monday_worker", "bench.first_call"],
+    [
+        "bench.peers.__main__",
+        "bench.peers.systems",
+        "bench.peers.breaks",
+        "bench.peers.pai_agent",
+        "bench.monday",
+        "bench.monday_worker",
+        "bench.first_call",
+    ],
 )
 def test_the_bench_modules_import(module: str) -> None:
     importlib.import_module(module)
