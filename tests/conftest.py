@@ -31,6 +31,13 @@ from tests.s3_local import S3Endpoint, SeaweedS3  # noqa: E402
 os.environ.setdefault("CODEMODE_PYODIDE_DIR", str(cache_dir("pyodide")))
 
 
+#: Files whose test ids say "docker" without using the container engine (a missing extra
+#: named, a command line parsed): they stay in their file's scope, so a module fixture there
+#: (the wheel's virtual environment, half a minute of pip) is not built a second time on the
+#: other worker for one test.
+ENGINE_FREE = ("tests/package/", "tests/cli/test_readme.py")
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """The suite runs on two pytest-xdist workers (``-n 2`` in pyproject.toml), each with its own
@@ -42,7 +49,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class FileOrEngine(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            if "docker" in nodeid.lower():
+            if "docker" in nodeid.lower() and not nodeid.startswith(ENGINE_FREE):
                 return "container-engine"
             # One secured front (nginx and a dev server) per session, not one per worker.
             return "secure-front" if nodeid.startswith("tests/secure_front/") else nodeid.split("::")[0]
