@@ -24,6 +24,7 @@ from bench.peers import floor as floor_acts
 from bench.peers import tool_hooks
 from bench.peers.programs import long_code
 from bench.peers.report import Config, Measured
+from bench.peers.stuck_runs import stuck
 from codemode.activities import ToolRegistry
 from codemode.client.executions import start_execution
 from codemode.runtimes.types import ExecutionLimits
@@ -180,22 +181,6 @@ class LocalSystem(System):
             "calls": sum(tool_hooks.calls.values()),
             "times": tool_hooks.times.get(wid, []),
         }
-
-
-async def stuck(client: Client, wid: str) -> str:
-    """Why a run gave no result in time (its last failed workflow task), after terminating it
-    so it costs the next tests nothing."""
-    handle = client.get_workflow_handle(wid)
-    why = ""
-    with contextlib.suppress(Exception):
-        async for event in handle.fetch_history_events():
-            if event.HasField("workflow_task_failed_event_attributes"):
-                why = event.workflow_task_failed_event_attributes.failure.message
-            elif event.HasField("workflow_task_timed_out_event_attributes"):
-                why = "a workflow task timed out"
-    with contextlib.suppress(Exception):
-        await handle.terminate("the benchmark gave up on it")
-    return f" (terminated; last workflow task failure: {why[:300]})" if why else " (terminated)"
 
 
 class Floor(LocalSystem):

@@ -35,6 +35,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from bench.peers import tool_hooks
+from bench.peers.stuck_runs import stuck
 from bench.peers.tah_agent import TOOLS, HarnessCodeMode, Script
 
 
@@ -167,22 +168,6 @@ class Peer:
             f"waiting, the replay re-ran the script to the gate and the pending call's id "
             f"{'stayed the same' if after == before else 'changed'}; " + "; ".join(notes) + f": {out[-160:]}",
         }
-
-
-async def stuck(client: Client, wid: str) -> str:
-    """Why a run gave no result in time (its last failed workflow task), after terminating it
-    so it costs the next tests nothing."""
-    handle = client.get_workflow_handle(wid)
-    why = ""
-    with contextlib.suppress(Exception):
-        async for event in handle.fetch_history_events():
-            if event.HasField("workflow_task_failed_event_attributes"):
-                why = event.workflow_task_failed_event_attributes.failure.message
-            elif event.HasField("workflow_task_timed_out_event_attributes"):
-                why = "a workflow task timed out"
-    with contextlib.suppress(Exception):
-        await handle.terminate("the benchmark gave up on it")
-    return f" (terminated; last workflow task failure: {why[:300]})" if why else " (terminated)"
 
 
 def protocol_stream() -> Any:
